@@ -1,0 +1,138 @@
+"""The typed team config: one team file in `teams/` builds one `Team`.
+
+This module is plain data on purpose: it imports nothing from cdktf, so the local scheduler
+(`localscheduler/`) reads exactly the same jobs the stacks deploy without loading Terraform
+bindings. Every field documents its default; the defaults are the secure, working choice.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TEAMS_DIR = REPO_ROOT / "teams"
+FUNCTIONS_DIR = REPO_ROOT / "functions"
+
+# Added to the function timeout to give the lease: a live attempt never loses its claim.
+LEASE_MARGIN_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Cloud Scheduler's retry_config for one job (ranges are Scheduler's own).
+
+    Retries are safe with runonce (a retry of a finished run is answered 200 without running),
+    so the default retries a failed or lost delivery three times instead of Scheduler's zero.
+    """
+
+    retry_count: int = 3
+    """How many times a failed attempt is retried, 0-5. Scheduler's own default is 0."""
+    max_retry_duration_seconds: int = 0
+    """Stop retrying after this long; 0 means no limit (retries still stop at the next run)."""
+    min_backoff_seconds: int = 10
+    """Wait before the first retry, 0-3600."""
+    max_backoff_seconds: int = 300
+    """Longest wait between retries, 0-3600, at least min_backoff_seconds."""
+    max_doublings: int = 3
+    """How often the backoff doubles before growing linearly, 0-16."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One scheduled job: a Cloud Scheduler job that calls one deduplicated function."""
+
+    name: str
+    """Job id, also the function and Scheduler job name: lowercase letters, digits and
+    hyphens, starting with a letter, at most 40 characters (it prefixes resource names)."""
+    schedule: str
+    """unix-cron expression, e.g. "0 3 * * *". App Engine style ("every 5 minutes") is rejected:
+    Scheduler sends no X-CloudScheduler-ScheduleTime header for it, so runs cannot be told apart."""
+    source: str
+    """Folder under functions/ with main.py and requirements.txt; runonce is added to it."""
+    entry_point: str = "handle"
+    """Name of the decorated function in the folder's main.py."""
+    time_zone: str = "Etc/UTC"
+    """IANA time zone the schedule is evaluated in."""
+    description: str = ""
+    """Shown on the Scheduler job."""
+    timeout_seconds: int = 300
+    """Function timeout, 1-3600 (the HTTP maximum). The lease is this plus a margin."""
+    memory: str = "256Mi"
+    """Function memory, Cloud Run notation (128Mi, 256Mi, 512Mi, 1Gi, ...)."""
+    attempt_deadline_seconds: int = 180
+    """How long Scheduler waits for one attempt, 15-1800. At most timeout_seconds: a longer
+    deadline waits for an answer the function can no longer give."""
+    retry: Retry = field(default_factory=Retry)
+    """Scheduler retry config."""
+    retention_seconds: int = 7 * 24 * 3600
+    """How long a run's record is kept (Firestore TTL on expire_at). It must outlast the retry
+    window, or a late duplicate would find no record and run again."""
+    body: str = ""
+    """Request body Scheduler sends to the function."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment variables for the function (RUNONCE_* are set by the stack)."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Labels on the job's resources, merged over the team's."""
+    min_instances: int = 0
+    """Instances kept warm."""
+    max_instances: int = 3
+    """Upper bound on instances; duplicates are safe, so a small number suffices."""
+
+    @property
+    def lease_seconds(self) -> int:
+        """Lease on a claimed run: the function timeout plus a margin, so a live attempt keeps it."""
+        return self.timeout_seconds + LEASE_MARGIN_SECONDS
+
+    @property
+    def source_dir(self) -> Path:
+        """Absolute path of the job's function folder."""
+        return FUNCTIONS_DIR / self.source
+
+
+@dataclass(frozen=True)
+class Team:
+    """A team: one GCP project and region, one Firestore database, many jobs. One stack each."""
+
+    name: str
+    """Team id: lowercase letters, digits and hyphens; names the stack and prefixes resources."""
+    project: str
+    """GCP project id the stack deploys into."""
+    region: str
+    """Region of the functions and Scheduler jobs, e.g. europe-west1."""
+    jobs: list[Job]
+    """The team's jobs; names must be unique within the team."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Labels on every resource of the team."""
+    database: str = "runonce"
+    """Firestore database id for the run ledger (a dedicated database keeps IAM scoped to it)."""
+    database_location: str = ""
+    """Firestore location; empty means the team's region."""
+    collection: str = "scheduler_runs"
+    """Collection of run records inside that database."""
+    delete_protection: bool = True
+    """Protect the ledger database from deletion (turn off only for throwaway sandboxes)."""
+    point_in_time_recovery: bool = False
+    """Keep 7 days of versions for point-in-time recovery (costs storage)."""
+
+    @property
+    def location(self) -> str:
+        """Firestore location actually used."""
+        return self.database_location or self.region
+
+
+def load_team_file(path: Path) -> Team:
+    """Execute one team file and return the `team` it defines."""
+    spec = importlib.util.spec_from_file_location(f"teams.{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    team = getattr(module, "team", None)
+    if not isinstance(team, Team):
+        raise TypeError(f"{path}: a team file must define `team = Team(...)` (found {type(team).__name__})")
+    return team
+
+
+def load_teams(folder: Path = TEAMS_DIR) -> list[Team]:
+    """Every team in the folder: each `*.py` file not starting with an underscore, sorted."""
+    return [load_team_file(path) for path in sorted(folder.glob("*.py")) if not path.name.startswith("_")]

@@ -1,0 +1,40 @@
+"""The example team: copy this file (or teams/_template.py) to teams/<your-team>.py and edit."""
+
+from stacks.team import Job, Retry, Team
+
+team = Team(
+    name="example",
+    project="runonce-example",
+    region="europe-west1",
+    labels={"owner": "platform", "cost-center": "demo"},
+    jobs=[
+        Job(
+            name="report",
+            description="Publish the operations report every ten minutes",
+            schedule="*/10 * * * *",
+            time_zone="Europe/Berlin",
+            source="report",
+            timeout_seconds=120,
+            attempt_deadline_seconds=60,
+        ),
+        Job(
+            name="sync",
+            description="Publish the inventory sync report every two minutes",
+            schedule="*/2 * * * *",
+            source="report",
+            timeout_seconds=60,
+            attempt_deadline_seconds=30,
+            retry=Retry(retry_count=5, min_backoff_seconds=5, max_backoff_seconds=60),
+        ),
+        Job(
+            name="ledger-close",
+            description="Close the hourly ledger",
+            schedule="0 * * * *",
+            time_zone="America/New_York",
+            source="report",
+            timeout_seconds=300,
+            attempt_deadline_seconds=300,
+            retention_seconds=14 * 24 * 3600,
+        ),
+    ],
+)
