@@ -1,0 +1,37 @@
+"""runonce: exactly-once effects for Cloud Scheduler HTTP jobs, on a Firestore run ledger.
+
+    import functions_framework
+    from runonce import deduplicated, PermanentError
+
+    @functions_framework.http
+    @deduplicated
+    def handle(request):
+        ...
+"""
+
+from .clock import set_clock
+from .delivery import BadDelivery, Delivery, parse_delivery
+from .errors import ConfigError, PermanentError
+from .handler import Run, current_run, deduplicated
+from .keys import run_key
+from .ledger import Claim, Held, Ledger, RunStatus
+from .settings import Settings, load_settings
+
+__all__ = [
+    "BadDelivery",
+    "Claim",
+    "ConfigError",
+    "Delivery",
+    "Held",
+    "Ledger",
+    "PermanentError",
+    "Run",
+    "RunStatus",
+    "Settings",
+    "current_run",
+    "deduplicated",
+    "load_settings",
+    "parse_delivery",
+    "run_key",
+    "set_clock",
+]

@@ -1,0 +1,111 @@
+"""What one Cloud Scheduler delivery says: the job, the scheduled instant, where it came from.
+
+Headers are read case-insensitively (HTTP/2 sends them lower case). ScheduleTime is parsed as
+RFC 3339 and kept as an exact UTC instant, so the same instant written with another offset is
+the same run. Nothing here touches the store: a bad delivery is rejected before any write.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Mapping
+
+JOB_HEADER = "X-CloudScheduler-JobName"
+TIME_HEADER = "X-CloudScheduler-ScheduleTime"
+PROJECT_HEADER = "X-Runonce-Project"
+LOCATION_HEADER = "X-Runonce-Location"
+
+# Scheduler job ids are at most 500 characters; the others are far shorter in practice.
+MAX_LENGTH = {JOB_HEADER: 500, TIME_HEADER: 64, PROJECT_HEADER: 100, LOCATION_HEADER: 100}
+
+_RFC3339 = re.compile(
+    r"^(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d{1,9}))?"
+    r"(?:(?P<zulu>[Zz])|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))$"
+)
+
+
+class BadDelivery(ValueError):
+    """The request cannot be a Cloud Scheduler delivery; answered 400, nothing is written."""
+
+    def __init__(self, header: str, problem: str):
+        super().__init__(f"{header}: {problem}")
+        self.header = header
+
+
+@dataclass(frozen=True)
+class Instant:
+    """An exact UTC instant with nanosecond precision, as ScheduleTime can carry."""
+
+    utc: datetime
+    nanos: int
+
+    def rfc3339(self) -> str:
+        """The canonical form: UTC, `Z`, nine fraction digits only when the fraction is not zero."""
+        base = self.utc.strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{base}.{self.nanos:09d}Z" if self.nanos else f"{base}Z"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The identity of one scheduled run as the request states it."""
+
+    job: str
+    schedule_time: Instant
+    project: str
+    location: str
+    forced: bool
+    """ScheduleTime lies in the future: a "Force run", which carries the next scheduled time."""
+
+
+def parse_instant(text: str) -> Instant:
+    """Parse an RFC 3339 timestamp with a mandatory offset; ValueError says what is wrong."""
+    match = _RFC3339.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not an RFC 3339 timestamp like 2026-01-31T03:00:00Z")
+    year, month, day = (int(part) for part in match["date"].split("-"))
+    hour, minute, second = (int(part) for part in match["time"].split(":"))
+    if match["zulu"]:
+        offset = timedelta(0)
+    else:
+        hours, minutes = int(match["oh"]), int(match["om"])
+        if hours > 23 or minutes > 59:
+            raise ValueError(f"{text!r} has an impossible UTC offset")
+        offset = timedelta(hours=hours, minutes=minutes) * (1 if match["sign"] == "+" else -1)
+    try:
+        local = datetime(year, month, day, hour, minute, second, tzinfo=timezone(offset))
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a real date and time ({exc})") from None
+    nanos = int((match["fraction"] or "").ljust(9, "0") or 0)
+    return Instant(utc=local.astimezone(timezone.utc), nanos=nanos)
+
+
+def parse_delivery(headers: Mapping[str, str], now: datetime, forced_skew: timedelta) -> Delivery:
+    """Read the Scheduler headers of one request; BadDelivery names the header and the fix."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+
+    def header(name: str, required: bool) -> str:
+        value = lowered.get(name.lower())
+        if value is None or not value.strip():
+            if required:
+                raise BadDelivery(name, "missing; is this request from Cloud Scheduler with a unix-cron schedule?")
+            return ""
+        value = value.strip()
+        if len(value) > MAX_LENGTH[name]:
+            raise BadDelivery(name, f"{len(value)} characters, more than the {MAX_LENGTH[name]} allowed")
+        return value
+
+    job = header(JOB_HEADER, required=True)
+    raw_time = header(TIME_HEADER, required=True)
+    try:
+        instant = parse_instant(raw_time)
+    except ValueError as exc:
+        raise BadDelivery(TIME_HEADER, str(exc)) from None
+    return Delivery(
+        job=job,
+        schedule_time=instant,
+        project=header(PROJECT_HEADER, required=False),
+        location=header(LOCATION_HEADER, required=False),
+        forced=instant.utc > now + forced_skew,
+    )

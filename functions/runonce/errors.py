@@ -1,0 +1,13 @@
+"""Exceptions that cross the library's boundary."""
+
+
+class PermanentError(Exception):
+    """Raised by job code for a failure that retrying cannot fix.
+
+    The run is recorded as `failed`, logged at ERROR, and answered 2xx so Scheduler stops
+    retrying; later deliveries of the same run are answered 200 without running the job.
+    """
+
+
+class ConfigError(ValueError):
+    """A runonce setting is invalid; the message names the setting and how to fix it."""
