@@ -57,8 +57,9 @@ def current_run() -> Run:
 class _LedgerSource:
     """Builds the settings and ledger on first use and keeps them for the process."""
 
-    def __init__(self, overrides: dict[str, Any]):
+    def __init__(self, overrides: dict[str, Any], client: firestore.Client | None):
         self._overrides = overrides
+        self._client = client
         self._lock = threading.Lock()
         self._value: tuple[Settings, Ledger] | None = None
 
@@ -66,13 +67,13 @@ class _LedgerSource:
         with self._lock:
             if self._value is None:
                 settings = load_settings(self._overrides)
-                client = firestore.Client(project=settings.project, database=settings.database)
+                client = self._client or firestore.Client(project=settings.project, database=settings.database)
                 self._value = (settings, Ledger(client, settings.collection, settings.lease, settings.retention))
             return self._value
 
 
-def _answer(status: int, outcome: str, **body: Any) -> tuple[dict[str, Any], int]:
-    return {"outcome": outcome, **body}, status
+def _answer(code: int, outcome: str, **body: Any) -> tuple[dict[str, Any], int]:
+    return {"outcome": outcome, **body}, code
 
 
 def _held_answer(held: Held, fields: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -92,7 +93,9 @@ def _store_write(write: Callable[..., bool], *args: Any) -> bool:
         return False
 
 
-def _execute(job: Callable, request: Any, ledger: Ledger, claim: Claim, delivery: Delivery, fields: dict[str, Any]):
+def _execute(
+    job: Callable, request: Any, ledger: Ledger, claim: Claim, delivery: Delivery, fields: dict[str, Any], started: float
+) -> tuple[dict[str, Any], int]:
     run = Run(
         key=claim.key,
         job=delivery.job,
@@ -109,22 +112,23 @@ def _execute(job: Callable, request: Any, ledger: Ledger, claim: Claim, delivery
         result = job(request)
     except PermanentError as exc:
         recorded = _store_write(ledger.fail, claim, str(exc))
-        log(logging.ERROR, f"job failed permanently: {exc}", outcome="failed", recorded=recorded, **fields)
+        log(logging.ERROR, f"job failed permanently: {exc}", outcome="failed", recorded=recorded,
+            latency_ms=_ms(started), **fields)
         return _answer(200, "failed", run_key=claim.key, error=str(exc), recorded=recorded)
     except Exception as exc:
         released = _store_write(ledger.release, claim)
         log(logging.ERROR, f"job failed, will be retried: {exc!r}", exc_info=True, outcome="retry",
-            released=released, **fields)
+            released=released, latency_ms=_ms(started), **fields)
         return _answer(500, "retry", run_key=claim.key, error=type(exc).__name__)
     finally:
         _current.reset(token)
     recorded = _store_write(ledger.complete, claim, result)
     if recorded:
-        log(logging.INFO, "run completed", outcome="completed", **fields)
+        log(logging.INFO, "run completed", outcome="completed", latency_ms=_ms(started), **fields)
     else:
         # The job did run; answering 2xx stops Scheduler from delivering it again.
         log(logging.ERROR, "run completed but its completion was not recorded (lease lost or store down)",
-            outcome="completed", recorded=False, **fields)
+            outcome="completed", recorded=False, latency_ms=_ms(started), **fields)
     return _answer(200, "completed", run_key=claim.key, attempt=claim.attempt, result=result if recorded else None,
                    recorded=recorded)
 
@@ -150,15 +154,12 @@ def _handle(job: Callable, request: Any, source: _LedgerSource) -> tuple[dict[st
     }
     try:
         claim = ledger.claim(key, {**fields, "project": delivery.project, "location": delivery.location})
-    except gexc.GoogleAPICallError as exc:
+    except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
         log(logging.ERROR, f"run ledger unavailable: {exc}", outcome="store_unavailable", **fields)
         return _answer(500, "store_unavailable", run_key=key)
     if isinstance(claim, Held):
-        answer = _held_answer(claim, {**fields, "latency_ms": _ms(started)})
-    else:
-        answer = _execute(job, request, ledger, claim, delivery, fields)
-    log(logging.DEBUG, "answered", status=answer[1], latency_ms=_ms(started), **fields)
-    return answer
+        return _held_answer(claim, {**fields, "latency_ms": _ms(started)})
+    return _execute(job, request, ledger, claim, delivery, fields, started)
 
 
 def _ms(started: float) -> int:
@@ -173,13 +174,15 @@ def deduplicated(
     collection: str | None = None,
     database: str | None = None,
     forced_skew: int | None = None,
+    client: firestore.Client | None = None,
 ):
     """Run a functions-framework HTTP function at most once per scheduled run.
 
     Use bare (`@deduplicated`) or with options in seconds/names that override the RUNONCE_*
     environment variables; place it under `@functions_framework.http`. The function receives
     the Flask request, may call `current_run()`, and returns JSON-like data stored as the run's
-    result. Raise PermanentError for failures a retry cannot fix.
+    result. Raise PermanentError for failures a retry cannot fix. `client` replaces the Firestore
+    client built from the settings (its project and database then win).
     """
     overrides = {
         "lease": lease,
@@ -190,7 +193,7 @@ def deduplicated(
     }
 
     def decorate(job: Callable) -> Callable:
-        source = _LedgerSource(overrides)
+        source = _LedgerSource(overrides, client)
 
         @functools.wraps(job)
         def handler(request: Any):

@@ -38,6 +38,8 @@ TRANSIENT = (
 FINISH_RETRY = Retry(
     predicate=if_exception_type(*TRANSIENT), initial=0.05, maximum=2.0, multiplier=2.0, timeout=30.0
 )
+# A claim gives up sooner: nothing has run yet, and Scheduler will deliver the run again.
+CLAIM_RETRY = Retry(predicate=if_exception_type(*TRANSIENT), initial=0.05, maximum=1.0, multiplier=2.0, timeout=10.0)
 _CLAIM_ATTEMPTS = 3
 
 
@@ -89,12 +91,14 @@ class Ledger:
         lease: timedelta,
         retention: timedelta,
         finish_retry: Retry = FINISH_RETRY,
+        claim_retry: Retry = CLAIM_RETRY,
     ):
         self._client = client
         self._collection = client.collection(collection)
         self._lease = lease
         self._retention = retention
         self._finish_retry = finish_retry
+        self._claim_retry = claim_retry
 
     def claim(self, key: str, fields: dict[str, Any]) -> Claim | Held:
         """Claim the run for a new attempt, or say who holds it.
@@ -115,29 +119,41 @@ class Ledger:
                 "claimed_at": now,
             }
             try:
-                written = doc.create({**fields, **lease, "attempts": 1})
+                written = doc.create({**fields, **lease, "attempts": 1}, retry=self._claim_retry)
                 return Claim(key, attempt_id, 1, written.update_time)
             except gexc.AlreadyExists:
                 pass
             except gexc.Aborted:
                 return Held(key, RunStatus.IN_PROGRESS)
-            snapshot = doc.get()
+            snapshot = doc.get(retry=self._claim_retry)
             if not snapshot.exists:
                 continue  # released between our create and our read: try to create again
             record = snapshot.to_dict()
+            if record["attempt_id"] == attempt_id:
+                # Our own create landed; only its answer was lost and the retry hit our record.
+                return Claim(key, attempt_id, int(record["attempts"]), snapshot.update_time)
             status = RunStatus(record["status"])
             if status is not RunStatus.IN_PROGRESS or record["lease_expires"] > now:
                 return Held(key, status, record.get("result"), record.get("error"), record.get("lease_expires"))
-            attempt = int(record.get("attempts", 0)) + 1
-            try:
-                written = doc.update(
-                    {**lease, "attempts": attempt, "previous_attempt_id": record["attempt_id"]},
-                    option=self._client.write_option(last_update_time=snapshot.update_time),
-                )
-            except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted):
-                return Held(key, RunStatus.IN_PROGRESS)  # another delivery took it over first
-            return Claim(key, attempt_id, attempt, written.update_time)
+            return self._take_over(doc, snapshot, lease)
         return Held(key, RunStatus.IN_PROGRESS)
+
+    def _take_over(self, doc, snapshot, lease: dict[str, Any]) -> Claim | Held:
+        """Claim a run whose holder's lease expired, unless someone wrote to it since we read it."""
+        record = snapshot.to_dict()
+        attempt = int(record.get("attempts", 0)) + 1
+        try:
+            written = doc.update(
+                {**lease, "attempts": attempt, "previous_attempt_id": record["attempt_id"]},
+                option=self._client.write_option(last_update_time=snapshot.update_time),
+                retry=self._claim_retry,
+            )
+        except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted):
+            now = doc.get()
+            if not now.exists or now.get("attempt_id") != lease["attempt_id"]:
+                return Held(doc.id, RunStatus.IN_PROGRESS)  # another delivery took it over first
+            return Claim(doc.id, lease["attempt_id"], attempt, now.update_time)  # ours; its answer was lost
+        return Claim(doc.id, lease["attempt_id"], attempt, written.update_time)
 
     def complete(self, claim: Claim, result: Any = None) -> bool:
         """Record success. False if this attempt no longer holds the claim (nothing is written)."""

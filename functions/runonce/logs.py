@@ -24,9 +24,21 @@ class CloudLoggingFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """Writes to whatever sys.stdout is when the line is written, not when the handler was made."""
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 def _install() -> None:
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stdout)
+        handler = _StdoutHandler()
         handler.setFormatter(CloudLoggingFormatter())
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

@@ -1,0 +1,57 @@
+"""Settings: environment, decorator overrides, and errors that name the setting and the fix."""
+
+import pytest
+
+from runonce.errors import ConfigError
+from runonce.settings import load_settings
+
+
+def test_defaults_apply_when_nothing_is_set():
+    settings = load_settings({}, environ={})
+    assert settings.collection == "scheduler_runs"
+    assert settings.database == "(default)"
+    assert settings.lease.total_seconds() == 900
+    assert settings.retention.total_seconds() == 7 * 24 * 3600
+    assert settings.project is None
+
+
+def test_environment_is_read():
+    settings = load_settings(
+        {},
+        environ={
+            "RUNONCE_LEASE_SECONDS": "360",
+            "RUNONCE_RETENTION_SECONDS": "86400",
+            "RUNONCE_COLLECTION": "runs",
+            "RUNONCE_DATABASE": "runonce",
+            "GOOGLE_CLOUD_PROJECT": "acme",
+        },
+    )
+    assert (settings.lease.total_seconds(), settings.retention.total_seconds()) == (360, 86400)
+    assert (settings.collection, settings.database, settings.project) == ("runs", "runonce", "acme")
+
+
+def test_decorator_options_override_the_environment():
+    settings = load_settings({"lease": 30, "collection": "other"}, environ={"RUNONCE_LEASE_SECONDS": "360"})
+    assert settings.lease.total_seconds() == 30
+    assert settings.collection == "other"
+
+
+@pytest.mark.parametrize(
+    "environ, named",
+    [
+        ({"RUNONCE_LEASE_SECONDS": "ten"}, "RUNONCE_LEASE_SECONDS='ten' is not a whole number"),
+        ({"RUNONCE_LEASE_SECONDS": "0"}, "RUNONCE_LEASE_SECONDS=0 is out of range"),
+        ({"RUNONCE_RETENTION_SECONDS": "5"}, "RUNONCE_RETENTION_SECONDS=5 is out of range"),
+        ({"RUNONCE_LEASE_SECONDS": "7200", "RUNONCE_RETENTION_SECONDS": "3600"}, "must be longer than the lease"),
+        ({"RUNONCE_COLLECTION": "a/b"}, "RUNONCE_COLLECTION='a/b' is not a Firestore collection id"),
+        ({"RUNONCE_DATABASE": "Bad_Name"}, "RUNONCE_DATABASE='Bad_Name' is not a Firestore database id"),
+    ],
+)
+def test_invalid_environment_is_reported_with_the_variable(environ, named):
+    with pytest.raises(ConfigError, match=named.replace("(", r"\(").replace(")", r"\)")):
+        load_settings({}, environ=environ)
+
+
+def test_invalid_option_is_reported_as_a_decorator_option():
+    with pytest.raises(ConfigError, match=r"lease \(decorator option\)=-1 is out of range"):
+        load_settings({"lease": -1}, environ={})
