@@ -72,13 +72,16 @@ class Job:
     body: str = ""
     """Request body Scheduler sends to the function."""
     env: dict[str, str] = field(default_factory=dict)
-    """Extra environment variables for the function (RUNONCE_* are set by the stack)."""
+    """Extra environment variables for the function. RUNONCE_* are set by the stack from this
+    config; only RUNONCE_LEASE_SECONDS may be given here, to lengthen the lease."""
     labels: dict[str, str] = field(default_factory=dict)
     """Labels on the job's resources, merged over the team's."""
     min_instances: int = 0
     """Instances kept warm."""
     max_instances: int = 3
     """Upper bound on instances; duplicates are safe, so a small number suffices."""
+    runtime: str = "python312"
+    """Cloud Run functions runtime the source is built with."""
 
     @property
     def lease_seconds(self) -> int:

@@ -1,0 +1,62 @@
+"""Apply a rule pack to synthesized stacks and report findings with the resource path."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from policy.pack import LEAST_PRIVILEGE, Rule
+from policy.rules import Resource, Verdict
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A rule a resource does not comply with."""
+
+    stack: str
+    rule: Rule
+    resource: Resource
+
+    def __str__(self) -> str:
+        return (
+            f"{self.rule.severity.upper()} {self.rule.id} [{self.stack}] {self.resource.path} "
+            f"({self.resource.address}): {self.rule.check.__name__}. {self.rule.explanation}"
+        )
+
+
+def resources(stack: Mapping[str, Any]) -> Iterator[Resource]:
+    """Every resource of a synthesized stack document."""
+    for kind, named in stack.get("resource", {}).items():
+        for name, config in named.items():
+            yield Resource(type=kind, name=name, config=config, stack=stack)
+
+
+def check_stack(name: str, stack: Mapping[str, Any], pack: Sequence[Rule] = LEAST_PRIVILEGE) -> list[Finding]:
+    """Findings of every rule of the pack on every resource of one stack."""
+    return [
+        Finding(name, rule, resource)
+        for resource in resources(stack)
+        for rule in pack
+        if rule.check(resource) is Verdict.NON_COMPLIANT
+    ]
+
+
+def stack_files(path: Path) -> dict[str, Path]:
+    """Stack name -> synthesized JSON, from a cdktf output folder or a single `*.tf.json` file."""
+    if path.is_file():
+        return {path.name.removesuffix(".json").removesuffix(".tf").removesuffix(".cdk"): path}
+    found = {file.parent.name: file for file in sorted(path.glob("stacks/*/cdk.tf.json"))}
+    if not found:
+        raise FileNotFoundError(f"no stacks/*/cdk.tf.json under {path}: run `make synth` first")
+    return found
+
+
+def check_files(files: Mapping[str, Path], pack: Sequence[Rule] = LEAST_PRIVILEGE) -> list[Finding]:
+    """Findings over several synthesized stack files."""
+    return [
+        finding
+        for name, file in files.items()
+        for finding in check_stack(name, json.loads(file.read_text()), pack)
+    ]

@@ -1,0 +1,75 @@
+"""Deterministic source archives: the same files always give the same zip and the same name.
+
+The object name of a function's source is the digest of its files (paths and bytes, not the
+zip's bytes, so the name does not depend on the zlib version). A code change gives a new name
+and so a redeploy; an unchanged tree gives the same name and no diff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+# Fixed metadata for every entry: zip timestamps cannot be before 1980.
+EPOCH = (1980, 1, 1, 0, 0, 0)
+FILE_MODE = 0o644 << 16
+SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", "node_modules"}
+SKIPPED_SUFFIXES = {".pyc", ".pyo"}
+
+
+@dataclass(frozen=True)
+class Archive:
+    """A built source archive."""
+
+    path: Path
+    """The zip file on disk."""
+    digest: str
+    """sha256 (hex) of the archived paths and contents."""
+
+
+def _members(folders: Mapping[str, Path]) -> list[tuple[str, Path]]:
+    """(name in the archive, file on disk) for every file kept, sorted by name."""
+    members = {}
+    for prefix, folder in folders.items():
+        for path in folder.rglob("*"):
+            relative = path.relative_to(folder)
+            if not path.is_file() or path.suffix in SKIPPED_SUFFIXES:
+                continue
+            if any(part in SKIPPED_DIRS or part.startswith(".") for part in relative.parts):
+                continue
+            members["/".join(filter(None, (prefix, relative.as_posix())))] = path
+    return sorted(members.items())
+
+
+def content_digest(folders: Mapping[str, Path]) -> str:
+    """sha256 over each kept file's archive name and bytes."""
+    digest = hashlib.sha256()
+    for name, path in _members(folders):
+        data = path.read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def build_archive(folders: Mapping[str, Path], out_dir: Path) -> Archive:
+    """Zip the folders (archive prefix -> folder; "" is the root) into out_dir/<digest>.zip.
+
+    An archive already built for the same digest is reused.
+    """
+    digest = content_digest(folders)
+    path = out_dir / f"{digest}.zip"
+    if not path.exists():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        partial = out_dir / f"{digest}.{os.getpid()}.partial"  # concurrent synths never share it
+        with zipfile.ZipFile(partial, "w") as archive:
+            for name, source in _members(folders):
+                info = zipfile.ZipInfo(name, date_time=EPOCH)
+                info.external_attr = FILE_MODE
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, source.read_bytes(), compresslevel=9)
+        partial.replace(path)
+    return Archive(path=path, digest=digest)

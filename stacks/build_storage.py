@@ -1,0 +1,60 @@
+"""Where a team's function builds read their source and write their images."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from constructs import Construct
+
+from stacks import defaults, naming
+from stacks.provider import ArtifactRegistryRepository, StorageBucket, StorageBucketVersioning
+from stacks.required_apis import RequiredApis
+
+
+@dataclass(frozen=True)
+class BuildStorageProps:
+    """The team whose builds this storage serves."""
+
+    project: str
+    """Project id."""
+    region: str
+    """Region of the bucket and the repository (the functions' region)."""
+    team: str
+    """Team name; names the bucket and the repository."""
+    apis: RequiredApis
+    """The stack's enabled APIs."""
+
+
+class BuildStorage(Construct):
+    """A private source bucket and a Docker repository for the team's function builds.
+
+        The bucket has uniform bucket-level access (no object ACLs) and enforced public access
+        prevention; it is versioned (archive names are content digests, so versions only pile up when
+    an archive is deleted, which then stays recoverable), and `force_destroy` stays off.
+    """
+
+    def __init__(self, scope: Construct, id: str, props: BuildStorageProps) -> None:
+        super().__init__(scope, id)
+        self.bucket = StorageBucket(
+            self,
+            "bucket",
+            project=props.project,
+            name=naming.bucket_name(props.project, props.team),
+            location=props.region,
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            versioning=StorageBucketVersioning(enabled=True),
+            depends_on=props.apis.of(defaults.API_STORAGE),
+        )
+        """The `google_storage_bucket` holding the source archives."""
+        self.repository = ArtifactRegistryRepository(
+            self,
+            "repository",
+            project=props.project,
+            location=props.region,
+            repository_id=naming.repository_id(props.team),
+            format=defaults.REPOSITORY_FORMAT,
+            description=f"Function images built for team {props.team} (runonce)",
+            depends_on=props.apis.of(defaults.API_ARTIFACT_REGISTRY),
+        )
+        """The `google_artifact_registry_repository` the builds push images to."""

@@ -1,0 +1,87 @@
+"""The run ledger: a dedicated Firestore database with a TTL policy on its runs collection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from constructs import Construct
+
+from stacks import defaults
+from stacks.provider import (
+    FirestoreDatabase,
+    FirestoreField,
+    FirestoreFieldIndexConfig,
+    FirestoreFieldTtlConfig,
+)
+from stacks.required_apis import RequiredApis
+
+# The field runonce writes on every run record; the TTL policy deletes records after it.
+EXPIRY_FIELD = "expire_at"
+
+
+@dataclass(frozen=True)
+class DedupStoreProps:
+    """The ledger database of one team."""
+
+    project: str
+    """Project id."""
+    database: str
+    """Firestore database id; a dedicated database lets IAM be scoped to it alone."""
+    location: str
+    """Firestore location (a region such as europe-west1, or a multi-region such as eur3)."""
+    collection: str
+    """Collection of run records (RUNONCE_COLLECTION)."""
+    apis: RequiredApis
+    """The stack's enabled APIs; the database waits for Firestore's."""
+    delete_protection: bool = True
+    """Refuse to delete the database (and with it every run record). Default on."""
+    point_in_time_recovery: bool = False
+    """Keep 7 days of versions. Default off (costs storage)."""
+
+
+class DedupStore(Construct):
+    """A Firestore native database plus the TTL policy that expires run records.
+
+    `index_config {}` drops the single-field indexes on `expire_at`: nothing queries it, and a
+    monotonically increasing indexed field would limit write throughput.
+    """
+
+    def __init__(self, scope: Construct, id: str, props: DedupStoreProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        """The props this store was built from."""
+        self.database = FirestoreDatabase(
+            self,
+            "database",
+            project=props.project,
+            name=props.database,
+            location_id=props.location,
+            type="FIRESTORE_NATIVE",
+            delete_protection_state=(
+                "DELETE_PROTECTION_ENABLED" if props.delete_protection else "DELETE_PROTECTION_DISABLED"
+            ),
+            deletion_policy="ABANDON" if props.delete_protection else "DELETE",
+            point_in_time_recovery_enablement=(
+                "POINT_IN_TIME_RECOVERY_ENABLED"
+                if props.point_in_time_recovery
+                else "POINT_IN_TIME_RECOVERY_DISABLED"
+            ),
+            depends_on=props.apis.of(defaults.API_FIRESTORE),
+        )
+        """The `google_firestore_database`."""
+        self.ttl_field = FirestoreField(
+            self,
+            "ttl",
+            project=props.project,
+            database=self.database.name,
+            collection=props.collection,
+            field=EXPIRY_FIELD,
+            ttl_config=FirestoreFieldTtlConfig(),
+            index_config=FirestoreFieldIndexConfig(),
+        )
+        """The `google_firestore_field` holding the TTL policy on expire_at."""
+
+    @property
+    def resource_name(self) -> str:
+        """The database's IAM resource name, as an IAM condition compares it."""
+        return f"projects/{self.props.project}/databases/{self.props.database}"

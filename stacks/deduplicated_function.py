@@ -1,0 +1,179 @@
+"""One job's function: a gen2 Cloud Run function built from the job's folder plus runonce."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cdktf import AssetType, TerraformAsset
+from constructs import Construct
+
+from stacks import defaults, naming
+from stacks.archive import Archive, build_archive
+from stacks.build_storage import BuildStorage
+from stacks.dedup_store import DedupStore
+from stacks.identity import job_service_account
+from stacks.provider import (
+    ArtifactRegistryRepositoryIamMember,
+    Cloudfunctions2Function,
+    Cloudfunctions2FunctionBuildConfig,
+    Cloudfunctions2FunctionBuildConfigSource,
+    Cloudfunctions2FunctionBuildConfigSourceStorageSource,
+    Cloudfunctions2FunctionServiceConfig,
+    ProjectIamMember,
+    ProjectIamMemberCondition,
+    StorageBucketIamMember,
+    StorageBucketObject,
+)
+from stacks.required_apis import RequiredApis
+from stacks.team import FUNCTIONS_DIR, REPO_ROOT, Job, Team
+
+ARCHIVE_DIR = REPO_ROOT / "build" / "sources"
+
+
+@dataclass(frozen=True)
+class DeduplicatedFunctionProps:
+    """Everything one job's function is built from."""
+
+    team: Team
+    """The job's team (project, region, ledger settings)."""
+    job: Job
+    """The job: source folder, entry point, timeout, memory, instances, env, labels."""
+    store: DedupStore
+    """The team's ledger; the runtime account may use this database and nothing else."""
+    build: BuildStorage
+    """The team's source bucket and image repository."""
+    apis: RequiredApis
+    """The stack's enabled APIs."""
+    archive_dir: Path = ARCHIVE_DIR
+    """Where source archives are built (git-ignored); default build/sources."""
+
+
+def runonce_environment(team: Team, job: Job) -> dict[str, str]:
+    """The RUNONCE_* variables runonce reads, from the team and job config."""
+    return {
+        "GOOGLE_CLOUD_PROJECT": team.project,
+        "RUNONCE_DATABASE": team.database,
+        "RUNONCE_COLLECTION": team.collection,
+        "RUNONCE_LEASE_SECONDS": str(job.lease_seconds),
+        "RUNONCE_RETENTION_SECONDS": str(job.retention_seconds),
+    }
+
+
+def job_archive(job: Job, out_dir: Path) -> Archive:
+    """The job's folder at the archive root with the runonce library beside it."""
+    return build_archive(
+        {"": job.source_dir, defaults.RUNONCE_PACKAGE: FUNCTIONS_DIR / defaults.RUNONCE_PACKAGE}, out_dir
+    )
+
+
+class DeduplicatedFunction(Construct):
+    """A gen2 function with its own runtime and build service accounts, internal ingress only.
+
+    The runtime account holds `roles/datastore.user` conditioned to the team's database. The
+    build account may read the team's source bucket, push to the team's repository and write
+    build logs. The source is uploaded under its content digest, so only a change redeploys.
+    """
+
+    def __init__(self, scope: Construct, id: str, props: DeduplicatedFunctionProps) -> None:
+        super().__init__(scope, id)
+        team, job = props.team, props.job
+        self.runtime_account = job_service_account(
+            self, "runtime-account", team, job, "run", "function runtime", props.apis
+        )
+        """The `google_service_account` the function runs as."""
+        self.ledger_grant = ProjectIamMember(
+            self,
+            "runtime-ledger",
+            project=team.project,
+            role=defaults.ROLE_LEDGER,
+            member=self.runtime_account.member,
+            condition=ProjectIamMemberCondition(
+                title="runonce-ledger-only",
+                description=f"Only the {team.database} Firestore database",
+                expression=f'resource.name == "{props.store.resource_name}"',
+            ),
+        )
+        """roles/datastore.user on the ledger database only (IAM condition)."""
+
+        self.build_account = job_service_account(
+            self, "build-account", team, job, "build", "function build", props.apis
+        )
+        """The `google_service_account` Cloud Build runs the function's build as."""
+        self.build_grants = [
+            StorageBucketIamMember(
+                self,
+                "build-source-reader",
+                bucket=props.build.bucket.name,
+                role=defaults.ROLE_BUILD_SOURCE_READER,
+                member=self.build_account.member,
+            ),
+            ArtifactRegistryRepositoryIamMember(
+                self,
+                "build-image-writer",
+                project=team.project,
+                location=props.build.repository.location,
+                repository=props.build.repository.name,
+                role=defaults.ROLE_BUILD_IMAGE_WRITER,
+                member=self.build_account.member,
+            ),
+            ProjectIamMember(
+                self,
+                "build-log-writer",
+                project=team.project,
+                role=defaults.ROLE_BUILD_LOG_WRITER,
+                member=self.build_account.member,
+            ),
+        ]
+        """What the build needs: read the sources, push the image, write its log."""
+
+        self.archive = job_archive(job, props.archive_dir)
+        """The deterministic source archive (path and digest)."""
+        asset = TerraformAsset(
+            self, "source", path=str(self.archive.path), type=AssetType.FILE, asset_hash=self.archive.digest
+        )
+        self.source_object = StorageBucketObject(
+            self,
+            "source-object",
+            bucket=props.build.bucket.name,
+            name=naming.source_object_name(job.name, self.archive.digest),
+            source=asset.path,
+        )
+        """The `google_storage_bucket_object` named by the source digest."""
+
+        self.function = Cloudfunctions2Function(
+            self,
+            "function",
+            project=team.project,
+            location=team.region,
+            name=naming.function_name(team.name, job.name),
+            description=job.description or None,
+            labels={**job.labels, "runonce-job": job.name},
+            build_config=Cloudfunctions2FunctionBuildConfig(
+                runtime=job.runtime,
+                entry_point=job.entry_point,
+                service_account=self.build_account.id,
+                docker_repository=props.build.repository.id,
+                source=Cloudfunctions2FunctionBuildConfigSource(
+                    storage_source=Cloudfunctions2FunctionBuildConfigSourceStorageSource(
+                        bucket=props.build.bucket.name, object=self.source_object.name
+                    )
+                ),
+            ),
+            service_config=Cloudfunctions2FunctionServiceConfig(
+                service_account_email=self.runtime_account.email,
+                ingress_settings=defaults.INGRESS,
+                all_traffic_on_latest_revision=True,
+                timeout_seconds=job.timeout_seconds,
+                available_memory=job.memory,
+                min_instance_count=job.min_instances,
+                max_instance_count=job.max_instances,
+                environment_variables={**runonce_environment(team, job), **job.env},
+            ),
+            depends_on=[
+                *props.apis.of(defaults.API_FUNCTIONS, defaults.API_RUN, defaults.API_CLOUD_BUILD),
+                *self.build_grants,
+                self.ledger_grant,
+            ],
+        )
+        """The `google_cloudfunctions2_function`; `function.url` is what Scheduler calls."""

@@ -1,0 +1,46 @@
+"""The secure, fixed choices every stack makes, in one place (the team config holds the rest).
+
+Each constant says why it is what it is; constructs import them instead of repeating literals.
+"""
+
+from __future__ import annotations
+
+# Scheduler (and Pub/Sub, Eventarc) in the same project can still call the function;
+# nothing from the internet can, whatever IAM says.
+INGRESS = "ALLOW_INTERNAL_ONLY"
+
+# The build pushes the function's image here; a repository per team keeps the build's write
+# permission on one repository instead of the project.
+REPOSITORY_FORMAT = "DOCKER"
+
+# roles the stacks grant, each to one resource (or conditioned to one database).
+ROLE_LEDGER = "roles/datastore.user"
+ROLE_INVOKER = "roles/run.invoker"
+ROLE_BUILD_SOURCE_READER = "roles/storage.objectViewer"
+ROLE_BUILD_IMAGE_WRITER = "roles/artifactregistry.writer"
+# Log entries can only be written at project level; the role writes and reads nothing else.
+ROLE_BUILD_LOG_WRITER = "roles/logging.logWriter"
+
+# Every API a team stack calls; enabled by the stack and left enabled on destroy (other
+# workloads in the project may use them).
+API_IAM = "iam.googleapis.com"
+API_FIRESTORE = "firestore.googleapis.com"
+API_STORAGE = "storage.googleapis.com"
+API_ARTIFACT_REGISTRY = "artifactregistry.googleapis.com"
+API_CLOUD_BUILD = "cloudbuild.googleapis.com"
+API_FUNCTIONS = "cloudfunctions.googleapis.com"
+API_RUN = "run.googleapis.com"
+API_SCHEDULER = "cloudscheduler.googleapis.com"
+REQUIRED_APIS = (
+    API_IAM,
+    API_FIRESTORE,
+    API_STORAGE,
+    API_ARTIFACT_REGISTRY,
+    API_CLOUD_BUILD,
+    API_FUNCTIONS,
+    API_RUN,
+    API_SCHEDULER,
+)
+
+# The runonce function library, shipped inside every job's source archive as `runonce/`.
+RUNONCE_PACKAGE = "runonce"

@@ -1,0 +1,25 @@
+"""Service accounts: every component of a job (runtime, build, Scheduler) gets its own."""
+
+from __future__ import annotations
+
+from constructs import Construct
+
+from stacks import defaults, naming
+from stacks.provider import ServiceAccount
+from stacks.required_apis import RequiredApis
+from stacks.team import Job, Team
+
+
+def job_service_account(
+    scope: Construct, id: str, team: Team, job: Job, role: str, purpose: str, apis: RequiredApis
+) -> ServiceAccount:
+    """A service account used by one component of one job; `role` is a short suffix of its id
+    ("run", "build", "call") and `purpose` is shown as its display name."""
+    return ServiceAccount(
+        scope,
+        id,
+        project=team.project,
+        account_id=naming.account_id(team.name, job.name, role),
+        display_name=f"runonce {team.name}/{job.name} {purpose}",
+        depends_on=apis.of(defaults.API_IAM),
+    )

@@ -1,0 +1,60 @@
+"""Every cloud resource name a team stack creates, derived from the team and job names.
+
+Names are prefixed with the team so two teams in one project never collide. Each name has its
+own limit; `validation` checks the ones a user can make too long, and service account ids
+(6-30 characters, shorter than most job names allow) are shortened with a stable digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+# Lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen.
+DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
+
+MAX_TEAM_NAME = 20
+"""Team names prefix every resource (the bucket name has the least room)."""
+MAX_JOB_NAME = 40
+MAX_FUNCTION_NAME = 49
+"""A gen2 function is a Cloud Run service, whose name has at most 49 characters."""
+MAX_BUCKET_NAME = 63
+MAX_ACCOUNT_ID = 30
+MIN_ACCOUNT_ID = 6
+DIGEST_LENGTH = 6
+
+
+def function_name(team: str, job: str) -> str:
+    """Name of the job's function (and so of its Cloud Run service)."""
+    return f"{team}-{job}"
+
+
+def scheduler_job_name(team: str, job: str) -> str:
+    """Name of the job's Cloud Scheduler job (sent as X-CloudScheduler-JobName)."""
+    return f"{team}-{job}"
+
+
+def bucket_name(project: str, team: str) -> str:
+    """The team's function source bucket (bucket names are global, hence the project)."""
+    return f"{project}-{team}-sources"
+
+
+def repository_id(team: str) -> str:
+    """The team's Artifact Registry repository that function builds push images to."""
+    return f"{team}-functions"
+
+
+def account_id(team: str, job: str, role: str) -> str:
+    """A service account id for one role of one job: `team-job-role`, or a shortened stable
+    form `team-jo-1a2b3c-role` when that exceeds the 30-character limit."""
+    full = f"{team}-{job}-{role}"
+    if len(full) <= MAX_ACCOUNT_ID:
+        return full
+    digest = hashlib.sha256(f"{team}-{job}".encode()).hexdigest()[:DIGEST_LENGTH]
+    room = MAX_ACCOUNT_ID - len(role) - DIGEST_LENGTH - 2
+    return f"{f'{team}-{job}'[:room].rstrip('-')}-{digest}-{role}"
+
+
+def source_object_name(job: str, digest: str) -> str:
+    """Object name of a job's source archive: a new digest (a code change) is a new object."""
+    return f"{job}/{digest}.zip"

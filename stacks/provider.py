@@ -1,0 +1,100 @@
+"""The prebuilt google provider bindings the stacks use, loaded one submodule at a time.
+
+`import cdktf_cdktf_provider_google.storage_bucket` normally runs the package `__init__`, which
+imports all 1,474 resource submodules (most of a synth's time). Each submodule only needs the
+package's `_jsii` assembly loader, not its siblings, so this module registers a bare package
+object whose `__path__` is the real package folder before importing anything from it: Python
+then finds the submodules on disk and never runs the package `__init__`. If the real package
+was already imported (a plain cdktf app in the same process), that package is used as is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+
+PACKAGE = "cdktf_cdktf_provider_google"
+
+
+def _register_bare_package() -> None:
+    """Put a package module without the heavy `__init__` into sys.modules (once)."""
+    if PACKAGE in sys.modules:
+        return
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"{PACKAGE} is not installed: run `make install`")
+    package = types.ModuleType(PACKAGE, "google provider bindings (submodules load on demand)")
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__file__ = spec.origin
+    package.__spec__ = spec
+    sys.modules[PACKAGE] = package
+
+
+_register_bare_package()
+
+# The import order below is forced by the registration above, hence the E402 waivers.
+from cdktf_cdktf_provider_google.artifact_registry_repository import ArtifactRegistryRepository  # noqa: E402
+from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import (  # noqa: E402
+    ArtifactRegistryRepositoryIamMember,
+)
+from cdktf_cdktf_provider_google.cloud_run_v2_service_iam_member import (  # noqa: E402
+    CloudRunV2ServiceIamMember,
+)
+from cdktf_cdktf_provider_google.cloud_scheduler_job import (  # noqa: E402
+    CloudSchedulerJob,
+    CloudSchedulerJobHttpTarget,
+    CloudSchedulerJobHttpTargetOidcToken,
+    CloudSchedulerJobRetryConfig,
+)
+from cdktf_cdktf_provider_google.cloudfunctions2_function import (  # noqa: E402
+    Cloudfunctions2Function,
+    Cloudfunctions2FunctionBuildConfig,
+    Cloudfunctions2FunctionBuildConfigSource,
+    Cloudfunctions2FunctionBuildConfigSourceStorageSource,
+    Cloudfunctions2FunctionServiceConfig,
+)
+from cdktf_cdktf_provider_google.firestore_database import FirestoreDatabase  # noqa: E402
+from cdktf_cdktf_provider_google.firestore_field import (  # noqa: E402
+    FirestoreField,
+    FirestoreFieldIndexConfig,
+    FirestoreFieldTtlConfig,
+)
+from cdktf_cdktf_provider_google.project_iam_member import (  # noqa: E402
+    ProjectIamMember,
+    ProjectIamMemberCondition,
+)
+from cdktf_cdktf_provider_google.project_service import ProjectService  # noqa: E402
+from cdktf_cdktf_provider_google.provider import GoogleProvider  # noqa: E402
+from cdktf_cdktf_provider_google.service_account import ServiceAccount  # noqa: E402
+from cdktf_cdktf_provider_google.storage_bucket import StorageBucket, StorageBucketVersioning  # noqa: E402
+from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember  # noqa: E402
+from cdktf_cdktf_provider_google.storage_bucket_object import StorageBucketObject  # noqa: E402
+
+__all__ = [
+    "ArtifactRegistryRepository",
+    "ArtifactRegistryRepositoryIamMember",
+    "CloudRunV2ServiceIamMember",
+    "CloudSchedulerJob",
+    "CloudSchedulerJobHttpTarget",
+    "CloudSchedulerJobHttpTargetOidcToken",
+    "CloudSchedulerJobRetryConfig",
+    "Cloudfunctions2Function",
+    "Cloudfunctions2FunctionBuildConfig",
+    "Cloudfunctions2FunctionBuildConfigSource",
+    "Cloudfunctions2FunctionBuildConfigSourceStorageSource",
+    "Cloudfunctions2FunctionServiceConfig",
+    "FirestoreDatabase",
+    "FirestoreField",
+    "FirestoreFieldIndexConfig",
+    "FirestoreFieldTtlConfig",
+    "GoogleProvider",
+    "ProjectIamMember",
+    "ProjectIamMemberCondition",
+    "ProjectService",
+    "ServiceAccount",
+    "StorageBucket",
+    "StorageBucketIamMember",
+    "StorageBucketObject",
+    "StorageBucketVersioning",
+]

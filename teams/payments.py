@@ -1,0 +1,26 @@
+"""A second team in its own project: shows two teams deploying side by side, one stack each."""
+
+from stacks.team import Job, Retry, Team
+
+team = Team(
+    name="payments",
+    project="runonce-payments",
+    region="us-central1",
+    labels={"owner": "payments", "cost-center": "finance"},
+    point_in_time_recovery=True,
+    jobs=[
+        Job(
+            name="settle",
+            description="Settle the previous day's card payments",
+            schedule="30 2 * * *",
+            time_zone="America/Chicago",
+            source="report",
+            timeout_seconds=900,
+            attempt_deadline_seconds=600,
+            memory="512Mi",
+            retry=Retry(retry_count=5, min_backoff_seconds=30, max_backoff_seconds=600, max_doublings=4),
+            retention_seconds=30 * 24 * 3600,
+            labels={"data-class": "confidential"},
+        ),
+    ],
+)
