@@ -21,6 +21,19 @@ from runonce.keys import run_key
 from .conftest import scheduler_headers
 
 
+def _deliver_at_once(app, count: int) -> list[int]:
+    """Send `count` copies of one delivery released together by a barrier; their status codes."""
+    start = threading.Barrier(count)
+
+    def deliver(_):
+        with app.test_client() as client:
+            start.wait()
+            return client.post("/", headers=scheduler_headers()).status_code
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(deliver, range(count)))
+
+
 def test_first_delivery_runs_the_job_and_answers_200(client, probe, records):
     response = client.post("/", headers=scheduler_headers())
     assert response.status_code == 200
@@ -46,17 +59,8 @@ def test_duplicate_of_a_completed_run_answers_200_without_running(client, probe)
 
 
 def test_fifty_simultaneous_deliveries_run_the_job_once_and_never_answer_5xx(app_factory, probe):
-    app = app_factory()
-    start = threading.Barrier(50)
     probe.behaviour = lambda request: time.sleep(0.3)
-
-    def deliver(_):
-        with app.test_client() as client:
-            start.wait()
-            return client.post("/", headers=scheduler_headers()).status_code
-
-    with ThreadPoolExecutor(50) as pool:
-        statuses = list(pool.map(deliver, range(50)))
+    statuses = _deliver_at_once(app_factory(), 50)
     assert probe.count == 1
     assert all(status in (200, 409) for status in statuses), statuses
     assert statuses.count(200) >= 1
@@ -170,17 +174,8 @@ def test_stale_attempt_can_neither_complete_nor_release_the_new_claim(client, cl
 def test_after_lease_expiry_exactly_one_of_many_retries_takes_over(app_factory, probe, clock, ledger):
     crashed = ledger.claim(_key(clock), {"job": "nightly-report"})  # its process then died
     clock.advance(121)
-    app = app_factory()
     probe.behaviour = lambda request: time.sleep(0.2)
-    start = threading.Barrier(20)
-
-    def deliver(_):
-        with app.test_client() as client:
-            start.wait()
-            return client.post("/", headers=scheduler_headers()).status_code
-
-    with ThreadPoolExecutor(20) as pool:
-        statuses = list(pool.map(deliver, range(20)))
+    statuses = _deliver_at_once(app_factory(), 20)
     assert probe.count == 1
     assert set(statuses) <= {200, 409}
     record = ledger.get(crashed.key)
