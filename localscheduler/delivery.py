@@ -1,0 +1,77 @@
+"""One HTTP attempt, sent the way Cloud Scheduler sends it to an HTTP target.
+
+POST with Scheduler's headers, the X-Runonce-* headers the stack adds, and the job's body; the
+attempt deadline is the client timeout. What comes back is an `Answer`: a status and the
+handler's JSON, or the transport error that stands in for one (deadline, connection lost).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import requests
+
+from stacks.team import Job, Team
+
+USER_AGENT = "Google-Cloud-Scheduler"
+
+
+def rfc3339(moment: datetime) -> str:
+    """The ScheduleTime header value for an instant: UTC with a Z, like Scheduler writes it."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def scheduler_headers(team: Team, job: Job, schedule_time: datetime) -> dict[str, str]:
+    """The headers of every delivery of one run."""
+    return {
+        "User-Agent": USER_AGENT,
+        "X-CloudScheduler": "true",
+        "X-CloudScheduler-JobName": job.name,
+        "X-CloudScheduler-ScheduleTime": rfc3339(schedule_time),
+        "X-Runonce-Project": team.project,
+        "X-Runonce-Location": team.region,
+        "Content-Type": "application/octet-stream",
+    }
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one attempt got back; `status` is None when no HTTP answer arrived."""
+
+    status: int | None
+    body: dict = field(default_factory=dict)
+    error: str | None = None
+    """"deadline" (attempt deadline passed), "connection" (lost, e.g. the instance died), or None."""
+    seconds: float = 0.0
+    """Wall seconds from sending to the answer or the error."""
+
+    @property
+    def outcome(self) -> str:
+        """The handler's outcome field, or the transport error."""
+        return self.body.get("outcome") or self.error or f"http_{self.status}"
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx: Cloud Scheduler counts the attempt as a success and stops retrying."""
+        return self.status is not None and 200 <= self.status < 300
+
+
+def post(url: str, headers: dict[str, str], body: bytes, deadline_seconds: float) -> Answer:
+    """Send one attempt and wait at most `deadline_seconds` (wall) for its answer."""
+    started = time.monotonic()
+    try:
+        with requests.Session() as session:
+            session.trust_env = False  # never route loopback traffic through a configured proxy
+            response = session.post(url, data=body, headers=headers, timeout=max(deadline_seconds, 0.001))
+    except requests.Timeout:
+        return Answer(None, error="deadline", seconds=time.monotonic() - started)
+    except requests.ConnectionError:
+        return Answer(None, error="connection", seconds=time.monotonic() - started)
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = {}
+    return Answer(response.status_code, payload if isinstance(payload, dict) else {}, None,
+                  time.monotonic() - started)

@@ -1,0 +1,45 @@
+"""The source file a local instance hands to functions-framework (`--source`).
+
+It puts the instance on the scheduler's accelerated clock through runonce's own clock hook,
+makes one Firestore write so the process's one-off gRPC start-up (about 2 s) is paid before the
+instance accepts requests (Cloud Run's startup probe, locally; on an accelerated clock an
+unwarmed first request would outlive its lease), then loads the job's real `main.py` and
+exposes its entry point unchanged, so the instance serves exactly the deployed function code.
+
+Environment: RUNONCE_LOCAL_CLOCK_FILE (a file holding an AcceleratedClock spec, written once the
+scheduler starts its clock; read at the first request), RUNONCE_LOCAL_SOURCE (path of the job's
+main.py), RUNONCE_LOCAL_TARGET (its entry point).
+"""
+
+import functools
+import importlib.util
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from google.cloud import firestore
+
+import runonce
+from localscheduler.clock import AcceleratedClock
+
+
+@functools.cache
+def _clock() -> AcceleratedClock:
+    return AcceleratedClock.from_spec(Path(os.environ["RUNONCE_LOCAL_CLOCK_FILE"]).read_text())
+
+
+def simulated_now() -> datetime:
+    """The scheduler's simulated time: runonce's leases and forced-run checks use it."""
+    return _clock().now()
+
+
+runonce.set_clock(simulated_now)
+firestore.Client().collection("localscheduler_warmup").document("probe").set({"warm": True})
+
+_source = Path(os.environ["RUNONCE_LOCAL_SOURCE"]).resolve()
+sys.path.append(str(_source.parent))
+_spec = importlib.util.spec_from_file_location(f"job_{_source.parent.name}", _source)
+_job_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_job_module)
+globals()[os.environ["RUNONCE_LOCAL_TARGET"]] = getattr(_job_module, os.environ["RUNONCE_LOCAL_TARGET"])

@@ -1,0 +1,185 @@
+"""Cloud Run, locally: a pool of functions-framework processes ("instances") per function.
+
+Each instance is one `functions-framework` process (gunicorn, one worker, one thread: Cloud Run
+with concurrency 1) in its own process group on its own loopback port. A request goes to an
+idle ready instance and waits, as on Cloud Run during a cold start, while none is free. An
+instance that dies is replaced on the same port, the way Cloud Run replaces a crashed instance.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from emulator.firestore import free_port
+from stacks.team import REPO_ROOT
+
+FUNCTION_SOURCE = Path(__file__).with_name("function_source.py")
+
+
+@dataclass
+class Instance:
+    """One serving process; `ready` once it accepts connections, `busy` while it holds a request."""
+
+    name: str
+    port: int
+    log_path: Path
+    process: subprocess.Popen | None = None
+    ready: bool = False
+    busy: bool = False
+    starts: int = 0
+
+    @property
+    def url(self) -> str:
+        """Where the instance serves the function."""
+        return f"http://127.0.0.1:{self.port}/"
+
+    def alive(self) -> bool:
+        """The process runs (it may still be loading the function)."""
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class InstancePool:
+    """The instances of one function; start(), acquire() one per request, kill(), stop()."""
+
+    name: str
+    """Function name, used in log file names and messages."""
+    source: Path
+    """The function's main.py."""
+    target: str
+    """Its entry point."""
+    size: int
+    """How many instances (Cloud Run max_instances)."""
+    env: dict[str, str]
+    """Environment of every instance on top of this process's (RUNONCE_*, emulator host, ...)."""
+    log_dir: Path
+    """Each instance appends its stdout and stderr to <log_dir>/<name>-<n>.log."""
+    instances: list[Instance] = field(default_factory=list)
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    _stopping: threading.Event = field(default_factory=threading.Event)
+    _supervisor: threading.Thread | None = None
+
+    def start(self, timeout: float = 90.0) -> "InstancePool":
+        """Launch every instance and wait until all accept connections."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.instances = [
+            Instance(f"{self.name}-{n}", free_port(), self.log_dir / f"{self.name}-{n}.log") for n in range(self.size)
+        ]
+        for instance in self.instances:
+            self._launch(instance)
+        self._supervisor = threading.Thread(target=self._supervise, name=f"pool-{self.name}", daemon=True)
+        self._supervisor.start()
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not all(instance.ready for instance in self.instances):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.name}: instances not ready after {timeout:.0f} s; see {self.log_dir}")
+                self._changed.wait(0.2)
+        return self
+
+    @property
+    def restarts(self) -> int:
+        """How many instances were replaced after dying."""
+        return sum(instance.starts - 1 for instance in self.instances)
+
+    @contextmanager
+    def acquire(self, timeout: float) -> Iterator[Instance | None]:
+        """An idle ready instance, held for one request; None if none was free within `timeout`."""
+        deadline = time.monotonic() + timeout
+        chosen = None
+        with self._changed:
+            while chosen is None:
+                chosen = next((i for i in self.instances if i.ready and not i.busy and i.alive()), None)
+                remaining = deadline - time.monotonic()
+                if chosen is None and (remaining <= 0 or not self._changed.wait(remaining)):
+                    chosen = next((i for i in self.instances if i.ready and not i.busy and i.alive()), None)
+                    break
+            if chosen is not None:
+                chosen.busy = True
+        try:
+            yield chosen
+        finally:
+            if chosen is not None:
+                with self._changed:
+                    chosen.busy = False
+                    self._changed.notify_all()
+
+    def kill(self, instance: Instance) -> None:
+        """SIGKILL the instance mid-request, as a crash would; the pool replaces it."""
+        with self._changed:
+            instance.ready = False
+            process = instance.process
+        if process is not None:
+            _kill_group(process)
+
+    def pids(self) -> list[int]:
+        """Process group ids of the instances currently running."""
+        return [i.process.pid for i in self.instances if i.alive()]
+
+    def stop(self) -> None:
+        """Stop every instance and the supervisor; safe to call twice."""
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=5)
+        for instance in self.instances:
+            if instance.process is not None:
+                _kill_group(instance.process)
+
+    def _launch(self, instance: Instance) -> None:
+        env = {
+            **os.environ,
+            **self.env,
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "functions")]),
+            "RUNONCE_LOCAL_SOURCE": str(self.source),
+            "RUNONCE_LOCAL_TARGET": self.target,
+            "WORKERS": "1",
+            "THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+        command = [
+            sys.executable, "-m", "functions_framework", "--source", str(FUNCTION_SOURCE),
+            "--target", self.target, "--host", "127.0.0.1", "--port", str(instance.port),
+        ]
+        with open(instance.log_path, "ab") as log:
+            instance.process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, cwd=REPO_ROOT,
+            )
+        instance.ready = False
+        instance.starts += 1
+
+    def _supervise(self) -> None:
+        while not self._stopping.wait(0.05):
+            for instance in self.instances:
+                if not instance.alive():
+                    instance.process.wait()
+                    with self._changed:
+                        self._launch(instance)
+                elif not instance.ready and _accepts(instance.port):
+                    with self._changed:
+                        instance.ready = True
+                        self._changed.notify_all()
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=10)

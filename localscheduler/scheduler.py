@@ -1,0 +1,184 @@
+"""The local Cloud Scheduler: plan -> triggers -> attempts -> retries, on the accelerated clock.
+
+Each scheduled run (and each forced run the fault mix adds) is a `Trigger`. At its time the
+scheduler sends the first attempt to an instance of the job's function, with that run's fault,
+then retries by the job's retry_config until an attempt is answered 2xx, the retries are used
+up, or the job's next scheduled time comes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from google.cloud import firestore
+
+from .clock import AcceleratedClock
+from .delivery import Answer, post, scheduler_headers
+from .faults import AttemptShape, Fault, FaultMix, shape
+from .instances import InstancePool
+from .journal import GaveUp, Journal, Sent
+from .plan import PlannedRun
+from .retry import RetryPolicy
+from .store import claimed, key_of
+
+# How often the instance-killing fault looks for the attempt's claim in the ledger.
+CLAIM_POLL_SECONDS = 0.005
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """One run to deliver: a scheduled run, or a forced run carrying the next scheduled time."""
+
+    run: PlannedRun
+    """The run whose ScheduleTime the deliveries carry."""
+    forced: bool
+    at: datetime
+    """When the first attempt is sent."""
+    stop: datetime
+    """Retries stop here: the job's next scheduled time."""
+
+    @property
+    def key(self) -> str:
+        """The handler's run key for this trigger's deliveries."""
+        return key_of(self.run, self.forced)
+
+
+def triggers(runs: list[PlannedRun], faults: FaultMix, forced_skew: float) -> list[Trigger]:
+    """The scheduled runs of one job (in order) plus the forced runs the mix adds, by send time."""
+    result = [Trigger(run, False, run.schedule_time, run.next_time) for run in runs]
+    for run, following in zip(runs, runs[1:]):
+        at = faults.forced_run_at(run, forced_skew)
+        if at is not None:
+            result.append(Trigger(following, True, at, run.next_time))
+    return sorted(result, key=lambda trigger: trigger.at)
+
+
+def job_body(body: str, shape: AttemptShape, clock: AcceleratedClock) -> bytes:
+    """The job's configured body, plus the example job's knobs when the fault needs them."""
+    knobs = {}
+    if shape.work:
+        knobs["work_seconds"] = round(clock.wall_seconds(shape.work), 4)
+    if shape.fail:
+        knobs["fail"] = shape.fail
+    if not knobs:
+        return body.encode()
+    payload = json.loads(body or "{}")
+    if not isinstance(payload, dict):
+        raise ValueError(f"faults need a JSON object body to add knobs to, got {body!r}")
+    return json.dumps({**payload, **knobs}).encode()
+
+
+class LocalScheduler:
+    """Sends triggers to instance pools like Cloud Scheduler, and journals every delivery."""
+
+    def __init__(
+        self,
+        clock: AcceleratedClock,
+        pools: dict[tuple[str, str], InstancePool],
+        leases: dict[tuple[str, str], int],
+        faults: FaultMix,
+        client: firestore.Client,
+        journal: Journal,
+    ):
+        """`pools` and `leases` are keyed by (team name, job name); `client` reads the ledger."""
+        self.clock = clock
+        self.pools = pools
+        self.leases = leases
+        self.faults = faults
+        self.client = client
+        self.journal = journal
+        self.stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def run(self, plan: list[Trigger]) -> None:
+        """Deliver every trigger at its time; return once each is acknowledged or given up."""
+        for trigger in sorted(plan, key=lambda t: t.at):
+            if not self.clock.sleep_until(trigger.at, self.stopping):
+                break
+            thread = threading.Thread(target=self._deliver, args=(trigger,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        for thread in self._threads:
+            thread.join()
+
+    def stop(self) -> None:
+        """Send nothing more; runs in flight stop after their current attempt."""
+        self.stopping.set()
+
+    def _deliver(self, trigger: Trigger) -> None:
+        job, team = trigger.run.job, trigger.run.team
+        policy = RetryPolicy(job.retry)
+        lease = self.leases[(team.name, job.name)]
+        first = self.clock.now()
+        fault = self.faults.fault_for(trigger.run, trigger.forced)
+        attempt = 1
+        while True:
+            current = shape(fault if attempt == 1 else Fault.NONE, job.attempt_deadline_seconds, lease)
+            if self._attempt(trigger, attempt, current, fault if attempt == 1 else Fault.NONE):
+                return
+            at = policy.next_retry(attempt - 1, first, self.clock.now(), trigger.stop)
+            if at is None:
+                self.journal.add(GaveUp(team.name, job.name, trigger.run.schedule_time, trigger.forced, attempt, self.clock.now()))
+                return
+            if not self.clock.sleep_until(at, self.stopping):
+                return
+            attempt += 1
+
+    def _attempt(self, trigger: Trigger, attempt: int, shape: AttemptShape, fault: Fault) -> bool:
+        """Send one attempt (and its duplicate copy); True if Scheduler saw a 2xx."""
+        body = job_body(trigger.run.job.body, shape, self.clock)
+        copy = None
+        if shape.twice:
+            copy = threading.Thread(target=self._send, args=(trigger, attempt, shape, fault, body, True), daemon=True)
+            copy.start()
+        acknowledged = self._send(trigger, attempt, shape, fault, body, False)
+        if copy is not None:
+            copy.join()
+        return acknowledged
+
+    def _send(self, trigger: Trigger, attempt: int, shape: AttemptShape, fault: Fault, body: bytes, is_copy: bool) -> bool:
+        run = trigger.run
+        pool = self.pools[(run.team.name, run.job.name)]
+        headers = scheduler_headers(run.team, run.job, run.schedule_time)
+        deadline = self.clock.wall_seconds(shape.deadline)
+        sent_at = self.clock.now()
+        started = time.monotonic()
+        killed = threading.Event()
+        with pool.acquire(deadline) as instance:
+            if instance is None:
+                answer = Answer(None, error="no_instance", seconds=deadline)
+            else:
+                done = threading.Event()
+                watcher = threading.Thread(
+                    target=self._kill_when_claimed, args=(trigger, attempt, pool, instance, shape, done, killed),
+                    daemon=True,
+                )
+                if shape.kill and not is_copy:
+                    watcher.start()
+                answer = post(instance.url, headers, body, deadline - (time.monotonic() - started))
+                done.set()
+                if watcher.is_alive():
+                    watcher.join()
+        acknowledged = answer.ok and not shape.lose_response
+        self.journal.add(
+            Sent(
+                team=run.team.name, job=run.job.name, schedule_time=run.schedule_time, forced=trigger.forced, attempt=attempt,
+                copy=is_copy, fault=fault.value, sent_at=sent_at, instance=instance.name if instance else "",
+                status=answer.status, outcome=answer.outcome, acknowledged=acknowledged, killed=killed.is_set(),
+            )
+        )
+        return acknowledged
+
+    def _kill_when_claimed(self, trigger, attempt, pool, instance, shape, done, killed) -> None:
+        """Kill the instance once the ledger shows this attempt holding the run, before the job ends."""
+        give_up = time.monotonic() + self.clock.wall_seconds(shape.work) / 2
+        while not done.is_set() and time.monotonic() < give_up:
+            if claimed(self.client, trigger.key, attempt):
+                killed.set()
+                pool.kill(instance)
+                return
+            time.sleep(CLAIM_POLL_SECONDS)

@@ -1,0 +1,165 @@
+"""One simulation: instance pools for a set of teams, the scheduler on an accelerated clock, and
+the verdict from the store. The demo and the chaos suite both run one.
+
+The lease is the one setting the simulation chooses instead of the team file: in production it
+is the function timeout plus a margin, which outlasts a job's whole retry window, so a run whose
+instance crashed is only retried after its window. To show the takeover, each job's lease is
+cut to 60% of the time its last retry comes (never above the deployed lease, never below 1 s).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from google.cloud import firestore
+
+from runonce.settings import DEFAULT_FORCED_SKEW_SECONDS
+from stacks.team import Job, Team
+
+from .clock import AcceleratedClock
+from .faults import FaultMix
+from .instances import InstancePool
+from .journal import Journal
+from .plan import PlannedRun, planned_runs
+from .report import JobRow, RunVerdict, job_rows, judge
+from .retry import RetryPolicy
+from .scheduler import LocalScheduler, Trigger, triggers
+from .store import StoreView
+
+LEASE_SHARE_OF_RETRY_WINDOW = 0.6
+
+
+def simulation_lease(job: Job, runs: list[PlannedRun]) -> int:
+    """The run lease (simulated seconds) that lets the last retry take over a crashed attempt."""
+    if len(runs) < 2:
+        return job.lease_seconds
+    shortest = min(b.schedule_time - a.schedule_time for a, b in zip(runs, runs[1:]))
+    start = runs[0].schedule_time
+    retries = RetryPolicy(job.retry).retry_times(start, start + shortest)
+    if not retries:
+        return job.lease_seconds
+    last = (retries[-1] - start).total_seconds()
+    return max(1, min(job.lease_seconds, int(last * LEASE_SHARE_OF_RETRY_WINDOW)))
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a simulation produced: the plan, a verdict per run, the journal, the table rows."""
+
+    plan: list[Trigger]
+    verdicts: list[RunVerdict]
+    journal: Journal
+    rows: list[JobRow]
+    restarts: int
+    leases: dict[tuple[str, str], int]
+
+    @property
+    def ok(self) -> bool:
+        """Every run took effect exactly once within its retry window."""
+        return all(verdict.ok for verdict in self.verdicts)
+
+
+@dataclass
+class Simulation:
+    """Teams' jobs served by local instances and driven by the local scheduler."""
+
+    teams: list[Team]
+    start: datetime
+    """Simulated time the schedule starts at (runs after it are planned)."""
+    span: timedelta
+    """Simulated time the schedule covers; retries of the last runs may run past it."""
+    rate: float
+    """Simulated seconds per wall second."""
+    faults: FaultMix
+    log_dir: Path
+    """Instance logs, the scheduler journal and the clock spec go here."""
+    project: str
+    """GOOGLE_CLOUD_PROJECT of the instances and of the store client."""
+    emulator_host: str
+    """FIRESTORE_EMULATOR_HOST."""
+    instances_per_job: int = 2
+    """Instances per function, at most the job's max_instances."""
+    pools: dict[tuple[str, str], InstancePool] = field(default_factory=dict)
+    scheduler: LocalScheduler | None = None
+    _stopped: threading.Event = field(default_factory=threading.Event)
+
+    def runs(self) -> dict[tuple[str, str], list[PlannedRun]]:
+        """Every job's scheduled runs in the span (an empty list for a job with none)."""
+        return {
+            (team.name, job.name): planned_runs(team, job, self.start, self.start + self.span)
+            for team in self.teams
+            for job in team.jobs
+        }
+
+    def start_instances(self) -> None:
+        """Start every job's instance pool and wait until all serve."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        runs = self.runs()
+        for team in self.teams:
+            for job in team.jobs:
+                if not runs[(team.name, job.name)]:
+                    continue
+                env = {
+                    **job.env,
+                    "GOOGLE_CLOUD_PROJECT": self.project,
+                    "FIRESTORE_EMULATOR_HOST": self.emulator_host,
+                    "RUNONCE_LEASE_SECONDS": str(simulation_lease(job, runs[(team.name, job.name)])),
+                    "RUNONCE_RETENTION_SECONDS": str(job.retention_seconds),
+                    "RUNONCE_LOCAL_CLOCK_FILE": str(self.clock_file),
+                }
+                size = max(1, min(job.max_instances, self.instances_per_job))
+                pool = InstancePool(f"{team.name}-{job.name}", job.source_dir / "main.py", job.entry_point, size, env,
+                                    self.log_dir)
+                self.pools[(team.name, job.name)] = pool
+        threads = [threading.Thread(target=pool.start) for pool in self.pools.values()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        not_ready = [pool.name for pool in self.pools.values() if not all(i.ready for i in pool.instances)]
+        if not_ready:
+            raise RuntimeError(f"instances of {', '.join(not_ready)} did not start; see {self.log_dir}")
+
+    @property
+    def clock_file(self) -> Path:
+        """Where the clock spec is written for the instances to read."""
+        return self.log_dir / "clock"
+
+    def run(self) -> Result:
+        """Play the schedule with faults and judge every run; instances must be started."""
+        runs = self.runs()
+        leases = {key: int(pool.env["RUNONCE_LEASE_SECONDS"]) for key, pool in self.pools.items()}
+        plan = [
+            trigger
+            for key, job_runs in runs.items()
+            if key in self.pools
+            for trigger in triggers(job_runs, self.faults, DEFAULT_FORCED_SKEW_SECONDS)
+        ]
+        clock = AcceleratedClock.starting_now(self.start, self.rate)
+        self.clock_file.write_text(clock.spec())
+        client = firestore.Client(project=self.project)
+        journal = Journal(self.log_dir / "scheduler.jsonl")
+        self.scheduler = LocalScheduler(clock, self.pools, leases, self.faults, client, journal)
+        if self._stopped.is_set():
+            self.scheduler.stop()
+        self.scheduler.run(plan)
+        journal.close()
+        view = StoreView.read(client)
+        verdicts = [judge(trigger, view) for trigger in sorted(plan, key=lambda t: t.at)]
+        restarts = sum(pool.restarts for pool in self.pools.values())
+        return Result(plan, verdicts, journal, job_rows(verdicts, journal), restarts, leases)
+
+    def stop(self) -> None:
+        """Stop sending and stop every instance; safe to call from a signal handler, and twice."""
+        self._stopped.set()
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        for pool in self.pools.values():
+            pool.stop()
+
+    def pids(self) -> list[int]:
+        """Instance processes still running."""
+        return [pid for pool in self.pools.values() for pid in pool.pids()]
