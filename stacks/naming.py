@@ -14,11 +14,10 @@ import re
 DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
 
 MAX_TEAM_NAME = 20
-"""Team names prefix every resource (the bucket name has the least room)."""
+"""Team names prefix every resource; with a 30-character project id the bucket name fits 63."""
 MAX_JOB_NAME = 40
 MAX_FUNCTION_NAME = 49
 """A gen2 function is a Cloud Run service, whose name has at most 49 characters."""
-MAX_BUCKET_NAME = 63
 MAX_ACCOUNT_ID = 30
 MIN_ACCOUNT_ID = 6
 DIGEST_LENGTH = 6
@@ -35,7 +34,8 @@ def scheduler_job_name(team: str, job: str) -> str:
 
 
 def bucket_name(project: str, team: str) -> str:
-    """The team's function source bucket (bucket names are global, hence the project)."""
+    """The team's function source bucket (bucket names are global, hence the project). A valid
+    project id (30) and team name (20) keep it within the 63-character limit."""
     return f"{project}-{team}-sources"
 
 

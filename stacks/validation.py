@@ -166,14 +166,6 @@ def _team(team: Team) -> Iterator[Problem]:
             f"{team.collection!r} is not a top-level collection id",
             "use letters, digits, underscores and hyphens, no slashes",
         )
-    bucket = naming.bucket_name(team.project, team.name)
-    if len(bucket) > naming.MAX_BUCKET_NAME:
-        yield problem(
-            "name",
-            f"the source bucket name {bucket!r} has {len(bucket)} characters, "
-            f"over the {naming.MAX_BUCKET_NAME} allowed",
-            "shorten the team name",
-        )
     if not team.jobs:
         yield problem("jobs", "the team has no jobs", "add at least one Job(...) or delete the team file")
     for name, count in Counter(job.name for job in team.jobs).items():

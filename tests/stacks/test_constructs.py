@@ -1,0 +1,384 @@
+"""What each construct synthesizes, asserted on the example teams with cdktf's Testing matchers."""
+
+from __future__ import annotations
+
+import pytest
+from cdktf import Testing as CdktfTesting
+
+from stacks import defaults, naming, provider
+from stacks.archive import content_digest
+from stacks.team import FUNCTIONS_DIR
+
+EXAMPLE_JOBS = ["report", "sync", "ledger-close"]
+
+
+def ref(synth, kind: str, attribute: str, **match) -> str:
+    """A Terraform reference to the one resource of `kind` whose arguments include `match`."""
+    ids = [id for id, config in synth.resources(kind).items() if match.items() <= config.items()]
+    assert len(ids) == 1, f"expected one {kind} matching {match}, found {ids}"
+    return f"${{{kind}.{ids[0]}.{attribute}}}"
+
+
+def account(synth, job: str, role: str, attribute: str = "member") -> str:
+    """Reference to a job's service account for one role (run, build, call)."""
+    return ref(
+        synth, "google_service_account", attribute, account_id=naming.account_id(synth.team.name, job, role)
+    )
+
+
+def function_ref(synth, job: str, attribute: str) -> str:
+    """Reference to a job's function."""
+    return ref(
+        synth, "google_cloudfunctions2_function", attribute, name=naming.function_name(synth.team.name, job)
+    )
+
+
+@pytest.mark.parametrize("api", defaults.REQUIRED_APIS)
+def test_every_required_api_is_enabled_and_left_on_destroy(example, api):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_project_service",
+        {"project": "runonce-example", "service": api, "disable_on_destroy": False},
+    )
+
+
+def test_provider_carries_the_team_labels_with_hyphens_intact(example):
+    assert CdktfTesting.to_have_provider_with_properties(
+        example.json,
+        "google",
+        {
+            "project": "runonce-example",
+            "region": "europe-west1",
+            "default_labels": {"owner": "platform", "cost-center": "demo", "runonce-team": "example"},
+        },
+    )
+
+
+def test_each_team_keeps_its_own_state_file(example, payments):
+    assert example.document["terraform"]["backend"] == {
+        "local": {"path": "../../../terraform.example.tfstate"}
+    }
+    assert payments.document["terraform"]["backend"] == {
+        "local": {"path": "../../../terraform.payments.tfstate"}
+    }
+
+
+def test_ledger_is_a_protected_native_database_in_the_team_region(example):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_firestore_database",
+        {
+            "project": "runonce-example",
+            "name": "runonce",
+            "location_id": "europe-west1",
+            "type": "FIRESTORE_NATIVE",
+            "delete_protection_state": "DELETE_PROTECTION_ENABLED",
+            "deletion_policy": "ABANDON",
+            "point_in_time_recovery_enablement": "POINT_IN_TIME_RECOVERY_DISABLED",
+        },
+    )
+
+
+def test_point_in_time_recovery_follows_the_team_config(payments):
+    assert CdktfTesting.to_have_resource_with_properties(
+        payments.json,
+        "google_firestore_database",
+        {"location_id": "us-central1", "point_in_time_recovery_enablement": "POINT_IN_TIME_RECOVERY_ENABLED"},
+    )
+
+
+def test_ttl_policy_on_expire_at_with_empty_ttl_and_index_config(example):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_firestore_field",
+        {
+            "project": "runonce-example",
+            "database": ref(example, "google_firestore_database", "name", name="runonce"),
+            "collection": "scheduler_runs",
+            "field": "expire_at",
+            "ttl_config": {},
+            "index_config": {},
+        },
+    )
+
+
+def test_source_bucket_is_private_and_versioned(example):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_storage_bucket",
+        {
+            "name": "runonce-example-example-sources",
+            "location": "europe-west1",
+            "uniform_bucket_level_access": True,
+            "public_access_prevention": "enforced",
+            "versioning": {"enabled": True},
+        },
+    )
+    assert "force_destroy" not in next(iter(example.resources("google_storage_bucket").values()))
+
+
+def test_build_images_go_to_the_team_repository(example):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_artifact_registry_repository",
+        {"repository_id": "example-functions", "location": "europe-west1", "format": "DOCKER"},
+    )
+
+
+@pytest.mark.parametrize("job", EXAMPLE_JOBS)
+def test_each_job_has_three_service_accounts_of_its_own(example, job):
+    for role in ("run", "build", "call"):
+        assert CdktfTesting.to_have_resource_with_properties(
+            example.json,
+            "google_service_account",
+            {"project": "runonce-example", "account_id": f"example-{job}-{role}"},
+        )
+
+
+@pytest.mark.parametrize("job", EXAMPLE_JOBS)
+def test_function_is_gen2_internal_only_and_runs_as_its_runtime_account(example, job):
+    config = next(j for j in example.team.jobs if j.name == job)
+    bucket = ref(example, "google_storage_bucket", "name", name="runonce-example-example-sources")
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_cloudfunctions2_function",
+        {
+            "name": f"example-{job}",
+            "project": "runonce-example",
+            "location": "europe-west1",
+            "description": config.description,
+            "labels": {"runonce-job": job},
+            "build_config": {
+                "runtime": "python312",
+                "entry_point": "handle",
+                "service_account": account(example, job, "build", "id"),
+                "docker_repository": ref(
+                    example, "google_artifact_registry_repository", "id", repository_id="example-functions"
+                ),
+                "source": {
+                    "storage_source": {
+                        "bucket": bucket,
+                        "object": ref(
+                            example, "google_storage_bucket_object", "name", name=source_object(job)
+                        ),
+                    }
+                },
+            },
+            "service_config": {
+                "ingress_settings": "ALLOW_INTERNAL_ONLY",
+                "service_account_email": account(example, job, "run", "email"),
+                "timeout_seconds": config.timeout_seconds,
+                "available_memory": "256Mi",
+                "min_instance_count": 0,
+                "max_instance_count": 3,
+                "all_traffic_on_latest_revision": True,
+            },
+        },
+    )
+
+
+def source_object(job: str) -> str:
+    """The object name the example's shared source folder gets for one job."""
+    digest = content_digest({"": FUNCTIONS_DIR / "report", "runonce": FUNCTIONS_DIR / "runonce"})
+    return naming.source_object_name(job, digest)
+
+
+@pytest.mark.parametrize(
+    ("job", "lease", "retention"),
+    [("report", "180", "604800"), ("sync", "120", "604800"), ("ledger-close", "360", "1209600")],
+)
+def test_function_environment_comes_from_the_team_and_job_config(example, job, lease, retention):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_cloudfunctions2_function",
+        {
+            "name": f"example-{job}",
+            "service_config": {
+                "environment_variables": {
+                    "GOOGLE_CLOUD_PROJECT": "runonce-example",
+                    "RUNONCE_DATABASE": "runonce",
+                    "RUNONCE_COLLECTION": "scheduler_runs",
+                    "RUNONCE_LEASE_SECONDS": lease,
+                    "RUNONCE_RETENTION_SECONDS": retention,
+                }
+            },
+        },
+    )
+
+
+@pytest.mark.parametrize("job", EXAMPLE_JOBS)
+def test_source_archive_is_uploaded_under_its_content_digest(example, job):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_storage_bucket_object",
+        {
+            "bucket": ref(example, "google_storage_bucket", "name", name="runonce-example-example-sources"),
+            "name": source_object(job),
+        },
+    )
+
+
+@pytest.mark.parametrize("job", EXAMPLE_JOBS)
+def test_runtime_account_may_use_the_ledger_database_only(example, job):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_project_iam_member",
+        {
+            "project": "runonce-example",
+            "role": "roles/datastore.user",
+            "member": account(example, job, "run"),
+            "condition": {"expression": 'resource.name == "projects/runonce-example/databases/runonce"'},
+        },
+    )
+
+
+@pytest.mark.parametrize("job", EXAMPLE_JOBS)
+def test_build_account_reads_sources_pushes_images_and_writes_logs(example, job):
+    member = account(example, job, "build")
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_storage_bucket_iam_member",
+        {
+            "bucket": ref(example, "google_storage_bucket", "name", name="runonce-example-example-sources"),
+            "role": "roles/storage.objectViewer",
+            "member": member,
+        },
+    )
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_artifact_registry_repository_iam_member",
+        {
+            "repository": ref(
+                example, "google_artifact_registry_repository", "name", repository_id="example-functions"
+            ),
+            "role": "roles/artifactregistry.writer",
+            "member": member,
+        },
+    )
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_project_iam_member",
+        {"project": "runonce-example", "role": "roles/logging.logWriter", "member": member},
+    )
+
+
+def test_build_account_holds_nothing_else(example):
+    build_members = {account(example, job, "build") for job in EXAMPLE_JOBS}
+    grants = [
+        (kind, config["role"])
+        for kind in example.document["resource"]
+        if kind.endswith("_iam_member")
+        for config in example.resources(kind).values()
+        if config["member"] in build_members
+    ]
+    assert sorted(grants) == sorted(
+        [
+            ("google_storage_bucket_iam_member", "roles/storage.objectViewer"),
+            ("google_artifact_registry_repository_iam_member", "roles/artifactregistry.writer"),
+            ("google_project_iam_member", "roles/logging.logWriter"),
+        ]
+        * len(EXAMPLE_JOBS)
+    )
+
+
+@pytest.mark.parametrize("job", EXAMPLE_JOBS)
+def test_invoker_may_call_its_function_service_only(example, job):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_cloud_run_v2_service_iam_member",
+        {
+            "project": "runonce-example",
+            "location": "europe-west1",
+            "name": function_ref(example, job, "service_config[0].service"),
+            "role": "roles/run.invoker",
+            "member": account(example, job, "call"),
+        },
+    )
+
+
+def test_scheduler_job_posts_to_the_function_with_an_oidc_token_and_runonce_headers(example):
+    url = function_ref(example, "sync", "url")
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_cloud_scheduler_job",
+        {
+            "name": "example-sync",
+            "project": "runonce-example",
+            "region": "europe-west1",
+            "description": "Publish the inventory sync report every two minutes",
+            "schedule": "*/2 * * * *",
+            "time_zone": "Etc/UTC",
+            "attempt_deadline": "30s",
+            "retry_config": {
+                "retry_count": 5,
+                "max_retry_duration": "0s",
+                "min_backoff_duration": "5s",
+                "max_backoff_duration": "60s",
+                "max_doublings": 3,
+            },
+            "http_target": {
+                "uri": url,
+                "http_method": "POST",
+                "headers": {"X-Runonce-Project": "runonce-example", "X-Runonce-Location": "europe-west1"},
+                "oidc_token": {
+                    "service_account_email": account(example, "sync", "call", "email"),
+                    "audience": url,
+                },
+            },
+        },
+    )
+
+
+@pytest.mark.parametrize("job", EXAMPLE_JOBS)
+def test_every_job_gets_a_scheduler_job_with_its_schedule_and_time_zone(example, job):
+    config = next(j for j in example.team.jobs if j.name == job)
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_cloud_scheduler_job",
+        {
+            "name": f"example-{job}",
+            "schedule": config.schedule,
+            "time_zone": config.time_zone,
+            "attempt_deadline": f"{config.attempt_deadline_seconds}s",
+        },
+    )
+
+
+def test_two_teams_share_no_resource_name(example, payments):
+    def names(synth):
+        return {
+            (
+                kind,
+                config.get("project"),
+                config.get("name") or config.get("account_id") or config.get("repository_id"),
+            )
+            for kind in synth.document["resource"]
+            if kind not in ("google_project_service", "google_firestore_field")
+            and not kind.endswith("_iam_member")
+            for config in synth.resources(kind).values()
+        }
+
+    assert not names(example) & names(payments)
+
+
+def test_constructs_expose_the_resources_they_create(example):
+    stack = example.stack
+    function, job = stack.functions["report"], stack.jobs["report"]
+    exposed = {
+        stack.store.database: provider.FirestoreDatabase,
+        stack.store.ttl_field: provider.FirestoreField,
+        stack.build.bucket: provider.StorageBucket,
+        stack.build.repository: provider.ArtifactRegistryRepository,
+        function.function: provider.Cloudfunctions2Function,
+        function.runtime_account: provider.ServiceAccount,
+        function.build_account: provider.ServiceAccount,
+        function.ledger_grant: provider.ProjectIamMember,
+        function.source_object: provider.StorageBucketObject,
+        job.job: provider.CloudSchedulerJob,
+        job.invoker_account: provider.ServiceAccount,
+        job.invoker_grant: provider.CloudRunV2ServiceIamMember,
+    }
+    assert all(isinstance(resource, kind) for resource, kind in exposed.items())
+    assert len(function.build_grants) == 3
+    assert function.archive.path.is_file()
+    assert sorted(stack.apis.services) == sorted(defaults.REQUIRED_APIS)
