@@ -117,7 +117,9 @@ def render(rows: list[JobRow]) -> str:
             setattr(total, name, getattr(total, name) + getattr(row, name))
         total.bad.extend(row.bad)
     lines = [[title for _, title in COLUMNS]]
-    lines += [[str(getattr(row, name)) for name, _ in COLUMNS] for row in [*rows, total]]
+    lines += [[str(getattr(row, name)) for name, _ in COLUMNS[1:]] for row in [*rows, total]]
+    for line, row in zip(lines[1:], [*rows, total]):
+        line.insert(0, f"{row.team}/{row.job}" if row.team else row.job)
     widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
     text = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
             for line in lines]

@@ -128,16 +128,19 @@ class Simulation:
         """Where the clock spec is written for the instances to read."""
         return self.log_dir / "clock"
 
-    def run(self) -> Result:
-        """Play the schedule with faults and judge every run; instances must be started."""
-        runs = self.runs()
-        leases = {key: int(pool.env["RUNONCE_LEASE_SECONDS"]) for key, pool in self.pools.items()}
-        plan = [
+    def plan(self) -> list[Trigger]:
+        """The scheduled runs of the jobs being served, plus the forced runs of the fault mix."""
+        return [
             trigger
-            for key, job_runs in runs.items()
+            for key, job_runs in self.runs().items()
             if key in self.pools
             for trigger in triggers(job_runs, self.faults, DEFAULT_FORCED_SKEW_SECONDS)
         ]
+
+    def run(self) -> Result:
+        """Play the schedule with faults and judge every run; instances must be started."""
+        leases = {key: int(pool.env["RUNONCE_LEASE_SECONDS"]) for key, pool in self.pools.items()}
+        plan = self.plan()
         clock = AcceleratedClock.starting_now(self.start, self.rate)
         self.clock_file.write_text(clock.spec())
         client = firestore.Client(project=self.project)

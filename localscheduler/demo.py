@@ -1,0 +1,169 @@
+"""`make demo`: the team files' jobs on the Firestore emulator, delivered with faults, judged.
+
+Starts the emulator and a pool of functions-framework instances per job, plays the schedule on
+an accelerated clock with the fault mix, prints progress, then the table. Exits 1 if any run
+executed twice, never finished within its retry window, or any process it started outlived it;
+130 on Ctrl-C, after stopping everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
+from stacks.team import TEAMS_DIR, load_teams
+
+from .faults import FaultMix
+from .report import fault_summary, render
+from .simulation import Result, Simulation
+
+PROJECT = "runonce-local"
+DEFAULT_FAULTS = (
+    "duplicate_delivery=0.08,lost_response=0.08,short_deadline=0.06,instance_killed=0.06,"
+    "retryable_failure=0.08,permanent_failure=0.03,forced_run=0.05"
+)
+PROGRESS_SECONDS = 5.0
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; every option has a default that makes `make demo` a one-minute run."""
+    parser = argparse.ArgumentParser(prog="python -m localscheduler", description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=120.0,
+                        help="simulated seconds per wall second (default 120: two minutes of schedule per second)")
+    parser.add_argument("--hours", type=float, default=2.0, help="hours of schedule to play (default 2)")
+    parser.add_argument("--start", default="2026-03-29T00:00:00+00:00",
+                        help="simulated start, ISO 8601 (default: the night Europe/Berlin moves to summer time)")
+    parser.add_argument("--faults", default=DEFAULT_FAULTS, help="rate per fault, e.g. instance_killed=0.1,...")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the fault choice (same seed, same faults)")
+    parser.add_argument("--instances", type=int, default=2, help="instances per function (default 2)")
+    parser.add_argument("--teams", type=Path, default=TEAMS_DIR, help="folder of team files (default teams/)")
+    return parser.parse_args(argv)
+
+
+def _progress(sim: Simulation, started: float, planned: int) -> str:
+    scheduler = sim.scheduler
+    sent = scheduler.journal.sent() if scheduler else []
+    now = scheduler.clock.now().strftime("%H:%M") if scheduler else "--:--"
+    firsts = sum(s.attempt == 1 and not s.copy for s in sent)
+    return (
+        f"[{time.monotonic() - started:5.1f}s] schedule {now} UTC | runs sent {firsts}/{planned} | "
+        f"deliveries {len(sent)} | 2xx seen {sum(s.acknowledged for s in sent)} | "
+        f"409s {sum(s.status == 409 for s in sent)} | instances killed {sum(s.killed for s in sent)}, "
+        f"replaced {sum(pool.restarts for pool in sim.pools.values())}"
+    )
+
+
+def _leftovers(pids: list[int], emulator: FirestoreEmulator, patience: float = 5.0) -> list[str]:
+    """What still runs of what the demo started (instance process groups, the emulator's port),
+    after giving killed processes `patience` seconds to be reaped."""
+    deadline = time.monotonic() + patience
+    while True:
+        alive = [f"instance process group {pid}" for pid in pids if _group_exists(pid)]
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", emulator.port)) == 0:
+                alive.append(f"Firestore emulator on port {emulator.port}")
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _report(result: Result, sim: Simulation) -> None:
+    print()
+    print(render(result.rows))
+    print(fault_summary(result.journal) + f"; instances replaced: {result.restarts}")
+    bad = [verdict for verdict in result.verdicts if not verdict.ok]
+    for verdict in bad:
+        trigger = verdict.trigger
+        kind = "forced run" if trigger.forced else "run"
+        print(f"  FAIL {trigger.run.team.name}/{trigger.run.job.name} {kind} {trigger.run.schedule_time:%Y-%m-%d %H:%M}Z: "
+              f"{'; '.join(verdict.problems)} (run key {trigger.key})")
+    if not bad:
+        print("every run took effect exactly once (executions + permanent failures = scheduled + forced), "
+              "each within its retry window")
+    print(f"logs: {sim.log_dir}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; the exit code is the verdict."""
+    args = arguments(argv)
+    faults = FaultMix.parse(args.faults, args.seed)
+    start = datetime.fromisoformat(args.start)
+    emulator = FirestoreEmulator()
+    sim = Simulation(load_teams(args.teams), start, timedelta(hours=args.hours), args.rate, faults,
+                     Path(tempfile.mkdtemp(prefix="runonce-demo-")), PROJECT, emulator.host, args.instances)
+    started_pids: list[int] = []
+
+    def stop_everything() -> None:
+        started_pids.extend(sim.pids())
+        sim.stop()
+        emulator.stop()
+
+    atexit.register(stop_everything)
+    signal.signal(signal.SIGTERM, _interrupt)
+    wall = timedelta(hours=args.hours).total_seconds() / args.rate
+    print(f"runonce demo: {args.hours:g} h of schedule from {start:%Y-%m-%d %H:%M} UTC at {args.rate:g}x "
+          f"(about {wall:.0f} s), seed {args.seed}, faults {args.faults}")
+    outcome: list[Result | BaseException] = []
+
+    def play() -> None:
+        try:
+            outcome.append(sim.run())
+        except BaseException as exc:  # handed to the main thread, which reports it
+            outcome.append(exc)
+    try:
+        print("starting the Firestore emulator ...", flush=True)
+        emulator.start()
+        os.environ.update(FIRESTORE_EMULATOR_HOST=emulator.host, GOOGLE_CLOUD_PROJECT=PROJECT)
+        print("starting functions-framework instances ...", flush=True)
+        sim.start_instances()
+        for (team, job), pool in sim.pools.items():
+            print(f"  {team}/{job}: {len(pool.instances)} instances, run lease "
+                  f"{pool.env['RUNONCE_LEASE_SECONDS']} s of schedule ({sim.clock_file.parent})")
+        for (team, job), runs in sim.runs().items():
+            if not runs:
+                print(f"  {team}/{job}: no run scheduled in this window")
+        planned = len(sim.plan())
+        runner = threading.Thread(target=play, daemon=True)
+        began = time.monotonic()
+        runner.start()
+        while runner.is_alive():
+            runner.join(PROGRESS_SECONDS)
+            print(_progress(sim, began, planned), flush=True)
+    except KeyboardInterrupt:
+        print("\ninterrupted: stopping everything", file=sys.stderr)
+        stop_everything()
+        return 130
+    except EmulatorUnavailable as exc:
+        print(f"cannot run the demo: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        stop_everything()
+    alive = _leftovers(started_pids, emulator)
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    _report(outcome[0], sim)
+    if alive:
+        print(f"FAIL: processes still running after stop: {alive}", file=sys.stderr)
+    return 0 if outcome[0].ok and not alive else 1
