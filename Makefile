@@ -23,3 +23,53 @@ test: $(STAMP)
 ## make bench: runonce against the seed's two-transaction pattern, side by side, one emulator.
 bench: $(STAMP)
 	$(PY) -m benchmarks.ledger
+	$(PY) -m benchmarks.synth
+
+# ---- stacks (CDKTF): one Terraform stack per team file in teams/ (see docs/stacks.md) ----
+NODE_STAMP    := node_modules/.installed-$(shell cksum < package-lock.json | cut -d' ' -f1)
+CHECKOV_VENV  := $(VENV)/checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(shell cksum < policy/requirements-checkov.txt | cut -d' ' -f1)
+CDKTF         := npx --no-install cdktf
+SANDBOX_OUT   := build/sandbox
+
+.PHONY: synth deploy policy test-sandbox bench-synth
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	rm -f node_modules/.installed-* && touch $@
+
+# checkov has its own venv: its pins conflict with requirements.txt.
+$(CHECKOV_STAMP): policy/requirements-checkov.txt $(STAMP)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r policy/requirements-checkov.txt
+	rm -f $(CHECKOV_VENV)/.installed-* && touch $@
+
+# The stacks tests run checkov on the synthesized example stacks.
+test: $(CHECKOV_STAMP)
+
+## make synth: validate every team in teams/, then write cdktf.out/stacks/<team> (offline).
+synth: $(STAMP) $(NODE_STAMP)
+	$(CDKTF) synth
+
+## make deploy STACK=<team>: synth and deploy one team's stack (needs Google Cloud credentials).
+deploy: $(STAMP) $(NODE_STAMP)
+	@test -n "$(STACK)" || { echo "usage: make deploy STACK=<team>  (a file in teams/)"; exit 2; }
+	$(CDKTF) deploy $(STACK)
+
+## make policy: least-privilege rule pack and checkov (offline) on every synthesized stack.
+policy: synth $(CHECKOV_STAMP)
+	$(PY) -m policy --checkov $(CHECKOV_VENV)/bin/checkov cdktf.out
+
+## make test-sandbox: apply the example team to RUNONCE_SANDBOX_PROJECT, test it, destroy it.
+test-sandbox: $(STAMP)
+	$(PY) -m pytest -m sandbox tests/sandbox --tf-mod-dir=$(SANDBOX_OUT)/stacks
+
+## make bench-synth: synth time of our app against a plain cdktf app, and of 100 jobs against 1.
+bench-synth: $(STAMP)
+	$(PY) -m benchmarks.synth
+
+## make demo: the team files' jobs on the Firestore emulator, delivered by the local Cloud
+## Scheduler with faults on an accelerated clock, ending with a verdict table (see docs/demo.md).
+.PHONY: demo
+demo: $(STAMP)
+	$(PY) -m localscheduler $(DEMO_ARGS)

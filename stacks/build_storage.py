@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cdktf import AssetType, TerraformAsset
 from constructs import Construct
 
 from stacks import defaults, naming
-from stacks.provider import ArtifactRegistryRepository, StorageBucket, StorageBucketVersioning
+from stacks.archive import Archive
+from stacks.provider import (
+    ArtifactRegistryRepository,
+    StorageBucket,
+    StorageBucketObject,
+    StorageBucketVersioning,
+)
 from stacks.required_apis import RequiredApis
 
 
@@ -58,3 +65,34 @@ class BuildStorage(Construct):
             depends_on=props.apis.of(defaults.API_ARTIFACT_REGISTRY),
         )
         """The `google_artifact_registry_repository` the builds push images to."""
+        # Attribute reads are round trips to the jsii runtime; every job uses these, so read once.
+        self.bucket_name: str = self.bucket.name
+        """The bucket's name (a Terraform reference)."""
+        self.repository_name: str = self.repository.name
+        """The repository's full name (a Terraform reference)."""
+        self.repository_id: str = self.repository.id
+        """The repository's id, as a function's docker_repository takes it (a Terraform reference)."""
+        self.repository_location: str = self.repository.location
+        """The repository's location (a Terraform reference)."""
+        self._uploads: dict[str, StorageBucketObject] = {}
+
+    def upload(self, archive: Archive, source: str) -> StorageBucketObject:
+        """The bucket object holding the archive of one source folder: one per folder, shared by
+        every job built from it. Its name is the digest (a change is a new object); its construct
+        id is the folder's, so the Terraform address stays put across code changes."""
+        if archive.digest not in self._uploads:
+            asset = TerraformAsset(
+                self,
+                f"{source}-archive",
+                path=str(archive.path),
+                type=AssetType.FILE,
+                asset_hash=archive.digest,
+            )
+            self._uploads[archive.digest] = StorageBucketObject(
+                self,
+                f"{source}-source",
+                bucket=self.bucket_name,
+                name=naming.source_object_name(archive.digest),
+                source=asset.path,
+            )
+        return self._uploads[archive.digest]

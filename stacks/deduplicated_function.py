@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdktf import AssetType, TerraformAsset
 from constructs import Construct
 
 from stacks import defaults, naming
@@ -23,7 +22,6 @@ from stacks.provider import (
     ProjectIamMember,
     ProjectIamMemberCondition,
     StorageBucketIamMember,
-    StorageBucketObject,
 )
 from stacks.required_apis import RequiredApis
 from stacks.team import FUNCTIONS_DIR, REPO_ROOT, Job, Team
@@ -82,12 +80,13 @@ class DeduplicatedFunction(Construct):
             self, "runtime-account", team, job, "run", "function runtime", props.apis
         )
         """The `google_service_account` the function runs as."""
+        runtime_member = self.runtime_account.member  # read once: each read is a jsii round trip
         self.ledger_grant = ProjectIamMember(
             self,
             "runtime-ledger",
             project=team.project,
             role=defaults.ROLE_LEDGER,
-            member=self.runtime_account.member,
+            member=runtime_member,
             condition=ProjectIamMemberCondition(
                 title="runonce-ledger-only",
                 description=f"Only the {team.database} Firestore database",
@@ -100,46 +99,38 @@ class DeduplicatedFunction(Construct):
             self, "build-account", team, job, "build", "function build", props.apis
         )
         """The `google_service_account` Cloud Build runs the function's build as."""
+        build_member = self.build_account.member
         self.build_grants = [
             StorageBucketIamMember(
                 self,
                 "build-source-reader",
-                bucket=props.build.bucket.name,
+                bucket=props.build.bucket_name,
                 role=defaults.ROLE_BUILD_SOURCE_READER,
-                member=self.build_account.member,
+                member=build_member,
             ),
             ArtifactRegistryRepositoryIamMember(
                 self,
                 "build-image-writer",
                 project=team.project,
-                location=props.build.repository.location,
-                repository=props.build.repository.name,
+                location=props.build.repository_location,
+                repository=props.build.repository_name,
                 role=defaults.ROLE_BUILD_IMAGE_WRITER,
-                member=self.build_account.member,
+                member=build_member,
             ),
             ProjectIamMember(
                 self,
                 "build-log-writer",
                 project=team.project,
                 role=defaults.ROLE_BUILD_LOG_WRITER,
-                member=self.build_account.member,
+                member=build_member,
             ),
         ]
         """What the build needs: read the sources, push the image, write its log."""
 
         self.archive = job_archive(job, props.archive_dir)
         """The deterministic source archive (path and digest)."""
-        asset = TerraformAsset(
-            self, "source", path=str(self.archive.path), type=AssetType.FILE, asset_hash=self.archive.digest
-        )
-        self.source_object = StorageBucketObject(
-            self,
-            "source-object",
-            bucket=props.build.bucket.name,
-            name=naming.source_object_name(job.name, self.archive.digest),
-            source=asset.path,
-        )
-        """The `google_storage_bucket_object` named by the source digest."""
+        self.source_object = props.build.upload(self.archive, job.source)
+        """The `google_storage_bucket_object` holding the archive (shared by jobs with the same files)."""
 
         self.function = Cloudfunctions2Function(
             self,
@@ -153,10 +144,10 @@ class DeduplicatedFunction(Construct):
                 runtime=job.runtime,
                 entry_point=job.entry_point,
                 service_account=self.build_account.id,
-                docker_repository=props.build.repository.id,
+                docker_repository=props.build.repository_id,
                 source=Cloudfunctions2FunctionBuildConfigSource(
                     storage_source=Cloudfunctions2FunctionBuildConfigSourceStorageSource(
-                        bucket=props.build.bucket.name, object=self.source_object.name
+                        bucket=props.build.bucket_name, object=naming.source_object_name(self.archive.digest)
                     )
                 ),
             ),
@@ -172,6 +163,7 @@ class DeduplicatedFunction(Construct):
             ),
             depends_on=[
                 *props.apis.of(defaults.API_FUNCTIONS, defaults.API_RUN, defaults.API_CLOUD_BUILD),
+                self.source_object,
                 *self.build_grants,
                 self.ledger_grant,
             ],

@@ -55,6 +55,6 @@ def account_id(team: str, job: str, role: str) -> str:
     return f"{f'{team}-{job}'[:room].rstrip('-')}-{digest}-{role}"
 
 
-def source_object_name(job: str, digest: str) -> str:
-    """Object name of a job's source archive: a new digest (a code change) is a new object."""
-    return f"{job}/{digest}.zip"
+def source_object_name(digest: str) -> str:
+    """Object name of a source archive: a new digest (a code change) is a new object."""
+    return f"sources/{digest}.zip"

@@ -55,6 +55,7 @@ class ScheduledJob(Construct):
     def __init__(self, scope: Construct, id: str, props: ScheduledJobProps) -> None:
         super().__init__(scope, id)
         team, job, function = props.team, props.job, props.function.function
+        url = function.url  # read once: each read is a jsii round trip
         self.invoker_account = job_service_account(
             self, "invoker-account", team, job, "call", "scheduler invoker", props.apis
         )
@@ -88,12 +89,12 @@ class ScheduledJob(Construct):
                 max_doublings=retry.max_doublings,
             ),
             http_target=CloudSchedulerJobHttpTarget(
-                uri=function.url,
+                uri=url,
                 http_method="POST",
                 headers={PROJECT_HEADER: team.project, LOCATION_HEADER: team.region},
                 body=base64.b64encode(job.body.encode()).decode() if job.body else None,
                 oidc_token=CloudSchedulerJobHttpTargetOidcToken(
-                    service_account_email=self.invoker_account.email, audience=function.url
+                    service_account_email=self.invoker_account.email, audience=url
                 ),
             ),
             depends_on=[*props.apis.of(defaults.API_SCHEDULER), self.invoker_grant],

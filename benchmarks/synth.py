@@ -1,0 +1,96 @@
+"""`make bench-synth` (and the second half of `make bench`): how long a stack takes to synthesize.
+
+Each synth is a fresh Python process (imports are most of the cost, and a warm process would
+hide them), timed from start to exit. In one run, interleaved so both sides see the same load:
+
+- the example team with our app (as cdktf.json runs it: `python -O`, provider submodules loaded
+  on demand), against the same stack code in a plain cdktf app that imports the google provider
+  package the usual way (its `__init__` loads all 1,474 submodules) and runs without -O;
+- a generated team with 100 jobs, against the same team with 1 job (our app).
+
+Prints the medians and the ratios. Targets: our app at most 0.35x the plain app; 100 jobs at
+most 1.5x one job. BENCH_SYNTH_RUNS sets the runs per case (default 3).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+TARGET_APP_RATIO = 0.35
+TARGET_JOBS_RATIO = 1.5
+RUNS = int(os.environ.get("BENCH_SYNTH_RUNS", "3"))
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+CASES = {
+    "example, our app": ("ours", 0),
+    "example, plain cdktf app": ("plain", 0),
+    "1 job, our app": ("ours", 1),
+    "100 jobs, our app": ("ours", 100),
+}
+
+
+def synthesize(mode: str, jobs: int, outdir: str) -> None:
+    """Child process: synthesize the example team (jobs == 0) or a generated team of `jobs` jobs."""
+    if mode == "plain":
+        import cdktf_cdktf_provider_google  # noqa: F401  (the usual import: the whole package)
+    from cdktf import App
+
+    from stacks.team import TEAMS_DIR, load_team_file
+    from stacks.team_stack import TeamStack
+
+    team = load_team_file(TEAMS_DIR / "example.py")
+    if jobs:
+        template = team.jobs[0]
+        team = replace(team, jobs=[replace(template, name=f"job-{n:03d}") for n in range(jobs)])
+    app = App(outdir=outdir)
+    TeamStack(app, team, archive_dir=Path(outdir) / "archives")
+    app.synth()
+
+
+def time_case(mode: str, jobs: int) -> float:
+    """Seconds one child process takes to synthesize the case."""
+    with tempfile.TemporaryDirectory(prefix="bench-synth-") as outdir:
+        # Our app runs with -O as cdktf.json runs it (the bindings' typeguard checks are skipped).
+        optimize = ["-O"] if mode == "ours" else []
+        command = [sys.executable, *optimize, "-m", "benchmarks.synth", "--child", mode, str(jobs), outdir]
+        started = time.perf_counter()
+        subprocess.run(
+            command, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        return time.perf_counter() - started
+
+
+def main() -> int:
+    """Time every case RUNS times, interleaved; print medians and ratios against the targets."""
+    samples: dict[str, list[float]] = {name: [] for name in CASES}
+    for run in range(RUNS):
+        for name, (mode, jobs) in CASES.items():
+            samples[name].append(time_case(mode, jobs))
+        print(
+            f"run {run + 1}/{RUNS}: " + ", ".join(f"{n} {s[-1]:.1f}s" for n, s in samples.items()), flush=True
+        )
+    median = {name: statistics.median(values) for name, values in samples.items()}
+    print(f"\nsynth time, median of {RUNS} fresh processes:")
+    for name, value in median.items():
+        print(f"  {name:<26} {value:6.2f} s")
+    app_ratio = median["example, our app"] / median["example, plain cdktf app"]
+    jobs_ratio = median["100 jobs, our app"] / median["1 job, our app"]
+    ok = app_ratio <= TARGET_APP_RATIO and jobs_ratio <= TARGET_JOBS_RATIO
+    print(f"  our app / plain app        {app_ratio:6.2f}x  (target <= {TARGET_APP_RATIO}x)")
+    print(f"  100 jobs / 1 job           {jobs_ratio:6.2f}x  (target <= {TARGET_JOBS_RATIO}x)")
+    print("  targets met" if ok else "  TARGET MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        synthesize(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    else:
+        sys.exit(main())
