@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     atexit.register(stop_everything)
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     wall = timedelta(hours=args.hours).total_seconds() / args.rate
     print(f"runonce demo: {args.hours:g} h of schedule from {start:%Y-%m-%d %H:%M} UTC at {args.rate:g}x "
           f"(about {wall:.0f} s), seed {args.seed}, faults {args.faults}")
