@@ -31,6 +31,7 @@ CHECKOV_VENV  := $(VENV)/checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(shell cksum < policy/requirements-checkov.txt | cut -d' ' -f1)
 CDKTF         := npx --no-install cdktf
 SANDBOX_OUT   := build/sandbox
+POLICY_TARGETS ?= cdktf.out
 
 .PHONY: synth deploy policy test-sandbox bench-synth
 
@@ -57,8 +58,9 @@ deploy: $(STAMP) $(NODE_STAMP)
 	$(CDKTF) deploy $(STACK)
 
 ## make policy: least-privilege rule pack and checkov (offline) on every synthesized stack.
+## make policy POLICY_TARGETS=tests/stacks/fixtures/bad.tf.json: the same on the bad stack (fails).
 policy: synth $(CHECKOV_STAMP)
-	$(PY) -m policy --checkov $(CHECKOV_VENV)/bin/checkov cdktf.out
+	$(PY) -m policy --checkov $(CHECKOV_VENV)/bin/checkov $(POLICY_TARGETS)
 
 ## make test-sandbox: apply the example team to RUNONCE_SANDBOX_PROJECT, test it, destroy it.
 test-sandbox: $(STAMP)
