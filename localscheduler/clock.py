@@ -47,10 +47,6 @@ class AcceleratedClock:
         """How many wall seconds a simulated duration lasts."""
         return simulated_seconds / self.rate
 
-    def simulated_seconds(self, wall_seconds: float) -> float:
-        """How many simulated seconds a wall duration lasts."""
-        return wall_seconds * self.rate
-
     def sleep_until(self, moment: datetime, stop: threading.Event) -> bool:
         """Block until the simulation reaches `moment`; False if `stop` was set first."""
         return not stop.wait(max(0.0, self.wall_at(moment) - time.time()))

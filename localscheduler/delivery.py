@@ -7,7 +7,6 @@ handler's JSON, or the transport error that stands in for one (deadline, connect
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -44,8 +43,6 @@ class Answer:
     body: dict = field(default_factory=dict)
     error: str | None = None
     """"deadline" (attempt deadline passed), "connection" (lost, e.g. the instance died), or None."""
-    seconds: float = 0.0
-    """Wall seconds from sending to the answer or the error."""
 
     @property
     def outcome(self) -> str:
@@ -60,18 +57,16 @@ class Answer:
 
 def post(url: str, headers: dict[str, str], body: bytes, deadline_seconds: float) -> Answer:
     """Send one attempt and wait at most `deadline_seconds` (wall) for its answer."""
-    started = time.monotonic()
     try:
         with requests.Session() as session:
             session.trust_env = False  # never route loopback traffic through a configured proxy
             response = session.post(url, data=body, headers=headers, timeout=max(deadline_seconds, 0.001))
     except requests.Timeout:
-        return Answer(None, error="deadline", seconds=time.monotonic() - started)
+        return Answer(None, error="deadline")
     except requests.ConnectionError:
-        return Answer(None, error="connection", seconds=time.monotonic() - started)
+        return Answer(None, error="connection")
     try:
         payload = response.json()
     except ValueError:
         payload = {}
-    return Answer(response.status_code, payload if isinstance(payload, dict) else {}, None,
-                  time.monotonic() - started)
+    return Answer(response.status_code, payload if isinstance(payload, dict) else {})

@@ -19,7 +19,7 @@ from google.cloud import firestore
 from .clock import AcceleratedClock
 from .delivery import Answer, post, scheduler_headers
 from .faults import AttemptShape, Fault, FaultMix, shape
-from .instances import InstancePool
+from .instances import Instance, InstancePool
 from .journal import GaveUp, Journal, Sent
 from .plan import PlannedRun
 from .retry import RetryPolicy
@@ -150,7 +150,7 @@ class LocalScheduler:
         killed = threading.Event()
         with pool.acquire(deadline) as instance:
             if instance is None:
-                answer = Answer(None, error="no_instance", seconds=deadline)
+                answer = Answer(None, error="no_instance")
             else:
                 done = threading.Event()
                 watcher = threading.Thread(
@@ -173,7 +173,10 @@ class LocalScheduler:
         )
         return acknowledged
 
-    def _kill_when_claimed(self, trigger, attempt, pool, instance, shape, done, killed) -> None:
+    def _kill_when_claimed(
+        self, trigger: Trigger, attempt: int, pool: InstancePool, instance: Instance, shape: AttemptShape,
+        done: threading.Event, killed: threading.Event,
+    ) -> None:
         """Kill the instance once the ledger shows this attempt holding the run, before the job ends."""
         give_up = time.monotonic() + self.clock.wall_seconds(shape.work) / 2
         while not done.is_set() and time.monotonic() < give_up:
