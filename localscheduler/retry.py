@@ -23,20 +23,14 @@ class RetryPolicy:
 
     def backoff(self, retry: int) -> float:
         """Seconds to wait after a failed attempt before retry number `retry` (1-based)."""
-        cfg = self.config
-        doubled = cfg.min_backoff_seconds * 2 ** min(retry - 1, cfg.max_doublings)
-        linear_steps = max(0, retry - 1 - cfg.max_doublings)
-        return float(min(cfg.max_backoff_seconds, doubled * (1 + linear_steps)))
+        return float(self.config.backoff_seconds(retry))
 
     def next_retry(
         self, retries_done: int, first_attempt: datetime, failed_at: datetime, next_scheduled: datetime
     ) -> datetime | None:
         """The time of the next retry after an attempt failed at `failed_at`, or None: give up."""
         at = failed_at + timedelta(seconds=self.backoff(retries_done + 1))
-        count_left = retries_done < self.config.retry_count
-        duration = self.config.max_retry_duration_seconds
-        duration_left = duration > 0 and at < first_attempt + timedelta(seconds=duration)
-        if not (count_left or duration_left) or at >= next_scheduled:
+        if self.config.exhausted(retries_done, (at - first_attempt).total_seconds()) or at >= next_scheduled:
             return None
         return at
 

@@ -27,16 +27,41 @@ class Retry:
     so the default retries a failed or lost delivery three times instead of Scheduler's zero.
     """
 
-    retry_count: int = 3
+    retry_count: int = 5
     """How many times a failed attempt is retried, 0-5. Scheduler's own default is 0."""
     max_retry_duration_seconds: int = 0
     """Stop retrying after this long; 0 means no limit (retries still stop at the next run)."""
-    min_backoff_seconds: int = 10
+    min_backoff_seconds: int = 20
     """Wait before the first retry, 0-3600."""
-    max_backoff_seconds: int = 300
+    max_backoff_seconds: int = 600
     """Longest wait between retries, 0-3600, at least min_backoff_seconds."""
-    max_doublings: int = 3
-    """How often the backoff doubles before growing linearly, 0-16."""
+    max_doublings: int = 4
+    """How often the backoff doubles before growing linearly, 0-16. With the defaults the
+    retries come 20, 60, 140, 300 and 620 s after the first attempt: the last one after the
+    default lease (360 s), so a run whose instance crashed is taken over within its window."""
+
+    def backoff_seconds(self, retry: int) -> int:
+        """Scheduler's wait before retry number `retry` (1-based): min_backoff, doubled
+        max_doublings times, then growing linearly by the last doubled step, at most max_backoff."""
+        doubled = self.min_backoff_seconds * 2 ** min(retry - 1, self.max_doublings)
+        return min(self.max_backoff_seconds, doubled * (1 + max(0, retry - 1 - self.max_doublings)))
+
+    def exhausted(self, retries_done: int, elapsed_seconds: float) -> bool:
+        """Scheduler stops once both retry_count and max_retry_duration (0: none) are used up."""
+        count_left = retries_done < self.retry_count
+        duration_left = 0 < self.max_retry_duration_seconds and elapsed_seconds < self.max_retry_duration_seconds
+        return not (count_left or duration_left)
+
+    def offsets_seconds(self, next_run_seconds: float) -> list[int]:
+        """When the retries come, in seconds after the first attempt, if every attempt fails at
+        once; none at or after the next scheduled run, `next_run_seconds` after the first."""
+        offsets: list[int] = []
+        at = 0
+        while True:
+            at += self.backoff_seconds(len(offsets) + 1)
+            if self.exhausted(len(offsets), at) or at >= next_run_seconds:
+                return offsets
+            offsets.append(at)
 
 
 @dataclass(frozen=True)
@@ -80,6 +105,10 @@ class Job:
     """Instances kept warm."""
     max_instances: int = 3
     """Upper bound on instances; duplicates are safe, so a small number suffices."""
+    next_run_catches_up: bool = False
+    """True accepts that a run whose instance crashed mid-run may never be retried, because the
+    next scheduled run redoes its work (a sync, a sweep). Needed when the lease (timeout + 60 s)
+    cannot expire before the last retry, e.g. a job scheduled more often than its lease."""
     runtime: str = "python312"
     """Cloud Run functions runtime the source is built with."""
 

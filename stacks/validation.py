@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Iterable, Iterator
-from zoneinfo import available_timezones
+from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
@@ -90,20 +90,11 @@ def retry_window_seconds(job: Job) -> int:
     beyond max_backoff; every attempt may take the whole attempt deadline.
     """
     retry, attempt = job.retry, job.attempt_deadline_seconds
-    backoffs = [_backoff(retry, n) for n in range(retry.retry_count)]
+    backoffs = [retry.backoff_seconds(n) for n in range(1, retry.retry_count + 1)]
     window = sum(backoffs) + (retry.retry_count + 1) * attempt
     if retry.max_retry_duration_seconds:
         window = min(window, retry.max_retry_duration_seconds + attempt)
     return window
-
-
-def _backoff(retry: Retry, n: int) -> int:
-    """Wait before retry number n (0-based)."""
-    if n <= retry.max_doublings:
-        wait = retry.min_backoff_seconds * 2**n
-    else:
-        wait = retry.min_backoff_seconds * 2**retry.max_doublings * (n - retry.max_doublings + 1)
-    return min(wait, retry.max_backoff_seconds)
 
 
 def _across_teams(teams: list[Team]) -> Iterator[Problem]:
@@ -310,6 +301,18 @@ def _cross_layer(job: Job, problem) -> Iterator[Problem]:
             f"remove {LEASE_ENV} from env (the stack then uses timeout_seconds + "
             f"{LEASE_MARGIN_SECONDS}) or set it above {job.timeout_seconds}",
         )
+    gap = _shortest_gap_seconds(job)
+    retries = job.retry.offsets_seconds(gap) if gap else []
+    if gap and not job.next_run_catches_up and (not retries or retries[-1] <= lease):
+        last = f"the last retry comes {retries[-1]} s after the first attempt" if retries else "it has no retries"
+        yield problem(
+            "retry",
+            f"a run whose instance crashes after claiming it is never retried: its lease ({lease} s) "
+            f"outlasts the retry window ({last}; the next run follows {gap} s later)",
+            "raise retry.retry_count, retry.min_backoff_seconds or retry.max_backoff_seconds so a "
+            "retry comes after the lease, or lower timeout_seconds; if the next run redoes the "
+            "work, set next_run_catches_up=True",
+        )
     window = retry_window_seconds(job)
     needed = max(window, lease)
     if job.retention_seconds < needed:
@@ -319,6 +322,18 @@ def _cross_layer(job: Job, problem) -> Iterator[Problem]:
             f"({window} s) or lease ({lease} s): a late retry would find no record and run again",
             f"set retention_seconds >= {needed}",
         )
+
+
+def _shortest_gap_seconds(job: Job) -> int | None:
+    """Shortest time between two runs over the next 100, in the job's zone; None if unreadable."""
+    if len(job.schedule.split()) != 5 or job.time_zone not in _time_zones():
+        return None
+    try:
+        runs = CronSim(job.schedule, datetime(2026, 1, 1, tzinfo=ZoneInfo(job.time_zone)))
+        times = [next(runs) for _ in range(100)]
+    except (CronSimError, StopIteration):
+        return None
+    return int(min((later - earlier).total_seconds() for earlier, later in zip(times, times[1:])))
 
 
 def _source(job: Job, problem) -> Iterator[Problem]:

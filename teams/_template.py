@@ -1,4 +1,4 @@
-"""Team template: copy to teams/<your-team>.py, fill in the TODO values, then deploy.
+"""Team template: copy to teams/<your-team>.py, set the values marked "set:", then deploy.
 
     cp teams/_template.py teams/<your-team>.py
     $EDITOR teams/<your-team>.py
@@ -14,21 +14,21 @@ with the team, the job, the field and how to fix it.
 from stacks.team import Job, Retry, Team
 
 team = Team(
-    name="my-team",  # TODO: lowercase, hyphens, at most 20 characters; names the stack
-    project="my-gcp-project",  # TODO: the GCP project id to deploy into
-    region="europe-west1",  # TODO: region of the functions and Scheduler jobs
+    name="my-team",  # set: lowercase, hyphens, at most 20 characters; names the stack
+    project="my-gcp-project",  # set: the GCP project id to deploy into
+    region="europe-west1",  # set: region of the functions and Scheduler jobs
     labels={"owner": "my-team"},
     jobs=[
         Job(
-            name="nightly-export",  # TODO: lowercase, hyphens; unique within the team
+            name="nightly-export",  # set: lowercase, hyphens; unique within the team
             description="Export yesterday's orders",
             schedule="0 3 * * *",  # unix-cron only ("every 5 minutes" is rejected)
             time_zone="Europe/Berlin",
-            source="report",  # TODO: a folder under functions/ with main.py and requirements.txt
+            source="report",  # set: a folder under functions/ with main.py and requirements.txt
             entry_point="handle",  # the @deduplicated handler in that main.py
             timeout_seconds=300,  # at most 3600; the lease is this plus a margin
             attempt_deadline_seconds=180,  # 15-1800 and at most timeout_seconds
-            retry=Retry(retry_count=3),  # retries are safe: a finished run is not run again
+            retry=Retry(),  # 5 retries, 20 s to 10 min apart: safe, a finished run is not run again
             env={},
         ),
     ],

@@ -25,6 +25,8 @@ team = Team(
             timeout_seconds=60,
             attempt_deadline_seconds=30,
             retry=Retry(retry_count=5, min_backoff_seconds=5, max_backoff_seconds=60),
+            # Every two minutes: a run lost to a crashed instance is redone by the next one.
+            next_run_catches_up=True,
         ),
         Job(
             name="ledger-close",

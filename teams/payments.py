@@ -18,7 +18,7 @@ team = Team(
             timeout_seconds=900,
             attempt_deadline_seconds=600,
             memory="512Mi",
-            retry=Retry(retry_count=5, min_backoff_seconds=30, max_backoff_seconds=600, max_doublings=4),
+            retry=Retry(retry_count=5, min_backoff_seconds=60, max_backoff_seconds=900, max_doublings=4),
             retention_seconds=30 * 24 * 3600,
             labels={"data-class": "confidential"},
         ),

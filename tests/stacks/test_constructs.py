@@ -318,7 +318,7 @@ def test_scheduler_job_posts_to_the_function_with_an_oidc_token_and_runonce_head
                 "max_retry_duration": "0s",
                 "min_backoff_duration": "5s",
                 "max_backoff_duration": "60s",
-                "max_doublings": 3,
+                "max_doublings": 4,
             },
             "http_target": {
                 "uri": url,

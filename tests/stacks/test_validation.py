@@ -72,11 +72,11 @@ def test_attempt_deadline_within_15_seconds_and_30_minutes(deadline):
     ],
 )
 def test_retry_values_within_scheduler_ranges(retry, field):
-    assert problems_of_job(retry=retry) == [("nightly", field)]
+    assert problems_of_job(retry=retry, next_run_catches_up=True) == [("nightly", field)]
 
 
 def test_function_timeout_at_most_the_http_maximum():
-    assert problems_of_job(timeout_seconds=3601) == [("nightly", "timeout_seconds")]
+    assert problems_of_job(timeout_seconds=3601, next_run_catches_up=True) == [("nightly", "timeout_seconds")]
 
 
 def test_attempt_deadline_not_longer_than_the_function_timeout():
@@ -90,7 +90,31 @@ def test_lease_must_outlast_the_function_timeout():
 
 
 def test_a_longer_lease_may_be_set():
-    assert problems_of_job(env={"RUNONCE_LEASE_SECONDS": "900"}) == []
+    assert problems_of_job(env={"RUNONCE_LEASE_SECONDS": "500"}) == []
+
+
+def test_a_crashed_run_must_get_a_retry_after_its_lease_expires():
+    # Retries 20, 60 and 140 s after the first attempt all meet the 360 s lease of a crashed attempt.
+    team = replace(GOOD_TEAM, jobs=[replace(GOOD_JOB, retry=Retry(retry_count=3))])
+    (problem,) = find_problems([team])
+    assert (problem.job, problem.field) == ("nightly", "retry")
+    assert "lease (360 s)" in problem.message and "last retry comes 140 s" in problem.message
+    assert "next_run_catches_up=True" in problem.fix
+
+
+def test_a_longer_lease_must_still_end_before_the_last_retry():
+    assert problems_of_job(env={"RUNONCE_LEASE_SECONDS": "900"}) == [("nightly", "retry")]
+
+
+def test_a_job_scheduled_more_often_than_its_lease_must_say_the_next_run_catches_up():
+    assert problems_of_job(schedule="*/5 * * * *") == [("nightly", "retry")]
+    assert problems_of_job(schedule="*/5 * * * *", next_run_catches_up=True) == []
+
+
+def test_retries_follow_scheduler_backoff_and_stop_before_the_next_run():
+    assert Retry().offsets_seconds(next_run_seconds=86400) == [20, 60, 140, 300, 620]
+    assert Retry().offsets_seconds(next_run_seconds=300) == [20, 60, 140]
+    assert Retry(retry_count=1, max_retry_duration_seconds=100).offsets_seconds(86400) == [20, 60]
 
 
 @pytest.mark.parametrize("name", ["RUNONCE_DATABASE", "RUNONCE_COLLECTION", "RUNONCE_RETENTION_SECONDS"])
