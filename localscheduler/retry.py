@@ -36,8 +36,5 @@ class RetryPolicy:
 
     def retry_times(self, first_attempt: datetime, next_scheduled: datetime) -> list[datetime]:
         """When the retries of a run come if every attempt fails at once: the whole retry window."""
-        times: list[datetime] = []
-        at = first_attempt
-        while (at := self.next_retry(len(times), first_attempt, at, next_scheduled)) is not None:
-            times.append(at)
-        return times
+        window = (next_scheduled - first_attempt).total_seconds()
+        return [first_attempt + timedelta(seconds=offset) for offset in self.config.offsets_seconds(window)]

@@ -2,9 +2,10 @@
 the verdict from the store. The demo and the chaos suite both run one.
 
 The lease is the one setting the simulation chooses instead of the team file: in production it
-is the function timeout plus a margin, which outlasts a job's whole retry window, so a run whose
-instance crashed is only retried after its window. To show the takeover, each job's lease is
-cut to 60% of the time its last retry comes (never above the deployed lease, never below 1 s).
+is the function timeout plus a margin, minutes that an accelerated clock would turn into seconds
+while the retries come milliseconds apart. To show the takeover of a crashed attempt inside the
+demo, each job's lease is cut to 60% of the time its last retry comes (never above the deployed
+lease, never below 1 s).
 """
 
 from __future__ import annotations
