@@ -11,7 +11,7 @@ from stacks import defaults, naming
 from stacks.archive import Archive, build_archive
 from stacks.build_storage import BuildStorage
 from stacks.dedup_store import DedupStore
-from stacks.identity import job_service_account
+from stacks.identity import job_service_account, member, resource_id
 from stacks.provider import (
     ArtifactRegistryRepositoryIamMember,
     Cloudfunctions2Function,
@@ -80,13 +80,13 @@ class DeduplicatedFunction(Construct):
             self, "runtime-account", team, job, "run", "function runtime", props.apis
         )
         """The `google_service_account` the function runs as."""
-        runtime_member = self.runtime_account.member  # read once: each read is a jsii round trip
+        runtime_email = self.runtime_account.email  # read once: each read is a jsii round trip
         self.ledger_grant = ProjectIamMember(
             self,
             "runtime-ledger",
             project=team.project,
             role=defaults.ROLE_LEDGER,
-            member=runtime_member,
+            member=member(runtime_email),
             condition=ProjectIamMemberCondition(
                 title="runonce-ledger-only",
                 description=f"Only the {team.database} Firestore database",
@@ -99,7 +99,8 @@ class DeduplicatedFunction(Construct):
             self, "build-account", team, job, "build", "function build", props.apis
         )
         """The `google_service_account` Cloud Build runs the function's build as."""
-        build_member = self.build_account.member
+        build_email = self.build_account.email
+        build_member = member(build_email)
         self.build_grants = [
             StorageBucketIamMember(
                 self,
@@ -143,7 +144,7 @@ class DeduplicatedFunction(Construct):
             build_config=Cloudfunctions2FunctionBuildConfig(
                 runtime=job.runtime,
                 entry_point=job.entry_point,
-                service_account=self.build_account.id,
+                service_account=resource_id(team.project, build_email),
                 docker_repository=props.build.repository_id,
                 source=Cloudfunctions2FunctionBuildConfigSource(
                     storage_source=Cloudfunctions2FunctionBuildConfigSourceStorageSource(
@@ -152,7 +153,7 @@ class DeduplicatedFunction(Construct):
                 ),
             ),
             service_config=Cloudfunctions2FunctionServiceConfig(
-                service_account_email=self.runtime_account.email,
+                service_account_email=runtime_email,
                 ingress_settings=defaults.INGRESS,
                 all_traffic_on_latest_revision=True,
                 timeout_seconds=job.timeout_seconds,

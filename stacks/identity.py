@@ -23,3 +23,16 @@ def job_service_account(
         display_name=f"runonce {team.name}/{job.name} {purpose}",
         depends_on=apis.of(defaults.API_IAM),
     )
+
+
+def member(email: str) -> str:
+    """The IAM principal of a service account, from its email (a token or a literal).
+
+    Built here instead of reading the resource's `member` attribute: every attribute read is a
+    jsii round trip, and the email is read anyway for the component's identity."""
+    return f"serviceAccount:{email}"
+
+
+def resource_id(project: str, email: str) -> str:
+    """The `projects/P/serviceAccounts/EMAIL` id that build configs take."""
+    return f"projects/{project}/serviceAccounts/{email}"

@@ -9,7 +9,7 @@ from constructs import Construct
 
 from stacks import defaults, naming
 from stacks.deduplicated_function import DeduplicatedFunction
-from stacks.identity import job_service_account
+from stacks.identity import job_service_account, member
 from stacks.provider import (
     CloudRunV2ServiceIamMember,
     CloudSchedulerJob,
@@ -60,6 +60,7 @@ class ScheduledJob(Construct):
             self, "invoker-account", team, job, "call", "scheduler invoker", props.apis
         )
         """The `google_service_account` whose OIDC token Scheduler sends."""
+        invoker_email = self.invoker_account.email
         self.invoker_grant = CloudRunV2ServiceIamMember(
             self,
             "invoker",
@@ -67,7 +68,7 @@ class ScheduledJob(Construct):
             location=team.region,
             name=function.service_config.service,
             role=defaults.ROLE_INVOKER,
-            member=self.invoker_account.member,
+            member=member(invoker_email),
         )
         """roles/run.invoker on the function's Cloud Run service only."""
         retry = job.retry
@@ -94,7 +95,7 @@ class ScheduledJob(Construct):
                 headers={PROJECT_HEADER: team.project, LOCATION_HEADER: team.region},
                 body=base64.b64encode(job.body.encode()).decode() if job.body else None,
                 oidc_token=CloudSchedulerJobHttpTargetOidcToken(
-                    service_account_email=self.invoker_account.email, audience=url
+                    service_account_email=invoker_email, audience=url
                 ),
             ),
             depends_on=[*props.apis.of(defaults.API_SCHEDULER), self.invoker_grant],
