@@ -43,8 +43,8 @@ class DeduplicatedFunctionProps:
     """The team's source bucket and image repository."""
     apis: RequiredApis
     """The stack's enabled APIs."""
-    archive_dir: Path = ARCHIVE_DIR
-    """Where source archives are built (git-ignored); default build/sources."""
+    archive: Archive
+    """The job's source archive (`job_archive`), built by the stack once per source folder."""
 
 
 def runonce_environment(team: Team, job: Job) -> dict[str, str]:
@@ -128,7 +128,7 @@ class DeduplicatedFunction(Construct):
         ]
         """What the build needs: read the sources, push the image, write its log."""
 
-        self.archive = job_archive(job, props.archive_dir)
+        self.archive = props.archive
         """The deterministic source archive (path and digest)."""
         self.source_object = props.build.upload(self.archive, job.source)
         """The `google_storage_bucket_object` holding the archive (shared by jobs with the same files)."""

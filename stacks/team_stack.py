@@ -10,7 +10,8 @@ from constructs import Construct
 
 from stacks.build_storage import BuildStorage, BuildStorageProps
 from stacks.dedup_store import DedupStore, DedupStoreProps
-from stacks.deduplicated_function import ARCHIVE_DIR, DeduplicatedFunction, DeduplicatedFunctionProps
+from stacks.archive import Archive
+from stacks.deduplicated_function import ARCHIVE_DIR, DeduplicatedFunction, DeduplicatedFunctionProps, job_archive
 from stacks.provider import GoogleProvider
 from stacks.required_apis import RequiredApis, RequiredApisProps
 from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
@@ -57,7 +58,10 @@ class TeamStack(TerraformStack):
         """Each job's function, by job name."""
         self.jobs: dict[str, ScheduledJob] = {}
         """Each job's Scheduler job, by job name."""
+        archives: dict[str, Archive] = {}  # one per source folder: zipping and hashing cost time
         for job in team.jobs:
+            if job.source not in archives:
+                archives[job.source] = job_archive(job, archive_dir)
             function = DeduplicatedFunction(
                 self,
                 f"{job.name}-function",
@@ -67,7 +71,7 @@ class TeamStack(TerraformStack):
                     store=self.store,
                     build=self.build,
                     apis=self.apis,
-                    archive_dir=archive_dir,
+                    archive=archives[job.source],
                 ),
             )
             self.functions[job.name] = function
