@@ -84,15 +84,6 @@ class FirestoreEmulator:
         with open(self._log.name, encoding="utf-8", errors="replace") as handle:
             return handle.read()
 
-    def reset(self) -> None:
-        """Delete every document in the emulator (its documented REST reset endpoint)."""
-        import requests
-
-        project = os.environ.get("GOOGLE_CLOUD_PROJECT", "runonce-local")
-        requests.delete(
-            f"http://{self.host}/emulator/v1/projects/{project}/databases/(default)/documents", timeout=10
-        ).raise_for_status()
-
     def stop(self) -> None:
         """Stop the emulator and the JVM it spawned; safe to call twice."""
         if self._proc is not None and self._proc.poll() is None:

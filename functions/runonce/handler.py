@@ -23,7 +23,7 @@ from . import clock
 from .delivery import BadDelivery, Delivery, parse_delivery
 from .errors import ConfigError, PermanentError
 from .keys import run_key
-from .ledger import Claim, Held, Ledger, RunStatus
+from .ledger import Claim, Held, Ledger, RunStatus, storable
 from .logs import log
 from .settings import Settings, load_settings
 
@@ -129,7 +129,7 @@ def _execute(
         # The job did run; answering 2xx stops Scheduler from delivering it again.
         log(logging.ERROR, "run completed but its completion was not recorded (lease lost or store down)",
             outcome="completed", recorded=False, latency_ms=_ms(started), **fields)
-    return _answer(200, "completed", run_key=claim.key, attempt=claim.attempt, result=result if recorded else None,
+    return _answer(200, "completed", run_key=claim.key, attempt=claim.attempt, result=storable(result),
                    recorded=recorded)
 
 

@@ -48,6 +48,14 @@ def test_first_delivery_runs_the_job_and_answers_200(client, probe, records):
     assert record["expire_at"] > record["finished_at"]
 
 
+def test_a_result_that_is_not_json_is_neither_stored_nor_answered(client, probe, records):
+    probe.behaviour = lambda request: object()
+    response = client.post("/", headers=scheduler_headers())
+    assert response.status_code == 200
+    assert response.json["outcome"] == "completed" and response.json["result"] is None
+    assert records()[0]["result"] is None
+
+
 def test_duplicate_of_a_completed_run_answers_200_without_running(client, probe):
     client.post("/", headers=scheduler_headers())
     again = client.post("/", headers=scheduler_headers())
