@@ -64,9 +64,9 @@ def main() -> int:
         ours_ms, seed_ms = [], []
         for run in range(RUNS):
             key = f"run-{run}"
-            pair = [(ours_ms, lambda: _time_runonce(ours, key)), (seed_ms, lambda: _time_seed(seed, key))]
-            for samples, timed in pair if run % 2 else reversed(pair):
-                samples.append(timed() * 1000)
+            pair = [(ours_ms, _time_runonce, ours), (seed_ms, _time_seed, seed)]
+            for samples, timed, ledger in pair if run % 2 else reversed(pair):
+                samples.append(timed(ledger, key) * 1000)
 
         trips = {
             "runonce": {

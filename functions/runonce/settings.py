@@ -43,7 +43,9 @@ def _seconds(name: str, raw: object, minimum: int, maximum: int) -> timedelta:
     try:
         value = int(str(raw).strip())
     except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number of seconds; set it to e.g. {minimum * 10}")
+        raise ConfigError(
+            f"{name}={raw!r} is not a whole number of seconds; set it to e.g. {minimum * 10}"
+        ) from None
     if not minimum <= value <= maximum:
         raise ConfigError(f"{name}={value} is out of range; set it between {minimum} and {maximum} seconds")
     return timedelta(seconds=value)

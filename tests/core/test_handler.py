@@ -158,7 +158,7 @@ def _key(clock) -> str:
 
 
 def test_crashed_attempt_blocks_retries_until_its_lease_expires(client, probe, clock, ledger):
-    crashed = ledger.claim(_key(clock), {"job": "nightly-report"})  # its process then died
+    ledger.claim(_key(clock), {"job": "nightly-report"})  # its process then died
     blocked = client.post("/", headers=scheduler_headers())
     assert blocked.status_code == 409
     clock.advance(119)
