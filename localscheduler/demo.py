@@ -100,8 +100,7 @@ def _report(result: Result, sim: Simulation) -> None:
         print(f"  FAIL {trigger.run.team.name}/{trigger.run.job.name} {kind} {trigger.run.schedule_time:%Y-%m-%d %H:%M}Z: "
               f"{'; '.join(verdict.problems)} (run key {trigger.key})")
     if not bad:
-        print("every run took effect exactly once (executions + permanent failures = scheduled + forced), "
-              "each within its retry window")
+        print("every run executed exactly once (executions = scheduled + forced), each within its retry window")
     print(f"logs: {sim.log_dir}")
 
 

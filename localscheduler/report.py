@@ -65,7 +65,9 @@ class JobRow:
     forced: int = 0
     deliveries: int = 0
     executions: int = 0
+    """Runs whose job ran to its outcome: an effect in the outbox, or a recorded permanent failure."""
     permanent_failures: int = 0
+    """Of those, the runs that failed permanently (and so wrote no effect)."""
     duplicates_skipped: int = 0
     conflicts: int = 0
     retries: int = 0
@@ -94,7 +96,7 @@ def job_rows(verdicts: list[RunVerdict], journal: Journal) -> list[JobRow]:
             row.forced += 1
         else:
             row.scheduled += 1
-        row.executions += verdict.executions
+        row.executions += verdict.executions + (verdict.status == "failed")
         row.permanent_failures += verdict.status == "failed"
         if not verdict.ok:
             row.bad.append(verdict)
