@@ -140,8 +140,9 @@ def _handle(job: Callable, request: Any, source: _LedgerSource) -> tuple[dict[st
     except ConfigError as exc:
         log(logging.ERROR, f"runonce is misconfigured: {exc}", outcome="misconfigured")
         return _answer(500, "misconfigured", error=str(exc))
+    now = clock.now()
     try:
-        delivery = parse_delivery(request.headers, clock.now(), settings.forced_skew)
+        delivery = parse_delivery(request.headers, now, settings.forced_skew)
     except BadDelivery as exc:
         log(logging.WARNING, f"rejected delivery: {exc}", outcome="rejected", header=exc.header)
         return _answer(400, "rejected", error=str(exc))
@@ -152,6 +153,10 @@ def _handle(job: Callable, request: Any, source: _LedgerSource) -> tuple[dict[st
         "schedule_time": delivery.schedule_time.rfc3339(),
         "forced": delivery.forced,
     }
+    if delivery.schedule_time.utc < now - settings.retention:
+        # Its record may already be gone (TTL), so a second run could not be told apart.
+        log(logging.ERROR, "delivery older than the retention period; not running it", outcome="too_old", **fields)
+        return _answer(200, "too_old", run_key=key)
     try:
         claim = ledger.claim(key, {**fields, "project": delivery.project, "location": delivery.location})
     except (gexc.GoogleAPICallError, gexc.RetryError) as exc:

@@ -190,6 +190,21 @@ def test_after_lease_expiry_exactly_one_of_many_retries_takes_over(app_factory, 
     assert (record["status"], record["attempts"], record["previous_attempt_id"]) == ("completed", 2, crashed.attempt_id)
 
 
+def test_delivery_older_than_the_retention_is_not_run(client, probe, clock, records):
+    # A replay of a run whose record the TTL policy may already have deleted.
+    clock.advance(7 * 24 * 3600)
+    response = client.post("/", headers=scheduler_headers())
+    assert response.status_code == 200 and response.json["outcome"] == "too_old"
+    assert probe.count == 0
+    assert records() == []
+
+
+def test_delivery_within_the_retention_still_runs(client, probe, clock):
+    clock.advance(7 * 24 * 3600 - 10)
+    assert client.post("/", headers=scheduler_headers()).json["outcome"] == "completed"
+    assert probe.count == 1
+
+
 def test_same_run_written_with_other_header_case_and_offset_runs_once(client, probe):
     client.post("/", headers=scheduler_headers(time="2026-11-29T03:00:00Z"))
     lowered = {name.lower(): value for name, value in scheduler_headers(time="2026-11-29T04:00:00+01:00").items()}
