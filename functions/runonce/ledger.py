@@ -135,17 +135,16 @@ class Ledger:
             status = RunStatus(record["status"])
             if status is not RunStatus.IN_PROGRESS or record["lease_expires"] > now:
                 return Held(key, status, record.get("result"), record.get("error"), record.get("lease_expires"))
-            return self._take_over(doc, snapshot, lease)
+            return self._take_over(doc, snapshot.update_time, record, lease)
         return Held(key, RunStatus.IN_PROGRESS)
 
-    def _take_over(self, doc, snapshot, lease: dict[str, Any]) -> Claim | Held:
+    def _take_over(self, doc, read_at: datetime, record: dict[str, Any], lease: dict[str, Any]) -> Claim | Held:
         """Claim a run whose holder's lease expired, unless someone wrote to it since we read it."""
-        record = snapshot.to_dict()
         attempt = int(record.get("attempts", 0)) + 1
         try:
             written = doc.update(
                 {**lease, "attempts": attempt, "previous_attempt_id": record["attempt_id"]},
-                option=self._client.write_option(last_update_time=snapshot.update_time),
+                option=self._client.write_option(last_update_time=read_at),
                 retry=self._claim_retry,
             )
         except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted):
