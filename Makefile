@@ -6,10 +6,10 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR):$(CURDIR)/functions
 export CHECKPOINT_DISABLE := 1
-# jsii prints a banner on every synth because Node 20 is past its end of life; we know (FACTS.md).
+# jsii prints a banner on every synth because Node 20 is past its end of life; Node 20 is what our machines have.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: install test bench
+.PHONY: install test bench lint typecheck
 
 install: $(STAMP)
 
@@ -21,6 +21,15 @@ $(STAMP): requirements.txt
 ## make test: the whole suite against a real Firestore emulator the tests start themselves.
 test: $(STAMP)
 	$(PY) -m pytest
+
+## make lint: ruff's rules and its formatter, checked (not applied) over the whole tree.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+## make typecheck: mypy on the library, the stacks, the policy pack and the local scheduler.
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy functions/runonce stacks policy localscheduler
 
 ## make bench: runonce against the seed's two-transaction pattern, side by side, one emulator;
 ## then synth time against a plain cdktf app, and 100 jobs against 1. Both run; exit 1 if a target is missed.

@@ -70,14 +70,22 @@ def main() -> int:
 
         trips = {
             "runonce": {
-                "claimed (claim + complete)": _round_trips(tap, lambda: ours.complete(ours.claim("rt-1", {}), None)),
+                "claimed (claim + complete)": _round_trips(
+                    tap, lambda: ours.complete(ours.claim("rt-1", {}), None)
+                ),
                 "duplicate of completed": _round_trips(tap, lambda: ours.claim("rt-1", {})),
-                "in progress": _round_trips(tap, lambda: (ours.claim("rt-2", {}), tap.reset(), ours.claim("rt-2", {}))),
+                "in progress": _round_trips(
+                    tap, lambda: (ours.claim("rt-2", {}), tap.reset(), ours.claim("rt-2", {}))
+                ),
             },
             "seed (2 transactions)": {
-                "claimed (claim + complete)": _round_trips(tap, lambda: seed.complete("rt-1", seed.claim("rt-1"))),
+                "claimed (claim + complete)": _round_trips(
+                    tap, lambda: seed.complete("rt-1", seed.claim("rt-1"))
+                ),
                 "duplicate of completed": _round_trips(tap, lambda: seed.claim("rt-1")),
-                "in progress": _round_trips(tap, lambda: (seed.claim("rt-2"), tap.reset(), seed.claim("rt-2"))),
+                "in progress": _round_trips(
+                    tap, lambda: (seed.claim("rt-2"), tap.reset(), seed.claim("rt-2"))
+                ),
             },
         }
 
@@ -94,7 +102,10 @@ def main() -> int:
         print(f"  {outcome:<30}" + "".join(f"{trips[name][outcome]:>24}" for name in trips))
     happy = trips["runonce"]["claimed (claim + complete)"]
     met = ratio <= TARGET_RATIO and happy == 2
-    print(f"verdict: {'target met' if met else 'TARGET MISSED'} (ratio {ratio:.2f}x, happy path {happy} round trips)")
+    print(
+        f"verdict: {'target met' if met else 'TARGET MISSED'} "
+        f"(ratio {ratio:.2f}x, happy path {happy} round trips)"
+    )
     return 0 if met else 1
 
 

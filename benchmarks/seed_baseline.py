@@ -8,7 +8,7 @@ two re-reads it and marks it completed if this attempt still holds it.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from google.cloud import firestore
 
@@ -29,12 +29,14 @@ class SeedLedger:
         @firestore.transactional
         def claim_in(transaction) -> str | None:
             snapshot = doc.get(transaction=transaction)
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             if snapshot.exists:
                 record = snapshot.to_dict()
                 if record["status"] != "in_progress" or record["lease_expires"] > now:
                     return None
-            transaction.set(doc, {"status": "in_progress", "attempt_id": attempt_id, "lease_expires": now + self._lease})
+            transaction.set(
+                doc, {"status": "in_progress", "attempt_id": attempt_id, "lease_expires": now + self._lease}
+            )
             return attempt_id
 
         return claim_in(self._client.transaction())
@@ -48,7 +50,7 @@ class SeedLedger:
             snapshot = doc.get(transaction=transaction)
             if not snapshot.exists or snapshot.get("attempt_id") != attempt_id:
                 return False
-            transaction.update(doc, {"status": "completed", "finished_at": datetime.now(timezone.utc)})
+            transaction.update(doc, {"status": "completed", "finished_at": datetime.now(UTC)})
             return True
 
         return complete_in(self._client.transaction())

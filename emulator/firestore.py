@@ -7,6 +7,7 @@ own process group so that stopping it also stops the JVM gcloud spawned.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import IO
 
 READY_LINE = "Dev App Server is now running"
 
@@ -50,14 +52,14 @@ class FirestoreEmulator:
     port: int = field(default_factory=free_port)
     startup_timeout: float = 60.0
     _proc: subprocess.Popen | None = None
-    _log: object = None
+    _log: IO[bytes] | None = None
 
     @property
     def host(self) -> str:
         """The value for FIRESTORE_EMULATOR_HOST."""
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> "FirestoreEmulator":
+    def start(self) -> FirestoreEmulator:
         """Launch the emulator and block until it says it is ready."""
         _check_tools()
         self._log = tempfile.NamedTemporaryFile(prefix="firestore-emulator-", suffix=".log", delete=False)
@@ -81,6 +83,8 @@ class FirestoreEmulator:
 
     def log_text(self) -> str:
         """Everything the emulator has printed so far."""
+        if self._log is None:
+            return ""
         with open(self._log.name, encoding="utf-8", errors="replace") as handle:
             return handle.read()
 
@@ -91,10 +95,8 @@ class FirestoreEmulator:
                 os.killpg(self._proc.pid, signal.SIGTERM)
                 self._proc.wait(timeout=15)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(self._proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 self._proc.wait(timeout=5)
         self._proc = None
         if self._log is not None:
@@ -102,7 +104,7 @@ class FirestoreEmulator:
             os.unlink(self._log.name)
             self._log = None
 
-    def __enter__(self) -> "FirestoreEmulator":
+    def __enter__(self) -> FirestoreEmulator:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 
 @dataclass(frozen=True)
@@ -25,11 +25,11 @@ class AcceleratedClock:
     """Simulated seconds per wall second; 60 plays a minute of schedule per second."""
 
     @classmethod
-    def starting_now(cls, start: datetime, rate: float) -> "AcceleratedClock":
+    def starting_now(cls, start: datetime, rate: float) -> AcceleratedClock:
         """A clock that reads `start` right now."""
         if rate <= 0:
             raise ValueError(f"clock rate must be positive, got {rate}")
-        return cls(start.astimezone(timezone.utc), time.time(), rate)
+        return cls(start.astimezone(UTC), time.time(), rate)
 
     def now(self) -> datetime:
         """The current simulated UTC time."""
@@ -56,7 +56,7 @@ class AcceleratedClock:
         return f"{self.start.isoformat()}|{self.wall_start!r}|{self.rate!r}"
 
     @classmethod
-    def from_spec(cls, spec: str) -> "AcceleratedClock":
+    def from_spec(cls, spec: str) -> AcceleratedClock:
         """The clock `spec()` described."""
         start, wall_start, rate = spec.split("|")
         return cls(datetime.fromisoformat(start), float(wall_start), float(rate))

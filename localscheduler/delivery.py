@@ -8,7 +8,7 @@ handler's JSON, or the transport error that stands in for one (deadline, connect
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import requests
 
@@ -19,7 +19,7 @@ USER_AGENT = "Google-Cloud-Scheduler"
 
 def rfc3339(moment: datetime) -> str:
     """The ScheduleTime header value for an instant: UTC with a Z, like Scheduler writes it."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def scheduler_headers(team: Team, job: Job, schedule_time: datetime) -> dict[str, str]:

@@ -38,13 +38,24 @@ PROGRESS_SECONDS = 5.0
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; every option has a default that makes `make demo` a one-minute run."""
     parser = argparse.ArgumentParser(prog="python -m localscheduler", description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=float, default=120.0,
-                        help="simulated seconds per wall second (default 120: two minutes of schedule per second)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=120.0,
+        help="simulated seconds per wall second (default 120: two minutes of schedule per second)",
+    )
     parser.add_argument("--hours", type=float, default=2.0, help="hours of schedule to play (default 2)")
-    parser.add_argument("--start", default="2026-03-29T00:00:00+00:00",
-                        help="simulated start, ISO 8601 (default: the night Europe/Berlin moves to summer time)")
-    parser.add_argument("--faults", default=DEFAULT_FAULTS, help="rate per fault, e.g. instance_killed=0.1,...")
-    parser.add_argument("--seed", type=int, default=7, help="seed of the fault choice (same seed, same faults)")
+    parser.add_argument(
+        "--start",
+        default="2026-03-29T00:00:00+00:00",
+        help="simulated start, ISO 8601 (default: the night Europe/Berlin moves to summer time)",
+    )
+    parser.add_argument(
+        "--faults", default=DEFAULT_FAULTS, help="rate per fault, e.g. instance_killed=0.1,..."
+    )
+    parser.add_argument(
+        "--seed", type=int, default=7, help="seed of the fault choice (same seed, same faults)"
+    )
     parser.add_argument("--instances", type=int, default=2, help="instances per function (default 2)")
     parser.add_argument("--teams", type=Path, default=TEAMS_DIR, help="folder of team files (default teams/)")
     return parser.parse_args(argv)
@@ -97,10 +108,15 @@ def _report(result: Result, sim: Simulation) -> None:
     for verdict in bad:
         trigger = verdict.trigger
         kind = "forced run" if trigger.forced else "run"
-        print(f"  FAIL {trigger.run.team.name}/{trigger.run.job.name} {kind} {trigger.run.schedule_time:%Y-%m-%d %H:%M}Z: "
-              f"{'; '.join(verdict.problems)} (run key {trigger.key})")
+        print(
+            f"  FAIL {trigger.run.team.name}/{trigger.run.job.name} {kind} "
+            f"{trigger.run.schedule_time:%Y-%m-%d %H:%M}Z: "
+            f"{'; '.join(verdict.problems)} (run key {trigger.key})"
+        )
     if not bad:
-        print("every run executed exactly once (executions = scheduled + forced), each within its retry window")
+        print(
+            "every run executed exactly once (executions = scheduled + forced), each within its retry window"
+        )
     print(f"logs: {sim.log_dir}")
 
 
@@ -110,8 +126,17 @@ def main(argv: list[str] | None = None) -> int:
     faults = FaultMix.parse(args.faults, args.seed)
     start = datetime.fromisoformat(args.start)
     emulator = FirestoreEmulator()
-    sim = Simulation(load_teams(args.teams), start, timedelta(hours=args.hours), args.rate, faults,
-                     Path(tempfile.mkdtemp(prefix="runonce-demo-")), PROJECT, emulator.host, args.instances)
+    sim = Simulation(
+        load_teams(args.teams),
+        start,
+        timedelta(hours=args.hours),
+        args.rate,
+        faults,
+        Path(tempfile.mkdtemp(prefix="runonce-demo-")),
+        PROJECT,
+        emulator.host,
+        args.instances,
+    )
     started_pids: list[int] = []
 
     def stop_everything() -> None:
@@ -123,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     wall = timedelta(hours=args.hours).total_seconds() / args.rate
-    print(f"runonce demo: {args.hours:g} h of schedule from {start:%Y-%m-%d %H:%M} UTC at {args.rate:g}x "
-          f"(about {wall:.0f} s), seed {args.seed}, faults {args.faults}")
+    print(
+        f"runonce demo: {args.hours:g} h of schedule from {start:%Y-%m-%d %H:%M} UTC at {args.rate:g}x "
+        f"(about {wall:.0f} s), seed {args.seed}, faults {args.faults}"
+    )
     outcome: list[Result | BaseException] = []
 
     def play() -> None:
@@ -132,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             outcome.append(sim.run())
         except BaseException as exc:  # handed to the main thread, which reports it
             outcome.append(exc)
+
     try:
         print("starting the Firestore emulator ...", flush=True)
         emulator.start()
@@ -139,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         print("starting functions-framework instances ...", flush=True)
         sim.start_instances()
         for (team, job), pool in sim.pools.items():
-            print(f"  {team}/{job}: {len(pool.instances)} instances, run lease "
-                  f"{pool.env['RUNONCE_LEASE_SECONDS']} s of schedule ({sim.clock_file.parent})")
+            print(
+                f"  {team}/{job}: {len(pool.instances)} instances, run lease "
+                f"{pool.env['RUNONCE_LEASE_SECONDS']} s of schedule ({sim.clock_file.parent})"
+            )
         for (team, job), runs in sim.runs().items():
             if not runs:
                 print(f"  {team}/{job}: no run scheduled in this window")

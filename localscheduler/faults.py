@@ -95,13 +95,16 @@ class FaultMix:
             raise ValueError("the first-attempt fault rates add up to more than 1 (forced_run is separate)")
 
     @classmethod
-    def parse(cls, text: str, seed: int) -> "FaultMix":
+    def parse(cls, text: str, seed: int) -> FaultMix:
         """Read "duplicate_delivery=0.1,instance_killed=0.05,..." as a mix."""
         rates = {}
         for item in filter(None, (part.strip() for part in text.split(","))):
             name, _, value = item.partition("=")
             if name not in {f.name for f in fields(cls)} - {"seed"}:
-                raise ValueError(f"unknown fault {name!r}; known: {', '.join(f.value for f in Fault if f.value != 'none')}, forced_run")
+                raise ValueError(
+                    f"unknown fault {name!r}; known: "
+                    f"{', '.join(f.value for f in Fault if f.value != 'none')}, forced_run"
+                )
             rates[name] = float(value)
         return cls(seed=seed, **rates)
 
@@ -134,4 +137,6 @@ class FaultMix:
         return run.schedule_time + timedelta(seconds=rng.uniform(0, room))
 
     def _rng(self, run: PlannedRun, purpose: str) -> random.Random:
-        return random.Random(f"{self.seed}/{run.team.name}/{run.job.name}/{run.schedule_time.isoformat()}/{purpose}")
+        return random.Random(
+            f"{self.seed}/{run.team.name}/{run.job.name}/{run.schedule_time.isoformat()}/{purpose}"
+        )

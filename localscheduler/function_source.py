@@ -40,6 +40,7 @@ firestore.Client().collection("localscheduler_warmup").document("probe").set({"w
 _source = Path(os.environ["RUNONCE_LOCAL_SOURCE"]).resolve()
 sys.path.append(str(_source.parent))
 _spec = importlib.util.spec_from_file_location(f"job_{_source.parent.name}", _source)
+assert _spec is not None and _spec.loader is not None, f"cannot load {_source}"
 _job_module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_job_module)
 globals()[os.environ["RUNONCE_LOCAL_TARGET"]] = getattr(_job_module, os.environ["RUNONCE_LOCAL_TARGET"])

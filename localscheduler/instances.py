@@ -8,6 +8,7 @@ instance that dies is replaced on the same port, the way Cloud Run replaces a cr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -15,10 +16,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from emulator.firestore import free_port
 from stacks.team import REPO_ROOT
@@ -69,11 +70,12 @@ class InstancePool:
     _stopping: threading.Event = field(default_factory=threading.Event)
     _supervisor: threading.Thread | None = None
 
-    def start(self, timeout: float = 90.0) -> "InstancePool":
+    def start(self, timeout: float = 90.0) -> InstancePool:
         """Launch every instance and wait until all accept connections."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.instances = [
-            Instance(f"{self.name}-{n}", free_port(), self.log_dir / f"{self.name}-{n}.log") for n in range(self.size)
+            Instance(f"{self.name}-{n}", free_port(), self.log_dir / f"{self.name}-{n}.log")
+            for n in range(self.size)
         ]
         for instance in self.instances:
             self._launch(instance)
@@ -83,7 +85,9 @@ class InstancePool:
         with self._changed:
             while not all(instance.ready for instance in self.instances):
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.name}: instances not ready after {timeout:.0f} s; see {self.log_dir}")
+                    raise RuntimeError(
+                        f"{self.name}: instances not ready after {timeout:.0f} s; see {self.log_dir}"
+                    )
                 self._changed.wait(0.2)
         return self
 
@@ -124,7 +128,7 @@ class InstancePool:
 
     def pids(self) -> list[int]:
         """Process group ids of the instances currently running."""
-        return [i.process.pid for i in self.instances if i.alive()]
+        return [i.process.pid for i in self.instances if i.alive() and i.process is not None]
 
     def stop(self) -> None:
         """Stop every instance and the supervisor; safe to call twice."""
@@ -147,13 +151,27 @@ class InstancePool:
             "PYTHONUNBUFFERED": "1",
         }
         command = [
-            sys.executable, "-m", "functions_framework", "--source", str(FUNCTION_SOURCE),
-            "--target", self.target, "--host", "127.0.0.1", "--port", str(instance.port),
+            sys.executable,
+            "-m",
+            "functions_framework",
+            "--source",
+            str(FUNCTION_SOURCE),
+            "--target",
+            self.target,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(instance.port),
         ]
         with open(instance.log_path, "ab") as log:
             instance.process = subprocess.Popen(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, cwd=REPO_ROOT,
+                command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=REPO_ROOT,
             )
         instance.ready = False
         instance.starts += 1
@@ -161,7 +179,7 @@ class InstancePool:
     def _supervise(self) -> None:
         while not self._stopping.wait(0.05):
             for instance in self.instances:
-                if not instance.alive():
+                if not instance.alive() and instance.process is not None:
                     instance.process.wait()
                     with self._changed:
                         self._launch(instance)
@@ -178,8 +196,6 @@ def _accepts(port: int) -> bool:
 
 
 def _kill_group(process: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait(timeout=10)

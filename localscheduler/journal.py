@@ -64,7 +64,9 @@ class Journal:
         with self._lock:
             self._entries.append(entry)
             if self._file:
-                self._file.write(json.dumps({"event": type(entry).__name__, **asdict(entry)}, default=str) + "\n")
+                self._file.write(
+                    json.dumps({"event": type(entry).__name__, **asdict(entry)}, default=str) + "\n"
+                )
                 self._file.flush()
 
     def sent(self) -> list[Sent]:

@@ -6,9 +6,9 @@ skips or repeats with daylight saving time exactly as cronsim does; the result i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterator
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from cronsim import CronSim
@@ -32,7 +32,7 @@ def fire_times(job: Job, after: datetime) -> Iterator[datetime]:
     """The job's scheduled instants strictly after `after`, in UTC, forever."""
     local = after.astimezone(ZoneInfo(job.time_zone))
     for moment in CronSim(job.schedule, local):
-        yield moment.astimezone(timezone.utc)
+        yield moment.astimezone(UTC)
 
 
 def planned_runs(team: Team, job: Job, start: datetime, end: datetime) -> list[PlannedRun]:

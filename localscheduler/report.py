@@ -75,14 +75,21 @@ class JobRow:
 
     @property
     def verdict(self) -> str:
-        """"ok", or how many runs went wrong."""
+        """ "ok", or how many runs went wrong."""
         return "ok" if not self.bad else f"FAIL ({len(self.bad)} runs)"
 
 
 COLUMNS = [
-    ("job", "job"), ("scheduled", "scheduled"), ("forced", "forced"), ("deliveries", "deliveries"),
-    ("executions", "executions"), ("permanent_failures", "perm. failed"), ("duplicates_skipped", "dup. skipped"),
-    ("conflicts", "409s"), ("retries", "retries"), ("verdict", "verdict"),
+    ("job", "job"),
+    ("scheduled", "scheduled"),
+    ("forced", "forced"),
+    ("deliveries", "deliveries"),
+    ("executions", "executions"),
+    ("permanent_failures", "perm. failed"),
+    ("duplicates_skipped", "dup. skipped"),
+    ("conflicts", "409s"),
+    ("retries", "retries"),
+    ("verdict", "verdict"),
 ]
 
 
@@ -101,13 +108,13 @@ def job_rows(verdicts: list[RunVerdict], journal: Journal) -> list[JobRow]:
         if not verdict.ok:
             row.bad.append(verdict)
     for sent in journal.sent():
-        row = rows.get((sent.team, sent.job))
-        if row is None:
+        target = rows.get((sent.team, sent.job))
+        if target is None:
             continue
-        row.deliveries += 1
-        row.duplicates_skipped += sent.outcome == "duplicate"
-        row.conflicts += sent.status == 409
-        row.retries += sent.attempt > 1 and not sent.copy
+        target.deliveries += 1
+        target.duplicates_skipped += sent.outcome == "duplicate"
+        target.conflicts += sent.status == 409
+        target.retries += sent.attempt > 1 and not sent.copy
     return list(rows.values())
 
 
@@ -120,11 +127,16 @@ def render(rows: list[JobRow]) -> str:
         total.bad.extend(row.bad)
     lines = [[title for _, title in COLUMNS]]
     lines += [[str(getattr(row, name)) for name, _ in COLUMNS[1:]] for row in [*rows, total]]
-    for line, row in zip(lines[1:], [*rows, total]):
+    for line, row in zip(lines[1:], [*rows, total], strict=True):
         line.insert(0, f"{row.team}/{row.job}" if row.team else row.job)
     widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
-    text = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
-            for line in lines]
+    text = [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+        )
+        for line in lines
+    ]
     text.insert(1, "-" * len(text[0]))
     text.insert(len(text) - 1, "-" * len(text[0]))
     return "\n".join(text)

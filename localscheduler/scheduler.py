@@ -8,6 +8,7 @@ up, or the job's next scheduled time comes.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -50,7 +51,7 @@ class Trigger:
 def triggers(runs: list[PlannedRun], faults: FaultMix, forced_skew: float) -> list[Trigger]:
     """The scheduled runs of one job (in order) plus the forced runs the mix adds, by send time."""
     result = [Trigger(run, False, run.schedule_time, run.next_time) for run in runs]
-    for run, following in zip(runs, runs[1:]):
+    for run, following in itertools.pairwise(runs):
         at = faults.forced_run_at(run, forced_skew)
         if at is not None:
             result.append(Trigger(following, True, at, run.next_time))
@@ -59,7 +60,7 @@ def triggers(runs: list[PlannedRun], faults: FaultMix, forced_skew: float) -> li
 
 def job_body(body: str, shape: AttemptShape, clock: AcceleratedClock) -> bytes:
     """The job's configured body, plus the example job's knobs when the fault needs them."""
-    knobs = {}
+    knobs: dict[str, float | str] = {}
     if shape.work:
         knobs["work_seconds"] = round(clock.wall_seconds(shape.work), 4)
     if shape.fail:
@@ -122,7 +123,16 @@ class LocalScheduler:
                 return
             at = policy.next_retry(attempt - 1, first, self.clock.now(), trigger.stop)
             if at is None:
-                self.journal.add(GaveUp(team.name, job.name, trigger.run.schedule_time, trigger.forced, attempt, self.clock.now()))
+                self.journal.add(
+                    GaveUp(
+                        team.name,
+                        job.name,
+                        trigger.run.schedule_time,
+                        trigger.forced,
+                        attempt,
+                        self.clock.now(),
+                    )
+                )
                 return
             if not self.clock.sleep_until(at, self.stopping):
                 return
@@ -133,14 +143,18 @@ class LocalScheduler:
         body = job_body(trigger.run.job.body, shape, self.clock)
         copy = None
         if shape.twice:
-            copy = threading.Thread(target=self._send, args=(trigger, attempt, shape, fault, body, True), daemon=True)
+            copy = threading.Thread(
+                target=self._send, args=(trigger, attempt, shape, fault, body, True), daemon=True
+            )
             copy.start()
         acknowledged = self._send(trigger, attempt, shape, fault, body, False)
         if copy is not None:
             copy.join()
         return acknowledged
 
-    def _send(self, trigger: Trigger, attempt: int, shape: AttemptShape, fault: Fault, body: bytes, is_copy: bool) -> bool:
+    def _send(
+        self, trigger: Trigger, attempt: int, shape: AttemptShape, fault: Fault, body: bytes, is_copy: bool
+    ) -> bool:
         run = trigger.run
         pool = self.pools[(run.team.name, run.job.name)]
         headers = scheduler_headers(run.team, run.job, run.schedule_time)
@@ -154,7 +168,8 @@ class LocalScheduler:
             else:
                 done = threading.Event()
                 watcher = threading.Thread(
-                    target=self._kill_when_claimed, args=(trigger, attempt, pool, instance, shape, done, killed),
+                    target=self._kill_when_claimed,
+                    args=(trigger, attempt, pool, instance, shape, done, killed),
                     daemon=True,
                 )
                 if shape.kill and not is_copy:
@@ -166,16 +181,32 @@ class LocalScheduler:
         acknowledged = answer.ok and not shape.lose_response
         self.journal.add(
             Sent(
-                team=run.team.name, job=run.job.name, schedule_time=run.schedule_time, forced=trigger.forced, attempt=attempt,
-                copy=is_copy, fault=fault.value, sent_at=sent_at, instance=instance.name if instance else "",
-                status=answer.status, outcome=answer.outcome, acknowledged=acknowledged, killed=killed.is_set(),
+                team=run.team.name,
+                job=run.job.name,
+                schedule_time=run.schedule_time,
+                forced=trigger.forced,
+                attempt=attempt,
+                copy=is_copy,
+                fault=fault.value,
+                sent_at=sent_at,
+                instance=instance.name if instance else "",
+                status=answer.status,
+                outcome=answer.outcome,
+                acknowledged=acknowledged,
+                killed=killed.is_set(),
             )
         )
         return acknowledged
 
     def _kill_when_claimed(
-        self, trigger: Trigger, attempt: int, pool: InstancePool, instance: Instance, shape: AttemptShape,
-        done: threading.Event, killed: threading.Event,
+        self,
+        trigger: Trigger,
+        attempt: int,
+        pool: InstancePool,
+        instance: Instance,
+        shape: AttemptShape,
+        done: threading.Event,
+        killed: threading.Event,
     ) -> None:
         """Kill the instance once the ledger shows this attempt holding the run, before the job ends."""
         give_up = time.monotonic() + self.clock.wall_seconds(shape.work) / 2

@@ -10,6 +10,7 @@ lease, never below 1 s).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -37,7 +38,7 @@ def simulation_lease(job: Job, runs: list[PlannedRun]) -> int:
     """The run lease (simulated seconds) that lets the last retry take over a crashed attempt."""
     if len(runs) < 2:
         return job.lease_seconds
-    shortest = min(b.schedule_time - a.schedule_time for a, b in zip(runs, runs[1:]))
+    shortest = min(b.schedule_time - a.schedule_time for a, b in itertools.pairwise(runs))
     start = runs[0].schedule_time
     retries = RetryPolicy(job.retry).retry_times(start, start + shortest)
     if not retries:
@@ -112,8 +113,14 @@ class Simulation:
                     "RUNONCE_LOCAL_CLOCK_FILE": str(self.clock_file),
                 }
                 size = max(1, min(job.max_instances, self.instances_per_job))
-                pool = InstancePool(f"{team.name}-{job.name}", job.source_dir / "main.py", job.entry_point, size, env,
-                                    self.log_dir)
+                pool = InstancePool(
+                    f"{team.name}-{job.name}",
+                    job.source_dir / "main.py",
+                    job.entry_point,
+                    size,
+                    env,
+                    self.log_dir,
+                )
                 self.pools[(team.name, job.name)] = pool
         threads = [threading.Thread(target=pool.start) for pool in self.pools.values()]
         for thread in threads:

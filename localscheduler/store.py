@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from google.cloud import firestore
 
@@ -23,7 +23,7 @@ OUTBOX_COLLECTION = "report_outbox"
 
 def key_of(run: PlannedRun, forced: bool) -> str:
     """The run key the handler derives for deliveries of this run (forced: a "Force run")."""
-    instant = Instant(utc=run.schedule_time.astimezone(timezone.utc), nanos=0)
+    instant = Instant(utc=run.schedule_time.astimezone(UTC), nanos=0)
     return run_key(Delivery(run.job.name, instant, run.team.project, run.team.region, forced))
 
 
@@ -35,20 +35,22 @@ class StoreView:
     effects: Counter
 
     @classmethod
-    def read(cls, client: firestore.Client, runs: str = RUNS_COLLECTION, outbox: str = OUTBOX_COLLECTION) -> "StoreView":
+    def read(
+        cls, client: firestore.Client, runs: str = RUNS_COLLECTION, outbox: str = OUTBOX_COLLECTION
+    ) -> StoreView:
         """Read both collections whole (a demo's worth of documents)."""
-        records = {doc.id: doc.to_dict() for doc in client.collection(runs).stream()}
-        effects = Counter(doc.to_dict().get("run_key") for doc in client.collection(outbox).stream())
+        records = {doc.id: doc.to_dict() or {} for doc in client.collection(runs).stream()}
+        effects = Counter((doc.to_dict() or {}).get("run_key") for doc in client.collection(outbox).stream())
         return cls(records, effects)
 
 
 def claimed(client: firestore.Client, key: str, attempts: int, collection: str = RUNS_COLLECTION) -> bool:
     """The run is held in progress by its `attempts`-th claim (an attempt is mid-run)."""
     snapshot = client.collection(collection).document(key).get()
-    record = snapshot.to_dict() if snapshot.exists else {}
+    record = (snapshot.to_dict() or {}) if snapshot.exists else {}
     return record.get("status") == "in_progress" and record.get("attempts", 0) >= attempts
 
 
 def as_utc(value: datetime) -> datetime:
     """A Firestore timestamp as an aware UTC datetime."""
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)

@@ -7,9 +7,10 @@ strings, IAM grants are `google_*_iam_member` / `_binding` resources with `role`
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 
 class Verdict(Enum):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import os
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 # Fixed metadata for every entry: zip timestamps cannot be before 1980.
 EPOCH = (1980, 1, 1, 0, 0, 0)

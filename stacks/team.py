@@ -49,7 +49,9 @@ class Retry:
     def exhausted(self, retries_done: int, elapsed_seconds: float) -> bool:
         """Scheduler stops once both retry_count and max_retry_duration (0: none) are used up."""
         count_left = retries_done < self.retry_count
-        duration_left = 0 < self.max_retry_duration_seconds and elapsed_seconds < self.max_retry_duration_seconds
+        duration_left = (
+            self.max_retry_duration_seconds > 0 and elapsed_seconds < self.max_retry_duration_seconds
+        )
         return not (count_left or duration_left)
 
     def offsets_seconds(self, next_run_seconds: float) -> list[int]:
@@ -157,6 +159,8 @@ class Team:
 def load_team_file(path: Path) -> Team:
     """Execute one team file and return the `team` it defines."""
     spec = importlib.util.spec_from_file_location(f"teams.{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise TypeError(f"{path}: not a loadable Python file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     team = getattr(module, "team", None)

@@ -8,10 +8,15 @@ from pathlib import Path
 from cdktf import LocalBackend, TerraformStack
 from constructs import Construct
 
+from stacks.archive import Archive
 from stacks.build_storage import BuildStorage, BuildStorageProps
 from stacks.dedup_store import DedupStore, DedupStoreProps
-from stacks.archive import Archive
-from stacks.deduplicated_function import ARCHIVE_DIR, DeduplicatedFunction, DeduplicatedFunctionProps, job_archive
+from stacks.deduplicated_function import (
+    ARCHIVE_DIR,
+    DeduplicatedFunction,
+    DeduplicatedFunctionProps,
+    job_archive,
+)
 from stacks.provider import GoogleProvider
 from stacks.required_apis import RequiredApis, RequiredApisProps
 from stacks.scheduled_job import ScheduledJob, ScheduledJobProps

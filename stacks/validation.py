@@ -8,12 +8,13 @@ resource names the stacks derive from team and job names.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import Iterable, Iterator
 from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
@@ -304,7 +305,11 @@ def _cross_layer(job: Job, problem) -> Iterator[Problem]:
     gap = _shortest_gap_seconds(job)
     retries = job.retry.offsets_seconds(gap) if gap else []
     if gap and not job.next_run_catches_up and (not retries or retries[-1] <= lease):
-        last = f"the last retry comes {retries[-1]} s after the first attempt" if retries else "it has no retries"
+        last = (
+            f"the last retry comes {retries[-1]} s after the first attempt"
+            if retries
+            else "it has no retries"
+        )
         yield problem(
             "retry",
             f"a run whose instance crashes after claiming it is never retried: its lease ({lease} s) "
@@ -333,7 +338,7 @@ def _shortest_gap_seconds(job: Job) -> int | None:
         times = [next(runs) for _ in range(100)]
     except (CronSimError, StopIteration):
         return None
-    return int(min((later - earlier).total_seconds() for earlier, later in zip(times, times[1:])))
+    return int(min((later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)))
 
 
 def _source(job: Job, problem) -> Iterator[Problem]:

@@ -37,13 +37,17 @@ def handle(request):
     if knobs.get("fail") == "retryable":
         raise RuntimeError("report source timed out (demo knob fail=retryable)")
     run = current_run()
-    _, ref = _client().collection(OUTBOX).add(
-        {
-            "run_key": run.key,
-            "job": run.job,
-            "schedule_time": run.schedule_time,
-            "attempt_id": run.attempt_id,
-            "published_at": firestore.SERVER_TIMESTAMP,
-        }
+    _, ref = (
+        _client()
+        .collection(OUTBOX)
+        .add(
+            {
+                "run_key": run.key,
+                "job": run.job,
+                "schedule_time": run.schedule_time,
+                "attempt_id": run.attempt_id,
+                "published_at": firestore.SERVER_TIMESTAMP,
+            }
+        )
     )
     return {"report": ref.id}

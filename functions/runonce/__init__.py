@@ -1,12 +1,12 @@
 """runonce: exactly-once effects for Cloud Scheduler HTTP jobs, on a Firestore run ledger.
 
-    import functions_framework
-    from runonce import deduplicated, PermanentError
+import functions_framework
+from runonce import deduplicated, PermanentError
 
-    @functions_framework.http
-    @deduplicated
-    def handle(request):
-        ...
+@functions_framework.http
+@deduplicated
+def handle(request):
+    ...
 """
 
 from .clock import set_clock

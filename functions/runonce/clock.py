@@ -6,15 +6,15 @@ test may install another with `set_clock`, so that the whole process agrees on o
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 Clock = Callable[[], datetime]
 
 
 def system_now() -> datetime:
     """The current UTC time from the system clock."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 _clock: Clock = system_now

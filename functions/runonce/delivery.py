@@ -8,9 +8,9 @@ the same run. Nothing here touches the store: a bad delivery is rejected before 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Mapping
+from datetime import UTC, datetime, timedelta, timezone
 
 JOB_HEADER = "X-CloudScheduler-JobName"
 TIME_HEADER = "X-CloudScheduler-ScheduleTime"
@@ -78,7 +78,7 @@ def parse_instant(text: str) -> Instant:
     except ValueError as exc:
         raise ValueError(f"{text!r} is not a real date and time ({exc})") from None
     nanos = int((match["fraction"] or "").ljust(9, "0") or 0)
-    return Instant(utc=local.astimezone(timezone.utc), nanos=nanos)
+    return Instant(utc=local.astimezone(UTC), nanos=nanos)
 
 
 def parse_delivery(headers: Mapping[str, str], now: datetime, forced_skew: timedelta) -> Delivery:
@@ -89,7 +89,9 @@ def parse_delivery(headers: Mapping[str, str], now: datetime, forced_skew: timed
         value = lowered.get(name.lower())
         if value is None or not value.strip():
             if required:
-                raise BadDelivery(name, "missing; is this request from Cloud Scheduler with a unix-cron schedule?")
+                raise BadDelivery(
+                    name, "missing; is this request from Cloud Scheduler with a unix-cron schedule?"
+                )
             return ""
         value = value.strip()
         if len(value) > MAX_LENGTH[name]:

@@ -13,8 +13,9 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
@@ -67,8 +68,13 @@ class _LedgerSource:
         with self._lock:
             if self._value is None:
                 settings = load_settings(self._overrides)
-                client = self._client or firestore.Client(project=settings.project, database=settings.database)
-                self._value = (settings, Ledger(client, settings.collection, settings.lease, settings.retention))
+                client = self._client or firestore.Client(
+                    project=settings.project, database=settings.database
+                )
+                self._value = (
+                    settings,
+                    Ledger(client, settings.collection, settings.lease, settings.retention),
+                )
             return self._value
 
 
@@ -78,10 +84,22 @@ def _answer(code: int, outcome: str, **body: Any) -> tuple[dict[str, Any], int]:
 
 def _held_answer(held: Held, fields: dict[str, Any]) -> tuple[dict[str, Any], int]:
     if held.status is RunStatus.IN_PROGRESS:
-        log(logging.INFO, "run in progress elsewhere; asking Scheduler to retry later", outcome="in_progress", **fields)
+        log(
+            logging.INFO,
+            "run in progress elsewhere; asking Scheduler to retry later",
+            outcome="in_progress",
+            **fields,
+        )
         return _answer(409, "in_progress", run_key=held.key, lease_expires=str(held.lease_expires or ""))
-    log(logging.INFO, f"duplicate delivery of a {held.status.value} run; not running", outcome="duplicate", **fields)
-    return _answer(200, "duplicate", run_key=held.key, status=held.status.value, result=held.result, error=held.error)
+    log(
+        logging.INFO,
+        f"duplicate delivery of a {held.status.value} run; not running",
+        outcome="duplicate",
+        **fields,
+    )
+    return _answer(
+        200, "duplicate", run_key=held.key, status=held.status.value, result=held.result, error=held.error
+    )
 
 
 def _store_write(write: Callable[..., bool], *args: Any) -> bool:
@@ -94,7 +112,13 @@ def _store_write(write: Callable[..., bool], *args: Any) -> bool:
 
 
 def _execute(
-    job: Callable, request: Any, ledger: Ledger, claim: Claim, delivery: Delivery, fields: dict[str, Any], started: float
+    job: Callable,
+    request: Any,
+    ledger: Ledger,
+    claim: Claim,
+    delivery: Delivery,
+    fields: dict[str, Any],
+    started: float,
 ) -> tuple[dict[str, Any], int]:
     run = Run(
         key=claim.key,
@@ -112,13 +136,26 @@ def _execute(
         result = job(request)
     except PermanentError as exc:
         recorded = _store_write(ledger.fail, claim, str(exc))
-        log(logging.ERROR, f"job failed permanently: {exc}", outcome="failed", recorded=recorded,
-            latency_ms=_ms(started), **fields)
+        log(
+            logging.ERROR,
+            f"job failed permanently: {exc}",
+            outcome="failed",
+            recorded=recorded,
+            latency_ms=_ms(started),
+            **fields,
+        )
         return _answer(200, "failed", run_key=claim.key, error=str(exc), recorded=recorded)
     except Exception as exc:
         released = _store_write(ledger.release, claim)
-        log(logging.ERROR, f"job failed, will be retried: {exc!r}", exc_info=True, outcome="retry",
-            released=released, latency_ms=_ms(started), **fields)
+        log(
+            logging.ERROR,
+            f"job failed, will be retried: {exc!r}",
+            exc_info=True,
+            outcome="retry",
+            released=released,
+            latency_ms=_ms(started),
+            **fields,
+        )
         return _answer(500, "retry", run_key=claim.key, error=type(exc).__name__)
     finally:
         _current.reset(token)
@@ -127,10 +164,17 @@ def _execute(
         log(logging.INFO, "run completed", outcome="completed", latency_ms=_ms(started), **fields)
     else:
         # The job did run; answering 2xx stops Scheduler from delivering it again.
-        log(logging.ERROR, "run completed but its completion was not recorded (lease lost or store down)",
-            outcome="completed", recorded=False, latency_ms=_ms(started), **fields)
-    return _answer(200, "completed", run_key=claim.key, attempt=claim.attempt, result=storable(result),
-                   recorded=recorded)
+        log(
+            logging.ERROR,
+            "run completed but its completion was not recorded (lease lost or store down)",
+            outcome="completed",
+            recorded=False,
+            latency_ms=_ms(started),
+            **fields,
+        )
+    return _answer(
+        200, "completed", run_key=claim.key, attempt=claim.attempt, result=storable(result), recorded=recorded
+    )
 
 
 def _handle(job: Callable, request: Any, source: _LedgerSource) -> tuple[dict[str, Any], int]:
@@ -147,7 +191,7 @@ def _handle(job: Callable, request: Any, source: _LedgerSource) -> tuple[dict[st
         log(logging.WARNING, f"rejected delivery: {exc}", outcome="rejected", header=exc.header)
         return _answer(400, "rejected", error=str(exc))
     key = run_key(delivery)
-    fields = {
+    fields: dict[str, Any] = {
         "run_key": key,
         "job": delivery.job,
         "schedule_time": delivery.schedule_time.rfc3339(),
@@ -155,7 +199,12 @@ def _handle(job: Callable, request: Any, source: _LedgerSource) -> tuple[dict[st
     }
     if delivery.schedule_time.utc < now - settings.retention:
         # Its record may already be gone (TTL), so a second run could not be told apart.
-        log(logging.ERROR, "delivery older than the retention period; not running it", outcome="too_old", **fields)
+        log(
+            logging.ERROR,
+            "delivery older than the retention period; not running it",
+            outcome="too_old",
+            **fields,
+        )
         return _answer(200, "too_old", run_key=key)
     try:
         claim = ledger.claim(key, {**fields, "project": delivery.project, "location": delivery.location})

@@ -39,7 +39,9 @@ FINISH_RETRY = Retry(
     predicate=if_exception_type(*TRANSIENT), initial=0.05, maximum=2.0, multiplier=2.0, timeout=30.0
 )
 # A claim gives up sooner: nothing has run yet, and Scheduler will deliver the run again.
-CLAIM_RETRY = Retry(predicate=if_exception_type(*TRANSIENT), initial=0.05, maximum=1.0, multiplier=2.0, timeout=10.0)
+CLAIM_RETRY = Retry(
+    predicate=if_exception_type(*TRANSIENT), initial=0.05, maximum=1.0, multiplier=2.0, timeout=10.0
+)
 _CLAIM_ATTEMPTS = 3
 
 
@@ -128,17 +130,21 @@ class Ledger:
             snapshot = doc.get(retry=self._claim_retry)
             if not snapshot.exists:
                 continue  # released between our create and our read: try to create again
-            record = snapshot.to_dict()
+            record = snapshot.to_dict() or {}
             if record["attempt_id"] == attempt_id:
                 # Our own create landed; only its answer was lost and the retry hit our record.
                 return Claim(key, attempt_id, int(record["attempts"]), snapshot.update_time)
             status = RunStatus(record["status"])
             if status is not RunStatus.IN_PROGRESS or record["lease_expires"] > now:
-                return Held(key, status, record.get("result"), record.get("error"), record.get("lease_expires"))
+                return Held(
+                    key, status, record.get("result"), record.get("error"), record.get("lease_expires")
+                )
             return self._take_over(doc, snapshot.update_time, record, lease)
         return Held(key, RunStatus.IN_PROGRESS)
 
-    def _take_over(self, doc, read_at: datetime, record: dict[str, Any], lease: dict[str, Any]) -> Claim | Held:
+    def _take_over(
+        self, doc, read_at: datetime, record: dict[str, Any], lease: dict[str, Any]
+    ) -> Claim | Held:
         """Claim a run whose holder's lease expired, unless someone wrote to it since we read it."""
         attempt = int(record.get("attempts", 0)) + 1
         try:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Mapping
 
 from .errors import ConfigError
 
@@ -73,7 +73,8 @@ def load_settings(
     if retention <= lease:
         raise ConfigError(
             f"retention ({int(retention.total_seconds())} s) must be longer than the lease "
-            f"({int(lease.total_seconds())} s): raise RUNONCE_RETENTION_SECONDS or lower RUNONCE_LEASE_SECONDS"
+            f"({int(lease.total_seconds())} s): raise RUNONCE_RETENTION_SECONDS "
+            "or lower RUNONCE_LEASE_SECONDS"
         )
     skew = _seconds(*pick("forced_skew", "RUNONCE_FORCED_SKEW_SECONDS", DEFAULT_FORCED_SKEW_SECONDS), 0, 3600)
 

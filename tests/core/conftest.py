@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import datetime, timedelta, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import flask
 import pytest
@@ -16,7 +16,7 @@ import runonce
 from emulator.wire import TappedClient, WireTap
 from tests.conftest import PROJECT
 
-SCHEDULED = datetime(2026, 11, 29, 3, 0, tzinfo=timezone.utc)
+SCHEDULED = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
 
 
 class Probe:

@@ -1,6 +1,6 @@
 """Reading a Scheduler delivery: headers, RFC 3339 instants, and every way a request can be bad."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -8,7 +8,7 @@ from runonce.delivery import BadDelivery, parse_delivery, parse_instant
 
 from .conftest import scheduler_headers
 
-NOW = datetime(2026, 11, 29, 3, 0, 5, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 3, 0, 5, tzinfo=UTC)
 SKEW = timedelta(seconds=60)
 
 
@@ -48,7 +48,9 @@ def test_malformed_schedule_time_is_rejected_naming_the_header(text):
     with pytest.raises(BadDelivery) as caught:
         parse_delivery(scheduler_headers(time=text), NOW, SKEW)
     assert caught.value.header == "X-CloudScheduler-ScheduleTime"
-    assert "RFC 3339" in str(caught.value) or "real date" in str(caught.value) or "offset" in str(caught.value)
+    assert (
+        "RFC 3339" in str(caught.value) or "real date" in str(caught.value) or "offset" in str(caught.value)
+    )
 
 
 @pytest.mark.parametrize("missing", ["X-CloudScheduler-JobName", "X-CloudScheduler-ScheduleTime"])

@@ -6,12 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 import requests
 from werkzeug.serving import make_server
-
-from datetime import timedelta
 
 from emulator.wire import Fault
 from runonce import Ledger, PermanentError
@@ -187,7 +186,11 @@ def test_after_lease_expiry_exactly_one_of_many_retries_takes_over(app_factory, 
     assert probe.count == 1
     assert set(statuses) <= {200, 409}
     record = ledger.get(crashed.key)
-    assert (record["status"], record["attempts"], record["previous_attempt_id"]) == ("completed", 2, crashed.attempt_id)
+    assert (record["status"], record["attempts"], record["previous_attempt_id"]) == (
+        "completed",
+        2,
+        crashed.attempt_id,
+    )
 
 
 def test_delivery_older_than_the_retention_is_not_run(client, probe, clock, records):
@@ -207,7 +210,9 @@ def test_delivery_within_the_retention_still_runs(client, probe, clock):
 
 def test_same_run_written_with_other_header_case_and_offset_runs_once(client, probe):
     client.post("/", headers=scheduler_headers(time="2026-11-29T03:00:00Z"))
-    lowered = {name.lower(): value for name, value in scheduler_headers(time="2026-11-29T04:00:00+01:00").items()}
+    lowered = {
+        name.lower(): value for name, value in scheduler_headers(time="2026-11-29T04:00:00+01:00").items()
+    }
     again = client.post("/", headers=lowered)
     assert again.json["outcome"] == "duplicate"
     assert probe.count == 1

@@ -1,6 +1,6 @@
 """Run keys: one per scheduled run, the same for every way of writing it, never shared."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,9 +9,11 @@ from runonce.delivery import Delivery, Instant, parse_instant
 from runonce.keys import run_key
 
 instants = st.datetimes(
-    min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31), timezones=st.just(timezone.utc)
+    min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31), timezones=st.just(UTC)
 ).map(lambda moment: moment.replace(microsecond=0))
-offsets = st.integers(min_value=-23 * 60 - 59, max_value=23 * 60 + 59).map(lambda minutes: timedelta(minutes=minutes))
+offsets = st.integers(min_value=-23 * 60 - 59, max_value=23 * 60 + 59).map(
+    lambda minutes: timedelta(minutes=minutes)
+)
 names = st.text(min_size=1, max_size=40)
 
 
@@ -42,7 +44,7 @@ def test_different_instants_give_different_keys(first, second):
 
 @given(names, names, names, names, names, names)
 def test_fields_cannot_be_shifted_into_each_other(job1, project1, location1, job2, project2, location2):
-    instant = Instant(datetime(2026, 1, 1, tzinfo=timezone.utc), 0)
+    instant = Instant(datetime(2026, 1, 1, tzinfo=UTC), 0)
     one = run_key(_delivery(instant, job1, project1, location1))
     two = run_key(_delivery(instant, job2, project2, location2))
     assert (one == two) == ((job1, project1, location1) == (job2, project2, location2))

@@ -42,7 +42,10 @@ def test_decorator_options_override_the_environment():
         ({"RUNONCE_LEASE_SECONDS": "ten"}, "RUNONCE_LEASE_SECONDS='ten' is not a whole number"),
         ({"RUNONCE_LEASE_SECONDS": "0"}, "RUNONCE_LEASE_SECONDS=0 is out of range"),
         ({"RUNONCE_RETENTION_SECONDS": "5"}, "RUNONCE_RETENTION_SECONDS=5 is out of range"),
-        ({"RUNONCE_LEASE_SECONDS": "7200", "RUNONCE_RETENTION_SECONDS": "3600"}, "must be longer than the lease"),
+        (
+            {"RUNONCE_LEASE_SECONDS": "7200", "RUNONCE_RETENTION_SECONDS": "3600"},
+            "must be longer than the lease",
+        ),
         ({"RUNONCE_COLLECTION": "a/b"}, "RUNONCE_COLLECTION='a/b' is not a Firestore collection id"),
         ({"RUNONCE_DATABASE": "Bad_Name"}, "RUNONCE_DATABASE='Bad_Name' is not a Firestore database id"),
     ],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from google.cloud import firestore
@@ -24,7 +24,7 @@ from stacks.team import Job, Retry, Team
 SEED = 20260329
 RATE = 40.0
 SPAN = timedelta(minutes=75)
-START = datetime(2026, 3, 29, 0, 30, tzinfo=timezone.utc)  # spans Europe/Berlin's switch to summer time
+START = datetime(2026, 3, 29, 0, 30, tzinfo=UTC)  # spans Europe/Berlin's switch to summer time
 MIX = FaultMix(
     seed=SEED,
     duplicate_delivery=0.08,
@@ -40,29 +40,59 @@ FAST_RETRY = Retry(retry_count=5, min_backoff_seconds=1, max_backoff_seconds=10,
 
 
 def _job(name: str, schedule: str, time_zone: str, retry: Retry) -> Job:
-    return Job(name=name, schedule=schedule, time_zone=time_zone, source="report", timeout_seconds=30,
-               attempt_deadline_seconds=15, retry=retry)
+    return Job(
+        name=name,
+        schedule=schedule,
+        time_zone=time_zone,
+        source="report",
+        timeout_seconds=30,
+        attempt_deadline_seconds=15,
+        retry=retry,
+    )
 
 
 TEAMS = [
-    Team(name="chaos", project="runonce-chaos", region="europe-west1", jobs=[
-        _job("every-minute", "* * * * *", "Etc/UTC", FAST_RETRY),
-        _job("berlin-even", "*/2 * * * *", "Europe/Berlin",
-             Retry(retry_count=5, min_backoff_seconds=5, max_backoff_seconds=60)),
-        _job("new-york-third", "*/3 * * * *", "America/New_York", Retry()),
-    ]),
+    Team(
+        name="chaos",
+        project="runonce-chaos",
+        region="europe-west1",
+        jobs=[
+            _job("every-minute", "* * * * *", "Etc/UTC", FAST_RETRY),
+            _job(
+                "berlin-even",
+                "*/2 * * * *",
+                "Europe/Berlin",
+                Retry(retry_count=5, min_backoff_seconds=5, max_backoff_seconds=60),
+            ),
+            _job("new-york-third", "*/3 * * * *", "America/New_York", Retry()),
+        ],
+    ),
     # Same job id in another project and region: a run of its own, never a duplicate of the above.
-    Team(name="chaos-west", project="runonce-chaos-west", region="us-central1", jobs=[
-        _job("every-minute", "* * * * *", "America/Los_Angeles", FAST_RETRY),
-    ]),
+    Team(
+        name="chaos-west",
+        project="runonce-chaos-west",
+        region="us-central1",
+        jobs=[
+            _job("every-minute", "* * * * *", "America/Los_Angeles", FAST_RETRY),
+        ],
+    ),
 ]
 
 
 @pytest.fixture(scope="module")
 def chaos(firestore_emulator, tmp_path_factory):
     """The simulation's result, the handler log lines, and this suite's ledger records."""
-    sim = Simulation(TEAMS, START, SPAN, RATE, MIX, tmp_path_factory.mktemp("chaos"), "runonce-local",
-                     firestore_emulator.host, instances_per_job=2)
+    sim = Simulation(
+        TEAMS,
+        START,
+        SPAN,
+        RATE,
+        MIX,
+        tmp_path_factory.mktemp("chaos"),
+        "runonce-local",
+        firestore_emulator.host,
+        instances_per_job=2,
+    )
     try:
         sim.start_instances()
         result = sim.run()
@@ -84,9 +114,12 @@ def chaos(firestore_emulator, tmp_path_factory):
     print()
     print(render(result.rows))
     print(fault_summary(result.journal) + f"; instances replaced: {result.restarts}")
-    print(f"runs: {sum(not t.forced for t in result.plan)} scheduled + {sum(t.forced for t in result.plan)} forced; "
-          f"deliveries {len(sent)}; job bodies started {sum(r.get('attempts', 0) for r in records.values())}; "
-          f"ledger records {len(records)}")
+    print(
+        f"runs: {sum(not t.forced for t in result.plan)} scheduled + "
+        f"{sum(t.forced for t in result.plan)} forced; "
+        f"deliveries {len(sent)}; job bodies started {sum(r.get('attempts', 0) for r in records.values())}; "
+        f"ledger records {len(records)}"
+    )
     return result, handler_log, records
 
 
@@ -107,15 +140,26 @@ def test_every_fault_type_is_injected(chaos):
 
 def test_each_run_took_effect_exactly_once_within_its_retry_window(chaos):
     result, _, _ = chaos
-    bad = [(v.trigger.run.team.name, v.trigger.run.job.name, v.trigger.run.schedule_time.isoformat(),
-            v.trigger.forced, v.problems) for v in result.verdicts if not v.ok]
+    bad = [
+        (
+            v.trigger.run.team.name,
+            v.trigger.run.job.name,
+            v.trigger.run.schedule_time.isoformat(),
+            v.trigger.forced,
+            v.problems,
+        )
+        for v in result.verdicts
+        if not v.ok
+    ]
     assert not bad
 
 
 def test_forced_runs_do_not_swallow_the_scheduled_run_they_borrow_the_time_from(chaos):
     result, _, _ = chaos
-    verdicts = {(v.trigger.run.team.name, v.trigger.run.job.name, v.trigger.run.schedule_time, v.trigger.forced): v
-                for v in result.verdicts}
+    verdicts = {
+        (v.trigger.run.team.name, v.trigger.run.job.name, v.trigger.run.schedule_time, v.trigger.forced): v
+        for v in result.verdicts
+    }
     borrowed = [key for key in verdicts if key[3]]
     assert borrowed
     for team, job, moment, _ in borrowed:
@@ -127,19 +171,20 @@ def test_forced_runs_do_not_swallow_the_scheduled_run_they_borrow_the_time_from(
 def test_a_job_body_ran_again_only_after_an_attempt_that_was_killed_or_failed_retryably(chaos):
     result, handler_log, _ = chaos
     retryable = Counter(line["run_key"] for line in handler_log if line.get("outcome") == "retry")
-    killed = Counter(
-        (s.team, s.job, s.schedule_time, s.forced) for s in result.journal.sent() if s.killed
-    )
+    killed = Counter((s.team, s.job, s.schedule_time, s.forced) for s in result.journal.sent() if s.killed)
     reran = 0
     for verdict in result.verdicts:
         if verdict.claims <= 1:
             continue
         reran += 1
         run = verdict.trigger.run
-        explained = retryable[verdict.trigger.key] + killed[(run.team.name, run.job.name, run.schedule_time,
-                                                             verdict.trigger.forced)]
+        explained = (
+            retryable[verdict.trigger.key]
+            + killed[(run.team.name, run.job.name, run.schedule_time, verdict.trigger.forced)]
+        )
         assert verdict.claims - 1 <= explained, (
-            f"{run.job.name} {run.schedule_time} started its body {verdict.claims} times, but the logs show only "
+            f"{run.job.name} {run.schedule_time} started its body {verdict.claims} times, "
+            "but the logs show only "
             f"{explained} unfinished earlier attempts"
         )
     assert reran > 0, "no run needed a second attempt; the faults did not bite"

@@ -1,6 +1,6 @@
 """Fault choice: seeded, at the configured rates, and forced runs the handler can recognise."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -10,13 +10,14 @@ from stacks.team import Job, Team
 
 JOB = Job(name="sync", schedule="*/2 * * * *", source="report")
 TEAM = Team(name="t", project="p", region="europe-west1", jobs=[JOB])
-RUNS = planned_runs(TEAM, JOB, datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 1, 3, tzinfo=timezone.utc))
+RUNS = planned_runs(TEAM, JOB, datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 3, tzinfo=UTC))
 
 
 def test_the_same_seed_picks_the_same_faults():
     mix = FaultMix(seed=3, duplicate_delivery=0.2, instance_killed=0.2)
-    assert [mix.fault_for(run) for run in RUNS] == [FaultMix(seed=3, duplicate_delivery=0.2,
-                                                              instance_killed=0.2).fault_for(run) for run in RUNS]
+    assert [mix.fault_for(run) for run in RUNS] == [
+        FaultMix(seed=3, duplicate_delivery=0.2, instance_killed=0.2).fault_for(run) for run in RUNS
+    ]
 
 
 def test_each_fault_hits_about_its_rate_of_runs():

@@ -1,6 +1,6 @@
 """Instance pools: real functions-framework processes serving the example function."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import requests
@@ -13,9 +13,12 @@ from stacks.team import FUNCTIONS_DIR
 @pytest.fixture
 def pool(firestore_emulator, tmp_path):
     clock_file = tmp_path / "clock"
-    clock_file.write_text(AcceleratedClock.starting_now(datetime(2026, 1, 1, tzinfo=timezone.utc), 1.0).spec())
-    env = {"FIRESTORE_EMULATOR_HOST": firestore_emulator.host, "GOOGLE_CLOUD_PROJECT": "runonce-local",
-           "RUNONCE_LOCAL_CLOCK_FILE": str(clock_file)}
+    clock_file.write_text(AcceleratedClock.starting_now(datetime(2026, 1, 1, tzinfo=UTC), 1.0).spec())
+    env = {
+        "FIRESTORE_EMULATOR_HOST": firestore_emulator.host,
+        "GOOGLE_CLOUD_PROJECT": "runonce-local",
+        "RUNONCE_LOCAL_CLOCK_FILE": str(clock_file),
+    }
     pool = InstancePool("instances-test", FUNCTIONS_DIR / "report" / "main.py", "handle", 2, env, tmp_path)
     yield pool.start()
     pool.stop()

@@ -1,7 +1,7 @@
 """The verdict and the table: judged from what the store holds, one outcome per run."""
 
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from localscheduler.journal import Journal
 from localscheduler.plan import PlannedRun
@@ -10,7 +10,7 @@ from localscheduler.scheduler import Trigger
 from localscheduler.store import StoreView
 from stacks.team import Job, Team
 
-T0 = datetime(2026, 3, 29, 1, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
 JOB = Job(name="sync", schedule="*/2 * * * *", source="report")
 TEAM = Team(name="demo", project="runonce-demo", region="europe-west1", jobs=[JOB])
 
@@ -21,7 +21,12 @@ def _trigger(minute: int, forced: bool = False) -> Trigger:
 
 
 def _record(status: str, finished_minute: float = 0.5) -> dict:
-    return {"status": status, "finished_at": T0 + timedelta(minutes=finished_minute), "expire_at": T0, "attempts": 1}
+    return {
+        "status": status,
+        "finished_at": T0 + timedelta(minutes=finished_minute),
+        "expire_at": T0,
+        "attempts": 1,
+    }
 
 
 def test_a_completed_run_with_one_effect_is_good():
@@ -48,7 +53,11 @@ def test_a_run_without_a_record_never_ran():
 def test_executions_count_effects_and_permanent_failures_once_each():
     done, failed, forced = _trigger(0), _trigger(2), _trigger(4, forced=True)
     view = StoreView(
-        {done.key: _record("completed"), failed.key: _record("failed", 2.5), forced.key: _record("completed", 4.5)},
+        {
+            done.key: _record("completed"),
+            failed.key: _record("failed", 2.5),
+            forced.key: _record("completed", 4.5),
+        },
         Counter({done.key: 1, forced.key: 1}),
     )
     [row] = job_rows([judge(trigger, view) for trigger in (done, failed, forced)], Journal())

@@ -7,7 +7,7 @@ import json
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -20,7 +20,7 @@ from localscheduler.scheduler import LocalScheduler, triggers
 from stacks.team import Job, Retry, Team
 
 RATE = 600.0
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class Recorder(ThreadingHTTPServer):
@@ -71,15 +71,23 @@ def recorder(request):
     server.server_close()
 
 
-def _deliver(recorder: Recorder, mix: FaultMix, minutes: int = 2, retry: Retry = Retry()) -> Journal:
-    job = Job(name="sync", schedule="*/2 * * * *", source="report", retry=retry,
-              body='{"region": "eu"}', attempt_deadline_seconds=60)
+def _deliver(recorder: Recorder, mix: FaultMix, minutes: int = 2, retry: Retry | None = None) -> Journal:
+    job = Job(
+        name="sync",
+        schedule="*/2 * * * *",
+        source="report",
+        retry=retry or Retry(),
+        body='{"region": "eu"}',
+        attempt_deadline_seconds=60,
+    )
     team = Team(name="team", project="proj-1", region="europe-west1", jobs=[job])
     runs = planned_runs(team, job, START, START + timedelta(minutes=minutes))
     journal = Journal()
     clock = AcceleratedClock.starting_now(START, RATE)
     endpoint = Endpoint(f"http://127.0.0.1:{recorder.server_address[1]}/")
-    scheduler = LocalScheduler(clock, {("team", "sync"): endpoint}, {("team", "sync"): 45}, mix, None, journal)
+    scheduler = LocalScheduler(
+        clock, {("team", "sync"): endpoint}, {("team", "sync"): 45}, mix, None, journal
+    )
     scheduler.run(triggers(runs, mix, forced_skew=60))
     return journal
 
@@ -118,7 +126,10 @@ def test_a_lost_response_is_retried_although_the_handler_answered_2xx(recorder):
 def test_a_duplicate_delivery_sends_two_copies_of_the_attempt(recorder):
     journal = _deliver(recorder, FaultMix(duplicate_delivery=1.0))
     assert sorted(sent.copy for sent in journal.sent()) == [False, True]
-    assert recorder.received[0][0]["X-CloudScheduler-ScheduleTime"] == recorder.received[1][0]["X-CloudScheduler-ScheduleTime"]
+    assert (
+        recorder.received[0][0]["X-CloudScheduler-ScheduleTime"]
+        == recorder.received[1][0]["X-CloudScheduler-ScheduleTime"]
+    )
 
 
 def test_a_forced_run_carries_the_next_scheduled_time(recorder):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pytest_terraform import terraform
@@ -64,9 +64,7 @@ def _same_instant(recorded, expected: datetime) -> bool:
 @pytest.fixture
 def schedule_time() -> datetime:
     """A schedule time no real Scheduler run of the sandbox can have (a random past second)."""
-    return datetime.now(timezone.utc).replace(microsecond=0) - timedelta(
-        hours=1, seconds=uuid.uuid4().int % 3000
-    )
+    return datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1, seconds=uuid.uuid4().int % 3000)
 
 
 def test_same_run_delivered_twice_executes_once(example, sandbox_team, schedule_time):

@@ -22,7 +22,9 @@ def ref(synth, kind: str, attribute: str, **match) -> str:
 def account(synth, job: str, role: str, attribute: str = "member") -> str:
     """A job's service account for one role (run, build, call): its email reference, or the IAM
     principal ("member") built from it."""
-    email = ref(synth, "google_service_account", "email", account_id=naming.account_id(synth.team.name, job, role))
+    email = ref(
+        synth, "google_service_account", "email", account_id=naming.account_id(synth.team.name, job, role)
+    )
     if attribute == "member":
         return f"serviceAccount:{email}"
     return email
@@ -153,7 +155,8 @@ def test_function_is_gen2_internal_only_and_runs_as_its_runtime_account(example,
             "build_config": {
                 "runtime": "python312",
                 "entry_point": "handle",
-                "service_account": f"projects/runonce-example/serviceAccounts/{account(example, job, 'build', 'email')}",
+                "service_account": "projects/runonce-example/serviceAccounts/"
+                f"{account(example, job, 'build', 'email')}",
                 "docker_repository": ref(
                     example, "google_artifact_registry_repository", "id", repository_id="example-functions"
                 ),
