@@ -12,7 +12,7 @@ No emulator exists for Workflows, Cloud Run jobs or Cloud Build, so this threade
 Every request is recorded. Faults are queued per call and taken in order by the first matching
 request: `fail` answers an error status without doing anything, `hang` waits before handling
 (and then does the work or not), `drop` does the work and closes the connection without an
-answer. A hook may run when a Workflows execution is created, to play the workflow's body.
+answer. A hook may run when something is started, to play its body (the workflow, the job, the build).
 """
 
 from __future__ import annotations
@@ -161,8 +161,8 @@ class GoogleApisStandIn:
         self._state = _State()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
-        self.on_workflow_execution: Callable[[dict[str, Any]], None] | None = None
-        """Called with each created Workflows execution, after it is stored (plays the workflow)."""
+        self.on_start: Callable[[dict[str, Any]], None] | None = None
+        """Called with each started workflow execution, job execution or build: plays its body."""
 
     def start(self) -> GoogleApisStandIn:
         """Listen on a free loopback port and serve in a background thread."""
@@ -249,9 +249,12 @@ class GoogleApisStandIn:
                 "createTime": _now(),
             }
         )
-        if self.on_workflow_execution is not None:
-            self.on_workflow_execution(execution)
+        self._started(execution)
         return execution
+
+    def _started(self, resource: dict[str, Any]) -> None:
+        if self.on_start is not None:
+            self.on_start(resource)
 
     def _list_executions(self, parent: str, filter_text: str) -> tuple[int, Any]:
         wanted = _LABEL_FILTER.match(filter_text) if filter_text else None
@@ -274,6 +277,7 @@ class GoogleApisStandIn:
                 "createTime": _now(),
             }
         )
+        self._started(execution)
         return self._store(
             {
                 "name": f"{base}/operations/{uuid.uuid4()}",
@@ -293,6 +297,7 @@ class GoogleApisStandIn:
                 "createTime": _now(),
             }
         )
+        self._started(build)
         return self._store(
             {
                 "name": f"{base}/operations/{uuid.uuid4()}",
