@@ -147,7 +147,7 @@ class Proxy:
         if not self._base_url:
             return call.url
         parts = urlsplit(call.url)
-        return self._base_url + parts.path
+        return self._base_url + parts.path + (f"?{parts.query}" if parts.query else "")
 
     def _find(self, session: requests.Session, target: Target, key: str) -> dict[str, Any] | None:
         lookup = target.lookup(key)
