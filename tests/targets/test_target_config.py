@@ -7,9 +7,10 @@ import json
 import pytest
 
 from runonce import ConfigError
+from runonce.proxy import Proxy
 from runonce.targets import BuildTrigger, GoogleApi, Workflow, label_value, load_target
 
-from .conftest import TRIGGER, WORKFLOW
+from .conftest import TRIGGER, WORKFLOW, FakeCredentials
 
 
 def _load(config) -> object:
@@ -69,3 +70,24 @@ def test_the_label_value_fits_the_workflows_label_rules():
 def test_a_build_trigger_name_gives_project_and_trigger_ids_for_the_run_body():
     body = BuildTrigger(TRIGGER).start("k").body
     assert (body["projectId"], body["triggerId"]) == ("acme-prod", "nightly-build")
+
+
+def test_the_proxy_reads_target_base_url_and_timeout_from_the_environment(stand_in):
+    environ = {
+        "RUNONCE_TARGET": json.dumps({"kind": "workflow", "workflow": WORKFLOW}),
+        "RUNONCE_TARGET_BASE_URL": stand_in.url + "/",
+        "RUNONCE_TARGET_TIMEOUT_SECONDS": "5",
+    }
+    result = Proxy(credentials=FakeCredentials(), environ=environ).start("ab" * 32)
+    [execution] = stand_in.resources("executions")
+    assert result == {"target": "workflow", "execution": execution["name"], "reconciled": False}
+
+
+def test_a_timeout_that_is_not_a_number_is_a_config_error(stand_in):
+    environ = {
+        "RUNONCE_TARGET": json.dumps({"kind": "workflow", "workflow": WORKFLOW}),
+        "RUNONCE_TARGET_TIMEOUT_SECONDS": "soon",
+    }
+    with pytest.raises(ConfigError, match="RUNONCE_TARGET_TIMEOUT_SECONDS"):
+        Proxy(environ=environ).start("ab" * 32)
+    assert stand_in.calls == []
