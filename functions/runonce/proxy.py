@@ -52,6 +52,19 @@ def _error_message(response: requests.Response) -> str:
         return response.text[:500]
 
 
+def _reconciled(target: Target, key: str, attempt: int, existing: dict[str, Any], why: str) -> dict[str, Any]:
+    """The result for a target found instead of started, logged so operators see it happen."""
+    log(
+        logging.WARNING,
+        f"target {why}; recording it",
+        run_key=key,
+        attempt=attempt,
+        target=target.kind,
+        **existing,
+    )
+    return {"target": target.kind, **existing, "reconciled": True}
+
+
 class Proxy:
     """Start one target per run. Call it as a `@deduplicated` job body, or `start(key)` directly.
 
@@ -89,30 +102,15 @@ class Proxy:
         target, session = self._resolve()
         existing = self._find(session, target, key)
         if existing is not None:
-            log(
-                logging.WARNING,
-                "target already started by an earlier attempt; recording it",
-                run_key=key,
-                attempt=attempt,
-                target=target.kind,
-                **existing,
-            )
-            return {"target": target.kind, **existing, "reconciled": True}
+            return _reconciled(target, key, attempt, existing, "started by an earlier attempt")
         try:
             answer = self._send(session, target.start(key))
         except TargetUnavailable as exc:
-            if exc.maybe_started:
-                existing = self._find_quietly(session, target, key)
-                if existing is not None:
-                    log(
-                        logging.WARNING,
-                        f"target start lost its answer ({exc}); found what it started",
-                        run_key=key,
-                        attempt=attempt,
-                        target=target.kind,
-                        **existing,
-                    )
-                    return {"target": target.kind, **existing, "reconciled": True}
+            existing = self._find_quietly(session, target, key) if exc.maybe_started else None
+            if existing is not None:
+                return _reconciled(
+                    target, key, attempt, existing, f"started, but the answer was lost ({exc})"
+                )
             raise
         return {"target": target.kind, **target.started(answer), "reconciled": False}
 
