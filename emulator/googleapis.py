@@ -1,0 +1,322 @@
+"""A local stand-in for the few Google API calls the runonce proxy makes.
+
+No emulator exists for Workflows, Cloud Run jobs or Cloud Build, so this threaded HTTP server on
+127.0.0.1 implements the subset the proxy uses, in the same REST shapes:
+
+- Workflows: executions create, list (with a `labels.KEY="VALUE"` filter), get;
+- Cloud Run: `jobs/*:run` (answers a long-running operation whose metadata is the execution), get;
+- Cloud Build: `triggers/*:run` (an operation whose metadata holds the build), builds list (with a
+  `trigger_id="T"` filter), get;
+- any other path: recorded and answered with a new operation, for generic googleapis calls.
+
+Every request is recorded. Faults are queued per call and taken in order by the first matching
+request: `fail` answers an error status without doing anything, `hang` waits before handling
+(and then does the work or not), `drop` does the work and closes the connection without an
+answer. A hook may run when something is started, to play its body (the workflow, the job, the build).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+_EXECUTIONS = re.compile(r"^/v1/(?P<parent>projects/[^/]+/locations/[^/]+/workflows/[^/]+)/executions$")
+_JOB_RUN = re.compile(
+    r"^/v2/(?P<job>projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/jobs/[^/]+):run$"
+)
+_TRIGGER_RUN = re.compile(
+    r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/triggers/(?P<trigger>[^/]+):run$"
+)
+_BUILDS = re.compile(r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/builds$")
+_LABEL_FILTER = re.compile(r'^labels\.(?P<key>[a-z][a-z0-9_-]*)="(?P<value>[^"]*)"$')
+_TRIGGER_FILTER = re.compile(r'^trigger_id="(?P<trigger>[^"]*)"$')
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as the stand-in received it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class Fault:
+    """What to do instead of a plain answer, for the next request matching `method` and `path_contains`."""
+
+    kind: str
+    """"fail" (answer `status`, do nothing), "hang" (sleep `seconds`, then work if `commit`), "drop"."""
+    method: str = "POST"
+    path_contains: str = ""
+    status: int = 503
+    seconds: float = 0.0
+    commit: bool = True
+
+    def matches(self, method: str, path: str) -> bool:
+        """Whether this fault applies to a request."""
+        return method == self.method and self.path_contains in path
+
+
+@dataclass
+class _State:
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: list[Recorded] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # quiet: the recorded calls are the log
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def do_PUT(self) -> None:
+        self._handle()
+
+    def do_PATCH(self) -> None:
+        self._handle()
+
+    def do_DELETE(self) -> None:
+        self._handle()
+
+    def _handle(self) -> None:
+        parts = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        query = {name: values[-1] for name, values in parse_qs(parts.query).items()}
+        call = Recorded(
+            self.command, parts.path, query, {k.lower(): v for k, v in self.headers.items()}, body
+        )
+        stand_in = self.server.stand_in
+        fault = stand_in._record(call)
+        if fault is not None and fault.kind == "fail":
+            self._answer(fault.status, _error(fault.status, f"injected fault on {parts.path}"))
+            return
+        if fault is not None and fault.kind == "hang":
+            time.sleep(fault.seconds)
+            if not fault.commit:
+                self.close_connection = True
+                return
+        status, answer = stand_in._serve(call)
+        if fault is not None and fault.kind in ("drop", "hang"):
+            # The work is done; the answer is lost on the way back.
+            self.close_connection = True
+            return
+        self._answer(status, answer)
+
+    def _answer(self, status: int, answer: Any) -> None:
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    stand_in: GoogleApisStandIn
+
+
+def _error(status: int, message: str) -> dict[str, Any]:
+    return {"error": {"code": status, "message": message, "status": _STATUS_NAMES.get(status, "UNAVAILABLE")}}
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class GoogleApisStandIn:
+    """The server: start() it, point the proxy's base URL at `url`, read `calls`, queue faults."""
+
+    def __init__(self) -> None:
+        self._state = _State()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.on_start: Callable[[dict[str, Any]], None] | None = None
+        """Called with each started workflow execution, job execution or build: plays its body."""
+
+    def start(self) -> GoogleApisStandIn:
+        """Listen on a free loopback port and serve in a background thread."""
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.stand_in = self
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:PORT."""
+        assert self._server is not None, "start() the stand-in first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def calls(self) -> list[Recorded]:
+        """Every request received so far, in order."""
+        with self._state.lock:
+            return list(self._state.calls)
+
+    def starts(self) -> list[Recorded]:
+        """The requests that start something (every POST)."""
+        return [call for call in self.calls if call.method == "POST"]
+
+    def resources(self, kind: str) -> list[dict[str, Any]]:
+        """Stored resources whose name contains `/{kind}/` (executions, builds, operations)."""
+        with self._state.lock:
+            return [dict(value) for name, value in self._state.resources.items() if f"/{kind}/" in name]
+
+    def inject(self, fault: Fault, times: int = 1) -> None:
+        """Queue a fault for the next `times` matching requests."""
+        with self._state.lock:
+            self._state.faults.extend(Fault(**vars(fault)) for _ in range(times))
+
+    def _record(self, call: Recorded) -> Fault | None:
+        with self._state.lock:
+            self._state.calls.append(call)
+            for index, fault in enumerate(self._state.faults):
+                if fault.matches(call.method, call.path):
+                    return self._state.faults.pop(index)
+        return None
+
+    def _store(self, resource: dict[str, Any]) -> dict[str, Any]:
+        with self._state.lock:
+            self._state.resources[resource["name"]] = resource
+        return resource
+
+    def _serve(self, call: Recorded) -> tuple[int, Any]:
+        path = call.path
+        if match := _EXECUTIONS.match(path):
+            if call.method == "POST":
+                return 200, self._create_execution(match["parent"], call.body or {})
+            return self._list_executions(match["parent"], call.query.get("filter", ""))
+        if (match := _JOB_RUN.match(path)) and call.method == "POST":
+            return 200, self._run_job(match, call.body or {})
+        if (match := _TRIGGER_RUN.match(path)) and call.method == "POST":
+            return 200, self._run_trigger(match, call.body or {})
+        if (match := _BUILDS.match(path)) and call.method == "GET":
+            return self._list_builds(match["project"], match["location"], call.query.get("filter", ""))
+        if call.method == "GET":
+            with self._state.lock:
+                found = self._state.resources.get(path.split("/", 2)[-1])
+            return (200, found) if found is not None else (404, _error(404, f"{path} not found"))
+        return 200, self._store(
+            {"name": f"operations/{uuid.uuid4().hex}", "done": True, "request": call.body}
+        )
+
+    def _create_execution(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+        execution = self._store(
+            {
+                "name": f"{parent}/executions/{uuid.uuid4()}",
+                "state": "ACTIVE",
+                "argument": body.get("argument", "{}"),
+                "labels": body.get("labels", {}),
+                "createTime": _now(),
+            }
+        )
+        self._started(execution)
+        return execution
+
+    def _started(self, resource: dict[str, Any]) -> None:
+        if self.on_start is not None:
+            self.on_start(resource)
+
+    def _list_executions(self, parent: str, filter_text: str) -> tuple[int, Any]:
+        wanted = _LABEL_FILTER.match(filter_text) if filter_text else None
+        if filter_text and wanted is None:
+            return 400, _error(400, f"filter not understood by the stand-in: {filter_text}")
+        executions = [
+            execution
+            for execution in self.resources("executions")
+            if execution["name"].startswith(parent + "/")
+            and (wanted is None or execution["labels"].get(wanted["key"]) == wanted["value"])
+        ]
+        return 200, {"executions": sorted(executions, key=lambda e: e["createTime"], reverse=True)}
+
+    def _run_job(self, match: re.Match[str], body: dict[str, Any]) -> dict[str, Any]:
+        base = f"projects/{match['project']}/locations/{match['location']}"
+        execution = self._store(
+            {
+                "name": f"{match['job']}/executions/{uuid.uuid4().hex[:8]}",
+                "overrides": body.get("overrides", {}),
+                "createTime": _now(),
+            }
+        )
+        self._started(execution)
+        return self._store(
+            {
+                "name": f"{base}/operations/{uuid.uuid4()}",
+                "metadata": {"@type": "type.googleapis.com/google.cloud.run.v2.Execution", **execution},
+            }
+        )
+
+    def _run_trigger(self, match: re.Match[str], body: dict[str, Any]) -> dict[str, Any]:
+        build_id = str(uuid.uuid4())
+        base = f"projects/{match['project']}/locations/{match['location']}"
+        build = self._store(
+            {
+                "name": f"{base}/builds/{build_id}",
+                "id": build_id,
+                "buildTriggerId": match["trigger"],
+                "substitutions": (body.get("source") or {}).get("substitutions", {}),
+                "createTime": _now(),
+            }
+        )
+        self._started(build)
+        return self._store(
+            {
+                "name": f"{base}/operations/{uuid.uuid4()}",
+                "metadata": {
+                    "@type": "type.googleapis.com/google.devtools.cloudbuild.v1.BuildOperationMetadata",
+                    "build": build,
+                },
+            }
+        )
+
+    def _list_builds(self, project: str, location: str, filter_text: str) -> tuple[int, Any]:
+        wanted = _TRIGGER_FILTER.match(filter_text) if filter_text else None
+        if filter_text and wanted is None:
+            return 400, _error(400, f"filter not understood by the stand-in: {filter_text}")
+        prefix = f"projects/{project}/locations/{location}/builds/"
+        builds = [
+            build
+            for build in self.resources("builds")
+            if build["name"].startswith(prefix)
+            and (wanted is None or build["buildTriggerId"] == wanted["trigger"])
+        ]
+        return 200, {"builds": sorted(builds, key=lambda b: b["createTime"], reverse=True)}

@@ -1,0 +1,67 @@
+"""Fixtures for the Google API targets: the local stand-in for the APIs, fake credentials, the
+proxy under @deduplicated on the real Firestore emulator, and Scheduler-shaped deliveries."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+import flask
+import google.auth.credentials
+import pytest
+
+import runonce
+from emulator.googleapis import GoogleApisStandIn
+from runonce.proxy import Proxy
+from runonce.targets import Target
+from tests.core.conftest import clock, collection, scheduler_headers
+
+WORKFLOW = "projects/acme-prod/locations/europe-west1/workflows/nightly-etl"
+JOB = "projects/acme-prod/locations/europe-west1/jobs/nightly-export"
+TRIGGER = "projects/acme-prod/locations/europe-west1/triggers/nightly-build"
+FAKE_TOKEN = "fake-access-token-for-tests"
+
+# clock and collection are the core suite's fixtures, reused as they are.
+__all__ = ["FAKE_TOKEN", "JOB", "TRIGGER", "WORKFLOW", "clock", "collection", "scheduler_headers"]
+
+
+class FakeCredentials(google.auth.credentials.Credentials):
+    """Credentials that mint a fixed token locally: no metadata server, no key, no network."""
+
+    def __init__(self):
+        super().__init__()
+        self.refreshes = 0
+
+    def refresh(self, request):
+        self.refreshes += 1
+        self.token = FAKE_TOKEN
+
+
+@pytest.fixture
+def stand_in():
+    """The Google APIs stand-in on a free loopback port."""
+    server = GoogleApisStandIn().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ledger(firestore_client, collection):
+    """The ledger the proxy's runs are recorded in (lease 120 s)."""
+    return runonce.Ledger(firestore_client, collection, timedelta(seconds=120), timedelta(days=7))
+
+
+@pytest.fixture
+def proxy_app(firestore_client, collection, stand_in, clock) -> Callable[..., flask.Flask]:
+    """Build a Flask app serving the proxy for `target` under @deduplicated (lease 120 s)."""
+
+    def build(target: Target, job: Callable | None = None, timeout: float = 2.0) -> flask.Flask:
+        proxy = Proxy(target, credentials=FakeCredentials(), base_url=stand_in.url, timeout=timeout)
+        body = job(proxy) if job is not None else proxy
+        handler = runonce.deduplicated(collection=collection, client=firestore_client, lease=120)(body)
+        app = flask.Flask(f"proxy-test-{uuid.uuid4().hex[:6]}")
+        app.add_url_rule("/", "handle", lambda: handler(flask.request), methods=["POST"])
+        return app
+
+    return build

@@ -1,0 +1,158 @@
+"""Downstream idempotency on the real Firestore emulator: the endpoint decorator answers a repeated
+token with the stored answer, and a step guarded by a token runs once."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import flask
+import pytest
+
+from runonce import PermanentError
+from runonce.downstream import REPLAYED_HEADER, StepInProgress, Steps, idempotent_endpoint, step_key
+from runonce.targets import IDEMPOTENCY_HEADER
+
+
+class Service:
+    """A downstream endpoint whose body counts its runs and does what the test asks."""
+
+    def __init__(self):
+        self.runs = 0
+        self.behaviour = lambda request: ({"charged": request.get_json()["amount"]}, 201)
+
+    def __call__(self, request):
+        self.runs += 1
+        return self.behaviour(request)
+
+
+@pytest.fixture
+def service():
+    return Service()
+
+
+@pytest.fixture
+def endpoint(firestore_client, collection, clock, service):
+    """A test client of the service under @idempotent_endpoint (lease 120 s)."""
+    handler = idempotent_endpoint(name="charge", collection=collection, client=firestore_client, lease=120)(
+        service
+    )
+    app = flask.Flask(f"downstream-{uuid.uuid4().hex[:6]}")
+    app.add_url_rule("/", "charge", lambda: handler(flask.request), methods=["POST"])
+    return app
+
+
+@pytest.fixture
+def steps(firestore_client, collection, clock):
+    return Steps(collection=collection, client=firestore_client, lease=120)
+
+
+def _post(app, token="run-key-1", amount=5):
+    with app.test_client() as client:
+        return client.post("/", json={"amount": amount}, headers={IDEMPOTENCY_HEADER: token} if token else {})
+
+
+def test_a_repeated_token_is_answered_with_the_stored_answer_without_running_again(endpoint, service):
+    first = _post(endpoint)
+    again = _post(endpoint, amount=999)
+    assert (first.status_code, first.json) == (201, {"charged": 5})
+    assert (again.status_code, again.json) == (201, {"charged": 5})
+    assert again.headers[REPLAYED_HEADER] == "true" and REPLAYED_HEADER not in first.headers
+    assert service.runs == 1
+
+
+def test_another_token_runs_the_handler_again(endpoint, service):
+    _post(endpoint, token="run-key-1")
+    _post(endpoint, token="run-key-2")
+    assert service.runs == 2
+
+
+def test_a_request_without_the_token_is_rejected_and_not_run(endpoint, service):
+    response = _post(endpoint, token=None)
+    assert response.status_code == 400 and response.json["outcome"] == "rejected"
+    assert service.runs == 0
+
+
+def test_a_repeat_while_the_first_request_runs_is_answered_409(endpoint, service):
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(request):
+        entered.set()
+        release.wait(10)
+        return {"charged": 5}
+
+    service.behaviour = slow
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(_post, endpoint)
+        assert entered.wait(10)
+        repeat = _post(endpoint)
+        release.set()
+        assert first.result().status_code == 200
+    assert repeat.status_code == 409 and repeat.json["outcome"] == "in_progress"
+    assert service.runs == 1
+
+
+def test_a_permanent_failure_is_stored_and_answered_422_to_every_repeat(endpoint, service):
+    def reject(request):
+        raise PermanentError("card declined")
+
+    service.behaviour = reject
+    first, again = _post(endpoint), _post(endpoint)
+    assert first.status_code == again.status_code == 422
+    assert first.json == {"outcome": "failed", "error": "card declined"} == again.json
+    assert service.runs == 1
+
+
+@pytest.mark.parametrize("failure", ["exception", "5xx answer"])
+def test_a_failed_request_releases_the_token_so_the_retry_runs(endpoint, service, failure):
+    def fail_once(request):
+        service.behaviour = lambda request: {"charged": 5}
+        if failure == "exception":
+            raise TimeoutError("card network timed out")
+        return {"error": "upstream down"}, 503
+
+    service.behaviour = fail_once
+    first = _post(endpoint)
+    assert first.status_code >= 500
+    retry = _post(endpoint)
+    assert (retry.status_code, retry.json) == (200, {"charged": 5})
+    assert service.runs == 2
+
+
+def test_a_step_runs_once_per_token_and_returns_its_stored_result(steps):
+    effects = []
+
+    def charge():
+        effects.append("charged")
+        return {"charge": len(effects)}
+
+    assert steps.run("run-key-1", "charge-card", charge) == {"charge": 1}
+    assert steps.run("run-key-1", "charge-card", charge) == {"charge": 1}
+    assert steps.run("run-key-2", "charge-card", charge) == {"charge": 2}
+    assert steps.run("run-key-1", "refund", charge) == {"charge": 3}
+    assert effects == ["charged"] * 3
+
+
+def test_a_step_that_raised_runs_again_and_a_permanent_failure_does_not(steps):
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("bank unreachable")
+        raise PermanentError("account closed")
+
+    with pytest.raises(ConnectionError):
+        steps.run("run-key-1", "charge-card", flaky)
+    with pytest.raises(PermanentError, match="account closed"):
+        steps.run("run-key-1", "charge-card", flaky)
+    with pytest.raises(PermanentError, match="account closed"):
+        steps.run("run-key-1", "charge-card", flaky)
+    assert len(attempts) == 2
+
+
+def test_a_step_held_by_another_attempt_is_not_run(steps):
+    steps.ledger.claim(step_key("run-key-1", "charge-card"), {"step": "charge-card"})
+    with pytest.raises(StepInProgress):
+        steps.run("run-key-1", "charge-card", lambda: pytest.fail("must not run"))
