@@ -113,6 +113,10 @@ class Job:
     cannot expire before the last retry, e.g. a job scheduled more often than its lease."""
     runtime: str = "python312"
     """Cloud Run functions runtime the source is built with."""
+    retries_may_skip_next_run: bool = False
+    """True accepts that this run's retries may still be going at the next scheduled time, where
+    Scheduler may skip that next run (Google's "Retry jobs" page) or stop the retries (its API
+    reference). False (the default) requires the last retry to end before the next run."""
 
     @property
     def lease_seconds(self) -> int:

@@ -7,7 +7,13 @@ from dataclasses import replace
 import pytest
 
 from stacks.team import TEAMS_DIR, Job, Retry, Team, load_team_file, load_teams
-from stacks.validation import InvalidConfig, find_problems, retry_window_seconds, validate
+from stacks.validation import (
+    InvalidConfig,
+    find_problems,
+    retry_offsets_seconds,
+    retry_window_seconds,
+    validate,
+)
 
 GOOD_JOB = Job(
     name="nightly", schedule="0 3 * * *", source="report", timeout_seconds=300, attempt_deadline_seconds=180
@@ -26,9 +32,18 @@ def problems_of_team(**changes) -> list[tuple[str | None, str]]:
     return [(problem.job, problem.field) for problem in find_problems([replace(GOOD_TEAM, **changes)])]
 
 
-def test_the_shipped_teams_and_the_template_are_valid():
+def test_the_shipped_teams_are_valid():
     validate(load_teams())
-    validate([load_team_file(TEAMS_DIR / "_template.py")])
+
+
+def test_the_template_is_valid_except_for_its_placeholders():
+    problems = find_problems([load_team_file(TEAMS_DIR / "_template.py")])
+    assert [(p.team, p.field) for p in problems] == [
+        ("my-team", "name"),
+        ("my-team", "project"),
+        ("my-team", "labels"),
+    ]
+    assert all("placeholder" in p.message for p in problems)
 
 
 def test_a_good_team_has_no_problem():
@@ -107,8 +122,14 @@ def test_a_longer_lease_must_still_end_before_the_last_retry():
 
 
 def test_a_job_scheduled_more_often_than_its_lease_must_say_the_next_run_catches_up():
-    assert problems_of_job(schedule="*/5 * * * *") == [("nightly", "retry")]
-    assert problems_of_job(schedule="*/5 * * * *", next_run_catches_up=True) == []
+    # Every 5 minutes with a 360 s lease: no retry can come after the lease before the next run,
+    # and the default retries reach that run; each opt-out lifts its own rule.
+    assert problems_of_job(schedule="*/5 * * * *") == [("nightly", "retry"), ("nightly", "retry")]
+    assert problems_of_job(schedule="*/5 * * * *", next_run_catches_up=True) == [("nightly", "retry")]
+    assert (
+        problems_of_job(schedule="*/5 * * * *", next_run_catches_up=True, retries_may_skip_next_run=True)
+        == []
+    )
 
 
 def test_retries_follow_scheduler_backoff_and_stop_before_the_next_run():
@@ -146,9 +167,17 @@ def test_retry_window_follows_scheduler_backoff():
     assert retry_window_seconds(job) == 310 + 6 * 60
 
 
-def test_max_retry_duration_bounds_the_retry_window():
-    job = replace(GOOD_JOB, retry=Retry(retry_count=5, max_retry_duration_seconds=100))
-    assert retry_window_seconds(job) == 100 + GOOD_JOB.attempt_deadline_seconds
+def test_scheduler_retries_until_both_retry_count_and_max_retry_duration_are_used_up():
+    # API reference: with both set, retries continue until both limits are reached. Five retries
+    # of 180 s attempts outlast 100 s; a 3000 s duration outlasts five retries.
+    five = retry_window_seconds(replace(GOOD_JOB, retry=Retry(retry_count=5)))
+    assert (
+        retry_window_seconds(replace(GOOD_JOB, retry=Retry(retry_count=5, max_retry_duration_seconds=100)))
+        == five
+    )
+    longer = replace(GOOD_JOB, retry=Retry(retry_count=5, max_retry_duration_seconds=3000))
+    assert retry_window_seconds(longer) > five
+    assert retry_offsets_seconds(longer.retry, 180)[-1] < 3000
 
 
 @pytest.mark.parametrize("name", ["Nightly", "nightly_job", "-nightly", "nightly-", "9lives", "x" * 41])
