@@ -13,12 +13,10 @@ import sys
 from pathlib import Path
 
 from stacks.problem import InvalidConfig
+from stacks.stack_names import TEAMS_DIR_ENV
 from stacks.team import TEAMS_DIR
 from stacks.team_files import read_team_folder
 from stacks.validation import find_problems
-
-TEAMS_DIR_ENV = "RUNONCE_TEAMS_DIR"
-"""Environment variable naming the folder of team files (default: teams/)."""
 
 
 def main() -> int:
@@ -26,7 +24,8 @@ def main() -> int:
     folder = read_team_folder(Path(os.environ.get(TEAMS_DIR_ENV) or TEAMS_DIR))
     problems = folder.problems + find_problems(folder.teams, [file.shown for file in folder.files])
     if problems:
-        print(InvalidConfig(problems), file=sys.stderr)
+        # Grouped by file (stable: each file's problems keep their team and job order).
+        print(InvalidConfig(sorted(problems, key=lambda problem: problem.file)), file=sys.stderr)
         return 1
     # Imported only now: loading cdktf and the provider bindings takes seconds a failing run
     # does not need.

@@ -177,10 +177,12 @@ def _call_problems(
     fields = [f for f in dataclasses.fields(CONFIG_CLASSES[kind]) if f.init]
     known = [f.name for f in fields]
     prefix = "retry." if kind == "Retry" else ""
+    meant: set[str] = set()  # fields a misspelling stands for: not reported missing as well
     for keyword in call.keywords:
         if keyword.arg is None or keyword.arg in known:
             continue
         close = difflib.get_close_matches(keyword.arg, known, n=1)
+        meant.update(close)
         yield Problem(
             team,
             job,
@@ -195,7 +197,7 @@ def _call_problems(
     given = set(known[: len(call.args)]) | {k.arg for k in call.keywords}
     for field in fields:
         required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-        if required and field.name not in given:
+        if required and field.name not in given | meant:
             yield Problem(
                 team,
                 job,

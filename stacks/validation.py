@@ -427,7 +427,7 @@ def _retries_and_next_run(job: Job, lease: int, gap: int, problem: ProblemAt) ->
                 last = (
                     f"the last retry comes {before_next[-1]} s after the first attempt"
                     if before_next
-                    else "it has no retries"
+                    else "no retry comes before the next run"
                 )
                 yield problem(
                     "retry",
@@ -456,12 +456,15 @@ def _later_retry_levers(job: Job, lease: int, gap: int) -> str:
     """What can move a retry past the lease, leaving out settings already at their limit."""
     retry = job.retry
     levers = []
-    if retry.retry_count < MAX_RETRY_COUNT:
-        levers.append("raise retry.retry_count")
-    if retry.min_backoff_seconds < MAX_BACKOFF:
-        levers.append("raise retry.min_backoff_seconds")
-    if retry.max_backoff_seconds < MAX_BACKOFF:
-        levers.append("raise retry.max_backoff_seconds")
+    if retry.backoff_seconds(1) >= gap - job.attempt_deadline_seconds:
+        levers.append("lower retry.min_backoff_seconds")  # even the first retry is too late
+    else:
+        if retry.retry_count < MAX_RETRY_COUNT:
+            levers.append("raise retry.retry_count")
+        if retry.min_backoff_seconds < MAX_BACKOFF:
+            levers.append("raise retry.min_backoff_seconds")
+        if retry.max_backoff_seconds < MAX_BACKOFF:
+            levers.append("raise retry.max_backoff_seconds")
     levers.append("lower timeout_seconds")
     return (
         f"make a retry come between {lease} s and {gap - job.attempt_deadline_seconds} s after "
