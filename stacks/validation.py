@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache
+from pathlib import Path
 from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
@@ -506,16 +507,25 @@ def _source(job: Job, problem: ProblemAt) -> Iterator[Problem]:
             "point source at a folder under functions/ that has both",
         )
         return
-    issue = handler_issue(main, job.entry_point)
+    issue = _handler_issue(main, job.entry_point)
     if issue:
         yield problem("entry_point", issue.message, issue.fix)
-    for name, distribution in missing_requirements(job.source_dir, FUNCTIONS_DIR / "runonce"):
+    for name, distribution in _missing_requirements(job.source_dir):
         yield problem(
             "source",
             f"functions/{job.source}/requirements.txt does not list {distribution}, which "
             f"`import {name}` needs: the function would fail at its first start",
             f"add a pinned {distribution}==<version> line to functions/{job.source}/requirements.txt",
         )
+
+
+# Many jobs share one folder: parse each main.py and requirements.txt once per synth.
+_handler_issue = cache(handler_issue)
+
+
+@cache
+def _missing_requirements(folder: Path) -> list[tuple[str, str]]:
+    return missing_requirements(folder, FUNCTIONS_DIR / "runonce")
 
 
 def _env(job: Job, problem: ProblemAt) -> Iterator[Problem]:
