@@ -220,3 +220,130 @@ def test_the_stack_name_command_prints_the_stack_or_exits_2(tmp_path):
     missing = subprocess.run([*run, "nope"], env=env, capture_output=True, text=True, cwd=REPO_ROOT)
     assert (missing.returncode, missing.stdout) == (2, "")
     assert "Known stacks: orders-eu" in missing.stderr
+
+
+HANDLER = "import functions_framework\nfrom runonce import deduplicated\n\n{body}\n"
+REQUIREMENTS = "functions-framework==3.10.2\ngoogle-cloud-firestore==2.34.1\n"
+
+
+def job_with(change: str) -> str:
+    """The good team file with its job's `source="report"` replaced by `change`."""
+    return good().replace('source="report"', change)
+
+
+MISTAKES = {
+    "misspelt field": (
+        job_with('source="report", timout_seconds=60'),
+        "export",
+        "timout_seconds",
+        "timeout_seconds=",
+    ),
+    "wrong type": (
+        job_with('source="report", timeout_seconds="300"'),
+        "export",
+        "timeout_seconds",
+        "without quotes",
+    ),
+    "region typo": (good().replace("europe-west1", "europe-west-1"), None, "region", "'europe-west1'"),
+    "Firestore location typo": (
+        good().replace("jobs=[", 'database_location="eur4", jobs=['),
+        None,
+        "database_location",
+        "'eur3'",
+    ),
+    "cron L": (good().replace("0 3 * * *", "0 3 L * *"), "export", "schedule", "use only numbers"),
+    "cron W": (good().replace("0 3 * * *", "0 3 15W * *"), "export", "schedule", "use only numbers"),
+    "cron #": (good().replace("0 3 * * *", "0 3 * * 1#2"), "export", "schedule", "use only numbers"),
+    "cron ?": (good().replace("0 3 * * *", "0 3 ? * MON"), "export", "schedule", "use only numbers"),
+    "never fires": (good().replace("0 3 * * *", "0 3 31 2 *"), "export", "schedule", "a day that exists"),
+    "runtime": (job_with('source="report", runtime="python39"'), "export", "runtime", "python312"),
+    "memory": (job_with('source="report", memory="3Gi"'), "export", "memory", "4Gi"),
+    "reserved env": (
+        job_with('source="report", env={"K_SERVICE": "x"}'),
+        "export",
+        "env",
+        "rename K_SERVICE",
+    ),
+    "goog- label": (
+        job_with('source="report", labels={"goog-owner": "x"}'),
+        "export",
+        "labels",
+        "rename the label",
+    ),
+    "label key": (
+        job_with('source="report", labels={"Owner": "x"}'),
+        "export",
+        "labels",
+        "keys starting with a letter",
+    ),
+    "label count": (
+        good().replace("jobs=[", "labels={f'l{n}': 'x' for n in range(62)}, jobs=["),
+        None,
+        "labels",
+        "keep at most 61 labels",
+    ),
+    "placeholder": (good(project="my-gcp-project"), None, "project", "your own GCP project id"),
+    "zero timeout": (
+        job_with('source="report", timeout_seconds=0'),
+        "export",
+        "timeout_seconds",
+        "choose 180-3600 s",
+    ),
+    "retries reach the next run": (
+        good().replace("0 3 * * *", "*/15 * * * *"),
+        "export",
+        "retry",
+        "retries_may_skip_next_run=True",
+    ),
+    "not deduplicated": (
+        job_with('source="{fn}"'),
+        "export",
+        "entry_point",
+        "decorate it with @deduplicated",
+    ),
+    "async job": (job_with('source="{fn}"'), "export", "entry_point", "plain `def`"),
+    "missing requirement": (job_with('source="{fn}"'), "export", "source", "google-cloud-storage"),
+}
+HANDLERS = {
+    "not deduplicated": "def handle(request):\n    return {}",
+    "async job": "@deduplicated\nasync def handle(request):\n    return {}",
+    "missing requirement": "from google.cloud import storage\n\n@deduplicated\ndef handle(r):\n    return 1",
+}
+
+
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_synth_reports_each_mistake_with_team_job_field_and_fix_and_no_traceback(tmp_path, mistake):
+    text, job, field, fix = MISTAKES[mistake]
+    if mistake in HANDLERS:
+        function = tmp_path / "fn"
+        function.mkdir()
+        (function / "main.py").write_text(HANDLER.format(body=HANDLERS[mistake]))
+        (function / "requirements.txt").write_text(REQUIREMENTS)
+        text = text.replace("{fn}", str(function))
+    teams = tmp_path / "teams"
+    teams.mkdir()
+    write(teams, "orders.py", text)
+    result = synth(teams)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    where = "team 'orders', " + (f"job {job!r}, " if job else "") + f"field {field}: "
+    lines = [line for line in result.stderr.splitlines() if where in line]
+    assert lines, result.stderr
+    assert any(f"{teams / 'orders.py'}" in line and " Fix: " in line and fix in line for line in lines), lines
+
+
+def test_synth_names_both_teams_and_files_when_their_names_collide(tmp_path):
+    write(tmp_path, "orders.py", good(job="nightly-export"))
+    write(tmp_path, "orders_nightly.py", good(name="orders-nightly", job="export"))
+    write(tmp_path, "orders_copy.py", good(job="other"))
+    result = synth(tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert (
+        f"2 team files use this name ({tmp_path / 'orders.py'}, {tmp_path / 'orders_copy.py'})"
+        in result.stderr
+    )
+    collision = next(
+        line for line in result.stderr.splitlines() if "function 'orders-nightly-export'" in line
+    )
+    assert "team 'orders-nightly', job 'export', field name:" in collision
+    assert f"team 'orders' job 'nightly-export' ({tmp_path / 'orders.py'})" in collision
