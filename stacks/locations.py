@@ -9,10 +9,14 @@ Read on 2026-11-30 from stored copies of these pages:
   "Cloud Run locations", https://cloud.google.com/run/docs/locations (Tier 1 and Tier 2 lists).
   (https://cloud.google.com/functions/docs/locations redirects there for current functions;
   the 1st gen list, https://cloud.google.com/functions/1stgendocs/locations, is shorter.)
-- Cloud Scheduler: "Cloud Scheduler locations", https://cloud.google.com/scheduler/docs/locations,
-  and the regions its release notes (https://cloud.google.com/scheduler/docs/release-notes)
-  announced: europe-west4, me-central1, me-central2, me-west1 (2026-04-17), asia-southeast3
-  (2026-09-18), asia-south2, europe-west12, northamerica-northeast2 (2026-09-24).
+- Cloud Scheduler: "Cloud Scheduler locations", https://cloud.google.com/scheduler/docs/locations
+  (only its Americas table could be read in the stored copy), the regions its release notes
+  (https://cloud.google.com/scheduler/docs/release-notes) announced: europe-west4, me-central1,
+  me-central2, me-west1 (2026-04-17), asia-southeast3 (2026-09-18), asia-south2, europe-west12,
+  northamerica-northeast2 (2026-09-24), and for the rest the regions of Cloud Tasks' table
+  (https://cloud.google.com/tasks/docs/locations), which Scheduler's have long matched. This is
+  the least certain list: a region Google lists for Scheduler but missing here is rejected with
+  a fix that says to add it.
 - Firestore: "Firestore locations", https://cloud.google.com/firestore/native/docs/locations
   (multi-regions eur3, nam5, nam7), and the regional locations the Firestore API lists under
   `projects.locations` (https://cloud.google.com/firestore/docs/reference/rest/v1/projects.locations/get).
