@@ -35,7 +35,7 @@ def resolve_stack(given: str, folder: Path = TEAMS_DIR) -> Resolved:
     loaded = read_team_folder(folder)
     by_file = {file.path.name: file for file in loaded.files}
     stacks = sorted({file.team.name for file in loaded.files})
-    file_name = Path(given).name if given.endswith(".py") else f"{given}.py"
+    file_name = Path(given).name if given.endswith(".py") else f"{Path(given).name}.py"
     if given in stacks:
         owners = [file.shown for file in loaded.files if file.team.name == given]
         if len(owners) > 1:

@@ -173,6 +173,12 @@ def load_team_file(path: Path) -> Team:
     return team
 
 
+def team_file_paths(folder: Path = TEAMS_DIR) -> list[Path]:
+    """The deployable team files: every `*.py` not starting with an underscore, sorted."""
+    return [path for path in sorted(folder.glob("*.py")) if not path.name.startswith("_")]
+
+
 def load_teams(folder: Path = TEAMS_DIR) -> list[Team]:
-    """Every team in the folder: each `*.py` file not starting with an underscore, sorted."""
-    return [load_team_file(path) for path in sorted(folder.glob("*.py")) if not path.name.startswith("_")]
+    """Every team in the folder (raises on the first broken file; synth reads the folder with
+    `stacks.team_files.read_team_folder`, which reports every problem of every file instead)."""
+    return [load_team_file(path) for path in team_file_paths(folder)]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from stacks.problem import Problem
-from stacks.team import REPO_ROOT, TEAMS_DIR, Job, Retry, Team
+from stacks.team import REPO_ROOT, TEAMS_DIR, Job, Retry, Team, team_file_paths
 
 CONFIG_CLASSES: dict[str, type] = {"Team": Team, "Job": Job, "Retry": Retry}
 """The dataclasses a team file builds, by the name it calls them with."""
@@ -51,11 +51,6 @@ class TeamFolder:
     def teams(self) -> list[Team]:
         """The loaded teams, in file order."""
         return [file.team for file in self.files]
-
-
-def team_file_paths(folder: Path = TEAMS_DIR) -> list[Path]:
-    """The deployable team files: every `*.py` not starting with an underscore, sorted."""
-    return [path for path in sorted(folder.glob("*.py")) if not path.name.startswith("_")]
 
 
 def read_team_folder(folder: Path = TEAMS_DIR) -> TeamFolder:
@@ -261,10 +256,13 @@ def _type_problems(team: Team, path: Path) -> typing.Iterator[Problem]:
 
 
 def _fields_of(config: Any, prefix: str, team: str, job: str | None, path: Path) -> typing.Iterator[Problem]:
-    hints = typing.get_type_hints(type(config))
+    try:
+        hints = typing.get_type_hints(type(config))
+    except Exception:  # an annotation that cannot be resolved at run time: check none of them
+        hints = {}
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
-        expected = hints[field.name]
+        expected = hints.get(field.name, Any)
         if not _conforms(value, expected):
             yield Problem(
                 team,

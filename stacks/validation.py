@@ -423,7 +423,7 @@ def _retries_and_next_run(job: Job, lease: int, gap: int, problem: ProblemAt) ->
                 "next_run_catches_up=True",
             )
         else:
-            before_next = retry.offsets_seconds(gap)
+            before_next = [offset for offset in retry_offsets_seconds(retry) if offset < gap]
             if not before_next or before_next[-1] <= lease:
                 last = (
                     f"the last retry comes {before_next[-1]} s after the first attempt"

@@ -180,7 +180,7 @@ def test_synth_reports_a_missing_teams_folder_without_a_traceback(tmp_path):
 def test_a_stack_is_found_by_team_name_or_by_its_file(tmp_path):
     write(tmp_path, "orders.py", good(name="orders-eu"))
     assert resolve_stack("orders-eu", tmp_path).stack == "orders-eu"
-    for given in ("orders.py", "teams/orders.py", "orders"):
+    for given in ("orders.py", "teams/orders.py", "teams/orders", "orders"):
         resolved = resolve_stack(given, tmp_path)
         assert resolved.stack == "orders-eu"
         assert "its stack is 'orders-eu'" in resolved.note

@@ -586,3 +586,10 @@ def test_two_files_with_one_team_name_are_both_named():
 def test_placeholders_left_from_the_template_are_reported():
     (problem,) = find_problems([replace(GOOD_TEAM, project="my-gcp-project")])
     assert_names(problem, None, "project", "set project to your own GCP project id")
+
+
+def test_a_zero_backoff_with_a_retry_duration_is_replayed_to_a_bound_not_forever():
+    # Scheduler would retry back to back until the duration runs out; the replay stops at its cap.
+    retry = Retry(retry_count=0, min_backoff_seconds=0, max_backoff_seconds=0, max_retry_duration_seconds=60)
+    assert len(retry_offsets_seconds(retry)) == 1000
+    assert ("nightly", "retry") in problems_of_job(schedule="*/5 * * * *", retry=retry)
