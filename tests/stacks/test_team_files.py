@@ -13,6 +13,7 @@ import pytest
 from stacks.stack_names import resolve_stack
 from stacks.team import REPO_ROOT
 from stacks.team_files import read_team_file, read_team_folder
+from stacks.validation import find_problems
 
 GOOD = """
 from stacks.team import Job, Retry, Team
@@ -41,6 +42,13 @@ def good(name: str = "orders", job: str = "export", project: str = "acme-prod-1"
 def read(tmp_path: Path, text: str):
     """(team, problems) of one team file with this text."""
     return read_team_file(write(tmp_path, "orders.py", text))
+
+
+def test_the_shipped_team_folder_reads_and_validates_without_problems():
+    folder = read_team_folder()
+    assert folder.problems == []
+    assert [file.shown for file in folder.files] == ["teams/example.py", "teams/payments.py"]
+    assert find_problems(folder.teams, [file.shown for file in folder.files]) == []
 
 
 def test_a_good_file_loads_without_problems(tmp_path):
