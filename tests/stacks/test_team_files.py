@@ -157,8 +157,15 @@ def synth(folder: Path) -> subprocess.CompletedProcess[str]:
         "RUNONCE_TEAMS_DIR": str(folder),
         "PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{REPO_ROOT / 'functions'}",
     }
+    # Run from the teams folder's parent: if a check ever let a file through, its stack would be
+    # written there, not into the repository's cdktf.out.
     return subprocess.run(
-        [sys.executable, "-O", "main.py"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-O", str(REPO_ROOT / "main.py")],
+        cwd=folder.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
