@@ -31,7 +31,9 @@ class ScheduleIssue:
     """Why a schedule cannot be used, and how to fix it."""
 
     message: str
+    """What is wrong, and why it matters."""
     fix: str
+    """What to change."""
 
 
 def schedule_issue(schedule: str) -> ScheduleIssue | None:

@@ -56,7 +56,9 @@ class HandlerIssue:
     """Why the entry point is not a deduplicated handler, and how to fix it."""
 
     message: str
+    """What is wrong, and why it matters."""
     fix: str
+    """What to change."""
 
 
 def handler_issue(main_py: Path, entry_point: str) -> HandlerIssue | None:

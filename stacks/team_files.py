@@ -32,7 +32,9 @@ class TeamFile:
     """One team file that loaded, with values of the right types."""
 
     path: Path
+    """Where the file is."""
     team: Team
+    """What it defines."""
 
     @property
     def shown(self) -> str:
@@ -45,7 +47,9 @@ class TeamFolder:
     """What a folder of team files gave: the teams that loaded, and every problem on the way."""
 
     files: list[TeamFile]
+    """The files that loaded with well-typed values, sorted by name."""
     problems: list[Problem]
+    """Everything that went wrong while reading, file by file."""
 
     @property
     def teams(self) -> list[Team]:
