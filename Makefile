@@ -64,9 +64,10 @@ synth: $(STAMP) $(NODE_STAMP)
 	$(CDKTF) synth
 
 ## make deploy STACK=<team>: synth and deploy one team's stack (needs Google Cloud credentials).
+## STACK may also be the team's file (orders.py, teams/orders.py): it is mapped to its stack.
 deploy: $(STAMP) $(NODE_STAMP)
-	@test -n "$(STACK)" || { echo "usage: make deploy STACK=<team>  (a file in teams/)"; exit 2; }
-	$(CDKTF) deploy $(STACK)
+	@test -n "$(STACK)" || { echo "usage: make deploy STACK=<team>  (the team's name, or its file in teams/)"; exit 2; }
+	@stack=$$($(PY) -m stacks.stack_names '$(STACK)') || exit 2; echo "$(CDKTF) deploy $$stack"; $(CDKTF) deploy "$$stack"
 
 ## make policy: least-privilege rule pack and checkov (offline) on every synthesized stack.
 ## make policy POLICY_TARGETS=tests/stacks/fixtures/bad.tf.json: the same on the bad stack (fails).

@@ -1,30 +1,40 @@
 #!/usr/bin/env python
 """The CDKTF app: one stack per team file in teams/ (run by `npx cdktf synth`, see cdktf.json).
 
-Every team is validated before anything is built; all problems are reported together.
+Every team file is read and validated before anything is built; all problems, in every file,
+are printed together and the app exits 1, without a traceback. RUNONCE_TEAMS_DIR points it at
+another folder of team files (the tests use it).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
-from cdktf import App
-
-from stacks.team import load_teams
-from stacks.team_stack import TeamStack
-from stacks.validation import InvalidConfig, validate
+from stacks.problem import InvalidConfig
+from stacks.stack_names import TEAMS_DIR_ENV
+from stacks.team import TEAMS_DIR
+from stacks.team_files import read_team_folder
+from stacks.validation import find_problems
 
 
 def main() -> int:
     """Validate every team, then synthesize one stack per team into cdktf.out/."""
-    teams = load_teams()
-    try:
-        validate(teams)
-    except InvalidConfig as problems:
-        print(problems, file=sys.stderr)
+    folder = read_team_folder(Path(os.environ.get(TEAMS_DIR_ENV) or TEAMS_DIR))
+    problems = folder.problems + find_problems(folder.teams, [file.shown for file in folder.files])
+    if problems:
+        # Grouped by file (stable: each file's problems keep their team and job order).
+        print(InvalidConfig(sorted(problems, key=lambda problem: problem.file)), file=sys.stderr)
         return 1
+    # Imported only now: loading cdktf and the provider bindings takes seconds a failing run
+    # does not need.
+    from cdktf import App
+
+    from stacks.team_stack import TeamStack
+
     app = App()
-    for team in teams:
+    for team in folder.teams:
         TeamStack(app, team)
     app.synth()
     return 0

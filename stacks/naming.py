@@ -21,6 +21,8 @@ MAX_FUNCTION_NAME = 49
 MAX_ACCOUNT_ID = 30
 MIN_ACCOUNT_ID = 6
 DIGEST_LENGTH = 6
+ACCOUNT_ROLES = ("run", "build", "call")
+"""The roles a job has a service account for: function runtime, build, Scheduler invoker."""
 
 
 def function_name(team: str, job: str) -> str:

@@ -113,6 +113,10 @@ class Job:
     cannot expire before the last retry, e.g. a job scheduled more often than its lease."""
     runtime: str = "python312"
     """Cloud Run functions runtime the source is built with."""
+    retries_may_skip_next_run: bool = False
+    """True accepts that this run's retries may still be going at the next scheduled time, where
+    Scheduler may skip that next run (Google's "Retry jobs" page) or stop the retries (its API
+    reference). False (the default) requires the last retry to end before the next run."""
 
     @property
     def lease_seconds(self) -> int:
@@ -169,6 +173,12 @@ def load_team_file(path: Path) -> Team:
     return team
 
 
+def team_file_paths(folder: Path = TEAMS_DIR) -> list[Path]:
+    """The deployable team files: every `*.py` not starting with an underscore, sorted."""
+    return [path for path in sorted(folder.glob("*.py")) if not path.name.startswith("_")]
+
+
 def load_teams(folder: Path = TEAMS_DIR) -> list[Team]:
-    """Every team in the folder: each `*.py` file not starting with an underscore, sorted."""
-    return [load_team_file(path) for path in sorted(folder.glob("*.py")) if not path.name.startswith("_")]
+    """Every team in the folder (raises on the first broken file; synth reads the folder with
+    `stacks.team_files.read_team_folder`, which reports every problem of every file instead)."""
+    return [load_team_file(path) for path in team_file_paths(folder)]

@@ -1,26 +1,34 @@
 """Synth-time checks of the team config: every problem is collected, then reported once.
 
 Each problem names the team, the job and the field, says what is wrong and how to fix it. The
-checks cover Scheduler's and Cloud Run's own limits, the cross-layer rules runonce depends on
-(lease, attempt deadline, retention against the function timeout and the retry window) and the
-resource names the stacks derive from team and job names.
+checks cover Scheduler's and Cloud Run's own limits (pinned in `locations`, `function_limits` and
+`cron_check`), the handler and its requirements (`entry_point`), the cross-layer rules runonce
+depends on (lease, attempt deadline, retention and the retry window against the function timeout
+and the next scheduled run) and the resource names the stacks derive, across every team file.
+Files that do not load or hold values of the wrong type are reported by `team_files` first.
 """
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
-from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache
+from pathlib import Path
 from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
-from stacks import naming
-from stacks.team import LEASE_MARGIN_SECONDS, Job, Retry, Team
+from stacks import function_limits, locations, naming
+from stacks.cron_check import schedule_issue
+from stacks.entry_point import handler_issue, missing_requirements
+from stacks.problem import InvalidConfig, Problem
+from stacks.team import FUNCTIONS_DIR, LEASE_MARGIN_SECONDS, Job, Retry, Team
+
+__all__ = ["InvalidConfig", "Problem", "find_problems", "retry_window_seconds", "validate"]
 
 MIN_ATTEMPT_DEADLINE = 15
 MAX_ATTEMPT_DEADLINE = 30 * 60
@@ -28,100 +36,130 @@ MAX_HTTP_TIMEOUT = 3600
 MAX_RETRY_COUNT = 5
 MAX_BACKOFF = 3600
 MAX_DOUBLINGS = 16
+# Scheduler retries until both retry_count and max_retry_duration are used up; with a zero
+# backoff and a duration that would be endless, so the replay stops here.
+MAX_REPLAYED_RETRIES = 1000
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 DATABASE_ID = re.compile(r"^[a-z][a-z0-9-]{2,61}[a-z0-9]$")
 COLLECTION_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
-MEMORY = re.compile(r"^[1-9][0-9]*(Mi|Gi)$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 # Set by the stack from the team and job config; a job may not override them. A job may only
 # lengthen its lease with RUNONCE_LEASE_SECONDS (checked against the timeout below).
-RESERVED_ENV = ("RUNONCE_DATABASE", "RUNONCE_COLLECTION", "RUNONCE_RETENTION_SECONDS", "GOOGLE_CLOUD_PROJECT")
+STACK_ENV = ("RUNONCE_DATABASE", "RUNONCE_COLLECTION", "RUNONCE_RETENTION_SECONDS", "GOOGLE_CLOUD_PROJECT")
 LEASE_ENV = "RUNONCE_LEASE_SECONDS"
+TEMPLATE_PLACEHOLDERS = {"name": "my-team", "project": "my-gcp-project"}
+"""Values teams/_template.py ships with; a copy that still has them was not edited."""
+
+ProblemAt = Callable[[str, str, str], Problem]
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One invalid setting: where it is, what is wrong, how to fix it."""
-
-    team: str
-    job: str | None
-    field: str
-    message: str
-    fix: str
-
-    def __str__(self) -> str:
-        where = f"team {self.team!r}" + (f", job {self.job!r}" if self.job else "")
-        return f"{where}, field {self.field}: {self.message}. Fix: {self.fix}."
-
-
-class InvalidConfig(Exception):
-    """Raised once with every problem found in the team files."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        """All problems, in team and job order."""
-        lines = "\n".join(f"  - {problem}" for problem in problems)
-        super().__init__(f"{len(problems)} problem(s) in the team config:\n{lines}")
-
-
-def validate(teams: Iterable[Team]) -> None:
+def validate(teams: Iterable[Team], files: Sequence[str] | None = None) -> None:
     """Raise InvalidConfig listing every problem in these teams; return if there is none."""
-    found = find_problems(list(teams))
+    found = find_problems(list(teams), files)
     if found:
         raise InvalidConfig(found)
 
 
-def find_problems(teams: list[Team]) -> list[Problem]:
-    """Every problem in these teams, each team's and job's in config order."""
-    found = list(_across_teams(teams))
-    for team in teams:
-        found.extend(_team(team))
+def find_problems(teams: Sequence[Team], files: Sequence[str] | None = None) -> list[Problem]:
+    """Every problem in these teams, each team's and job's in config order. `files` (parallel to
+    `teams`) names each team's file in its problems and in the cross-team ones."""
+    shown = list(files) if files is not None else [""] * len(teams)
+    found = list(_across_teams(teams, shown))
+    for team, file in zip(teams, shown, strict=True):
+        problems = list(_team(team))
         for job in team.jobs:
-            found.extend(_job(team, job))
+            problems.extend(_job(team, job))
+        found.extend(_in_file(problem, file) for problem in problems)
     return found
 
 
+def retry_offsets_seconds(retry: Retry, attempt_seconds: int = 0) -> list[int]:
+    """When Scheduler retries a run, in seconds after the first attempt started, if every attempt
+    takes `attempt_seconds` and then fails, ignoring the next scheduled run. Each backoff starts
+    when the previous attempt ends, and retries go on until both retry_count and
+    max_retry_duration (0: none) are used up (Scheduler API reference, RetryConfig)."""
+    offsets: list[int] = []
+    at = 0
+    while len(offsets) < MAX_REPLAYED_RETRIES:
+        at += attempt_seconds + retry.backoff_seconds(len(offsets) + 1)
+        if retry.exhausted(len(offsets), at):
+            break
+        offsets.append(at)
+    return offsets
+
+
 def retry_window_seconds(job: Job) -> int:
-    """Longest time from a run's first attempt to the end of its last retry.
-
-    Scheduler waits min_backoff, doubles it max_doublings times, then grows it linearly, never
-    beyond max_backoff; every attempt may take the whole attempt deadline.
-    """
-    retry, attempt = job.retry, job.attempt_deadline_seconds
-    backoffs = [retry.backoff_seconds(n) for n in range(1, retry.retry_count + 1)]
-    window = sum(backoffs) + (retry.retry_count + 1) * attempt
-    if retry.max_retry_duration_seconds:
-        window = min(window, retry.max_retry_duration_seconds + attempt)
-    return window
+    """Longest time from a run's first attempt to the end of its last retry: every attempt takes
+    the whole attempt deadline before it fails and the next backoff starts."""
+    offsets = retry_offsets_seconds(job.retry, job.attempt_deadline_seconds)
+    return (offsets[-1] if offsets else 0) + job.attempt_deadline_seconds
 
 
-def _across_teams(teams: list[Team]) -> Iterator[Problem]:
-    """Names that must be unique across team files: stacks and ledger databases."""
-    for name, count in Counter(team.name for team in teams).items():
-        if count > 1:
+def _in_file(problem: Problem, file: str) -> Problem:
+    if problem.file or not file:
+        return problem
+    return Problem(problem.team, problem.job, problem.field, problem.message, problem.fix, file)
+
+
+def _across_teams(teams: Sequence[Team], files: list[str]) -> Iterator[Problem]:
+    """Team names, and every derived resource name, must be unique across the team files."""
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for team, file in zip(teams, files, strict=True):
+        by_name[team.name].append(file)
+    for name, used_by in by_name.items():
+        for file in used_by[1:]:
+            shown = ", ".join(f or "?" for f in used_by)
             yield Problem(
                 name,
                 None,
                 "name",
-                f"{count} team files use this name (it names the stack)",
+                f"{len(used_by)} team files use this name ({shown}); it names the stack, its state "
+                "file and its resources",
                 "give every team file its own name",
+                file,
             )
-    owners: dict[tuple[str, str], str] = {}
-    for team in teams:
-        key = (team.project, team.database)
-        if key in owners and owners[key] != team.name:
-            yield Problem(
-                team.name,
-                None,
-                "database",
-                f"database {team.database!r} in project {team.project!r} already belongs to "
-                f"team {owners[key]!r}",
-                f'set database="{team.name}-runonce" (any unused id)',
-            )
-        owners.setdefault(key, team.name)
+    yield from _name_collisions(teams, files)
+
+
+def _derived_names(team: Team) -> Iterator[tuple[str | None, str, str, str]]:
+    """(job, kind, scope, name) of every name the team's stack derives. The scope is where the
+    name must be unique: the project (and region), or everywhere for bucket names."""
+    project, region = team.project, f"{team.project}/{team.region}"
+    yield None, "source bucket", "global", naming.bucket_name(team.project, team.name)
+    yield None, "Artifact Registry repository", region, naming.repository_id(team.name)
+    yield None, "Firestore database", project, team.database
+    for job in team.jobs:
+        yield job.name, "function", region, naming.function_name(team.name, job.name)
+        yield job.name, "Scheduler job", region, naming.scheduler_job_name(team.name, job.name)
+        for role in naming.ACCOUNT_ROLES:
+            yield job.name, "service account", project, naming.account_id(team.name, job.name, role)
+
+
+def _name_collisions(teams: Sequence[Team], files: list[str]) -> Iterator[Problem]:
+    """Two teams (or two jobs) deriving the same resource name: one would overwrite the other's."""
+    owners: dict[tuple[str, str, str], tuple[int, str | None]] = {}
+    clashes: dict[tuple[int, str | None, int, str | None], list[str]] = defaultdict(list)
+    for index, team in enumerate(teams):
+        for job, kind, scope, name in _derived_names(team):
+            first, first_job = owners.setdefault((kind, scope, name), (index, job))
+            if teams[first].name == team.name:
+                continue  # the same team twice or the same job twice: reported by name already
+            clashes[(first, first_job, index, job)].append(f"{kind} {name!r}")
+    for (first, first_job, second, job), names in clashes.items():
+        other, team = teams[first], teams[second]
+        whose = f"team {other.name!r}" + (f" job {first_job!r}" if first_job else "")
+        in_file = f" ({files[first]})" if files[first] else ""
+        database = names == [f"Firestore database {team.database!r}"]
+        yield Problem(
+            team.name,
+            job,
+            "database" if database else "name",
+            f"derives the same {', '.join(names)} as {whose}{in_file} in project {team.project!r}: "
+            "one deployment would take over the other's resources",
+            f'set database="{team.name}-runonce" (any unused id)'
+            if database
+            else "rename this job or team so that '<team>-<job>' differs from the other's",
+            files[second],
+        )
 
 
 def _team(team: Team) -> Iterator[Problem]:
@@ -143,8 +181,23 @@ def _team(team: Team) -> Iterator[Problem]:
             f"{team.project!r} is not a GCP project id",
             "use the project id (6-30 lowercase letters, digits, hyphens), not its name or number",
         )
-    if not REGION.match(team.region):
-        yield problem("region", f"{team.region!r} is not a region", 'use a region such as "europe-west1"')
+    for field, placeholder in TEMPLATE_PLACEHOLDERS.items():
+        if getattr(team, field) == placeholder:
+            yield problem(
+                field,
+                f"{placeholder!r} is the template's placeholder",
+                f"set {field} to your own {'team name' if field == 'name' else 'GCP project id'}",
+            )
+    placeholder_labels = [
+        key for key, value in team.labels.items() if value in TEMPLATE_PLACEHOLDERS.values()
+    ]
+    if placeholder_labels:
+        yield problem(
+            "labels",
+            f"label {placeholder_labels[0]!r} still has the template's placeholder value",
+            f"set labels[{placeholder_labels[0]!r}] to your own value",
+        )
+    yield from _region(team, problem)
     if not DATABASE_ID.match(team.database):
         yield problem(
             "database",
@@ -169,7 +222,40 @@ def _team(team: Team) -> Iterator[Problem]:
                 f"{count} jobs share this name",
                 "give every job of a team its own name",
             )
-    yield from _labels(team.name, None, team.labels)
+    yield from _labels(team.name, None, team.labels, set())
+
+
+def _region(team: Team, problem: ProblemAt) -> Iterator[Problem]:
+    """The region offers functions and Scheduler; the Firestore location exists."""
+    if team.region not in locations.TEAM_REGIONS:
+        if team.region in locations.FUNCTION_REGIONS | locations.SCHEDULER_REGIONS:
+            missing = (
+                "Cloud Scheduler" if team.region in locations.FUNCTION_REGIONS else "Cloud Run functions"
+            )
+            message = f"{team.region!r} does not offer {missing} (pinned lists in stacks/locations.py)"
+        else:
+            message = f"{team.region!r} is not a region that offers Cloud Run functions and Cloud Scheduler"
+        yield problem(
+            "region",
+            message,
+            f"use one of {_closest(team.region, locations.TEAM_REGIONS)}; if Google lists it now "
+            f"({locations.LOCATIONS_PAGES}), add it to stacks/locations.py",
+        )
+    field = "database_location" if team.database_location else "region"
+    if team.location not in locations.FIRESTORE_LOCATIONS and (
+        team.database_location or team.region in locations.TEAM_REGIONS
+    ):
+        yield problem(
+            field,
+            f"{team.location!r} is not a Firestore location",
+            f"set database_location to one of {_closest(team.location, locations.FIRESTORE_LOCATIONS)} "
+            "(multi-regions: eur3, nam5, nam7)",
+        )
+
+
+def _closest(value: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(value, sorted(known), n=3, cutoff=0.6)
+    return ", ".join(repr(name) for name in close) if close else "the regions in stacks/locations.py"
 
 
 def _job(team: Team, job: Job) -> Iterator[Problem]:
@@ -194,28 +280,20 @@ def _job(team: Team, job: Job) -> Iterator[Problem]:
             "shorten the job name (or the team name)",
         )
     yield from _schedule(job, problem)
-    yield from _limits(job, problem)
-    yield from _retry(job.retry, problem)
-    yield from _cross_layer(job, problem)
+    ranges = [*_limits(job, problem), *_retry(job.retry, problem)]
+    yield from ranges
+    if not ranges:  # cross-layer rules only make sense (and give sane hints) on in-range values
+        yield from _cross_layer(job, problem)
     yield from _source(job, problem)
     yield from _env(job, problem)
-    yield from _labels(team.name, job.name, job.labels)
+    yield from _labels(team.name, job.name, job.labels, set(team.labels))
 
 
-def _schedule(job: Job, problem) -> Iterator[Problem]:
-    """unix-cron schedule and a known IANA time zone."""
-    fields = job.schedule.split()
-    try:
-        if len(fields) != 5:
-            raise CronSimError("not five fields")
-        CronSim(job.schedule, datetime(2000, 1, 1))
-    except CronSimError:
-        yield problem(
-            "schedule",
-            f"{job.schedule!r} is not a unix-cron expression; Scheduler sends no "
-            "X-CloudScheduler-ScheduleTime for other formats, so runs cannot be told apart",
-            'write five cron fields, e.g. "*/5 * * * *" for every 5 minutes',
-        )
+def _schedule(job: Job, problem: ProblemAt) -> Iterator[Problem]:
+    """A unix-cron schedule Scheduler supports, that fires, in a known IANA time zone."""
+    issue = schedule_issue(job.schedule)
+    if issue:
+        yield problem("schedule", issue.message, issue.fix)
     if job.time_zone not in _time_zones():
         yield problem(
             "time_zone",
@@ -230,7 +308,7 @@ def _time_zones() -> frozenset[str]:
     return frozenset(available_timezones())
 
 
-def _limits(job: Job, problem) -> Iterator[Problem]:
+def _limits(job: Job, problem: ProblemAt) -> Iterator[Problem]:
     """Scheduler's attempt deadline range and the function's own limits."""
     if not MIN_ATTEMPT_DEADLINE <= job.attempt_deadline_seconds <= MAX_ATTEMPT_DEADLINE:
         yield problem(
@@ -243,11 +321,21 @@ def _limits(job: Job, problem) -> Iterator[Problem]:
         yield problem(
             "timeout_seconds",
             f"{job.timeout_seconds} s is outside 1-{MAX_HTTP_TIMEOUT} s, the limit for HTTP functions",
-            f"choose at most {MAX_HTTP_TIMEOUT} s (split longer work)",
+            f"choose {max(MIN_ATTEMPT_DEADLINE, min(job.attempt_deadline_seconds, MAX_ATTEMPT_DEADLINE))}"
+            f"-{MAX_HTTP_TIMEOUT} s (at least the attempt deadline; split longer work)",
         )
-    if not MEMORY.match(job.memory):
+    if job.memory not in function_limits.MEMORY_SIZES:
         yield problem(
-            "memory", f"{job.memory!r} is not Cloud Run memory notation", 'use e.g. "256Mi" or "1Gi"'
+            "memory",
+            f"{job.memory!r} is not a memory size of Cloud Run functions",
+            f"use one of {', '.join(function_limits.MEMORY_SIZES)}",
+        )
+    if job.runtime not in function_limits.PYTHON_RUNTIMES:
+        yield problem(
+            "runtime",
+            f"{job.runtime!r} is not a supported Python runtime of Cloud Run functions (runonce "
+            "is Python, so the function must be too)",
+            f"use one of {', '.join(function_limits.PYTHON_RUNTIMES)}",
         )
     if job.min_instances < 0 or job.max_instances < 1 or job.min_instances > job.max_instances:
         yield problem(
@@ -257,7 +345,7 @@ def _limits(job: Job, problem) -> Iterator[Problem]:
         )
 
 
-def _retry(retry: Retry, problem) -> Iterator[Problem]:
+def _retry(retry: Retry, problem: ProblemAt) -> Iterator[Problem]:
     """Scheduler's retry_config ranges."""
     ranges = (
         ("retry.retry_count", retry.retry_count, MAX_RETRY_COUNT),
@@ -282,7 +370,7 @@ def _retry(retry: Retry, problem) -> Iterator[Problem]:
         )
 
 
-def _cross_layer(job: Job, problem) -> Iterator[Problem]:
+def _cross_layer(job: Job, problem: ProblemAt) -> Iterator[Problem]:
     """Scheduler, function and ledger settings that must agree for exactly-once to hold."""
     if job.attempt_deadline_seconds > job.timeout_seconds:
         yield problem(
@@ -290,7 +378,10 @@ def _cross_layer(job: Job, problem) -> Iterator[Problem]:
             f"{job.attempt_deadline_seconds} s is longer than "
             f"timeout_seconds ({job.timeout_seconds} s): Scheduler would wait for an answer the "
             "function can no longer give",
-            f"set attempt_deadline_seconds <= {job.timeout_seconds}",
+            f"set attempt_deadline_seconds <= {job.timeout_seconds}"
+            if job.timeout_seconds >= MIN_ATTEMPT_DEADLINE
+            else f"raise timeout_seconds to at least {job.attempt_deadline_seconds} (attempt "
+            f"deadlines start at {MIN_ATTEMPT_DEADLINE} s)",
         )
     lease = int(job.env[LEASE_ENV]) if job.env.get(LEASE_ENV, "").isdigit() else job.lease_seconds
     if lease <= job.timeout_seconds:
@@ -303,21 +394,8 @@ def _cross_layer(job: Job, problem) -> Iterator[Problem]:
             f"{LEASE_MARGIN_SECONDS}) or set it above {job.timeout_seconds}",
         )
     gap = _shortest_gap_seconds(job)
-    retries = job.retry.offsets_seconds(gap) if gap else []
-    if gap and not job.next_run_catches_up and (not retries or retries[-1] <= lease):
-        last = (
-            f"the last retry comes {retries[-1]} s after the first attempt"
-            if retries
-            else "it has no retries"
-        )
-        yield problem(
-            "retry",
-            f"a run whose instance crashes after claiming it is never retried: its lease ({lease} s) "
-            f"outlasts the retry window ({last}; the next run follows {gap} s later)",
-            "raise retry.retry_count, retry.min_backoff_seconds or retry.max_backoff_seconds so a "
-            "retry comes after the lease, or lower timeout_seconds; if the next run redoes the "
-            "work, set next_run_catches_up=True",
-        )
+    if gap:
+        yield from _retries_and_next_run(job, lease, gap, problem)
     window = retry_window_seconds(job)
     needed = max(window, lease)
     if job.retention_seconds < needed:
@@ -329,9 +407,86 @@ def _cross_layer(job: Job, problem) -> Iterator[Problem]:
         )
 
 
+def _retries_and_next_run(job: Job, lease: int, gap: int, problem: ProblemAt) -> Iterator[Problem]:
+    """The retry window must reach past the lease (a crashed run is taken over) and end before
+    the next scheduled run (Scheduler may skip that run, or stop the retries, if they overlap)."""
+    retry, deadline = job.retry, job.attempt_deadline_seconds
+    if not job.next_run_catches_up:
+        if lease + deadline >= gap:
+            yield problem(
+                "retry",
+                f"no retry can both come after the lease ({lease} s, so a crashed run is taken "
+                f"over) and end, {deadline} s later, before the next run {gap} s after the first "
+                "attempt",
+                "lower timeout_seconds (the lease is timeout + 60 s) or attempt_deadline_seconds, "
+                "schedule the job less often, or, if the next run redoes the work, set "
+                "next_run_catches_up=True",
+            )
+        else:
+            before_next = [offset for offset in retry_offsets_seconds(retry) if offset < gap]
+            if not before_next or before_next[-1] <= lease:
+                last = (
+                    f"the last retry comes {before_next[-1]} s after the first attempt"
+                    if before_next
+                    else "no retry comes before the next run"
+                )
+                yield problem(
+                    "retry",
+                    f"a run whose instance crashes after claiming it is never retried: its lease "
+                    f"({lease} s) outlasts the retry window ({last}; the next run follows {gap} s "
+                    "later)",
+                    f"{_later_retry_levers(job, lease, gap)}; if the next run redoes the work, set "
+                    "next_run_catches_up=True",
+                )
+    offsets = retry_offsets_seconds(retry, deadline)
+    if offsets and offsets[-1] + deadline >= gap and not job.retries_may_skip_next_run:
+        yield problem(
+            "retry",
+            f"when every attempt runs into its {deadline} s deadline, the last retry starts "
+            f"{offsets[-1]} s after the first attempt and may run until {offsets[-1] + deadline} s, "
+            f'reaching the next scheduled run {gap} s later: Google\'s "Retry jobs" '
+            'page says that run "might be skipped if the retries continue through that time", '
+            "and the API reference says retries stop at the next run, so either a run or a retry "
+            "is lost",
+            f"make the last retry end before {gap} s ({_fewer_retry_levers(retry)}), or set "
+            "retries_may_skip_next_run=True if a skipped run is acceptable",
+        )
+
+
+def _later_retry_levers(job: Job, lease: int, gap: int) -> str:
+    """What can move a retry past the lease, leaving out settings already at their limit."""
+    retry = job.retry
+    levers = []
+    if retry.backoff_seconds(1) >= gap - job.attempt_deadline_seconds:
+        levers.append("lower retry.min_backoff_seconds")  # even the first retry is too late
+    else:
+        if retry.retry_count < MAX_RETRY_COUNT:
+            levers.append("raise retry.retry_count")
+        if retry.min_backoff_seconds < MAX_BACKOFF:
+            levers.append("raise retry.min_backoff_seconds")
+        if retry.max_backoff_seconds < MAX_BACKOFF:
+            levers.append("raise retry.max_backoff_seconds")
+    levers.append("lower timeout_seconds")
+    return (
+        f"make a retry come between {lease} s and {gap - job.attempt_deadline_seconds} s after "
+        f"the first attempt ({', '.join(levers)})"
+    )
+
+
+def _fewer_retry_levers(retry: Retry) -> str:
+    levers = []
+    if retry.retry_count > 0:
+        levers.append("lower retry.retry_count")
+    if retry.max_backoff_seconds > 0:
+        levers.append("lower retry.max_backoff_seconds")
+    if retry.max_retry_duration_seconds > 0:
+        levers.append("lower retry.max_retry_duration_seconds")
+    return ", ".join(levers)
+
+
 def _shortest_gap_seconds(job: Job) -> int | None:
     """Shortest time between two runs over the next 100, in the job's zone; None if unreadable."""
-    if len(job.schedule.split()) != 5 or job.time_zone not in _time_zones():
+    if schedule_issue(job.schedule) or job.time_zone not in _time_zones():
         return None
     try:
         runs = CronSim(job.schedule, datetime(2026, 1, 1, tzinfo=ZoneInfo(job.time_zone)))
@@ -341,8 +496,9 @@ def _shortest_gap_seconds(job: Job) -> int | None:
     return int(min((later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)))
 
 
-def _source(job: Job, problem) -> Iterator[Problem]:
-    """The function folder exists and defines the entry point."""
+def _source(job: Job, problem: ProblemAt) -> Iterator[Problem]:
+    """The function folder exists, its entry point is a deduplicated handler, and its
+    requirements.txt lists what the handler and the bundled runonce import."""
     main = job.source_dir / "main.py"
     if not main.is_file() or not (job.source_dir / "requirements.txt").is_file():
         yield problem(
@@ -350,24 +506,45 @@ def _source(job: Job, problem) -> Iterator[Problem]:
             f"functions/{job.source}/ needs main.py and requirements.txt",
             "point source at a folder under functions/ that has both",
         )
-    elif not re.search(rf"^def {re.escape(job.entry_point)}\(", main.read_text(), re.MULTILINE):
+        return
+    issue = _handler_issue(main, job.entry_point)
+    if issue:
+        yield problem("entry_point", issue.message, issue.fix)
+    for name, distribution in _missing_requirements(job.source_dir):
         yield problem(
-            "entry_point",
-            f"functions/{job.source}/main.py defines no function {job.entry_point!r}",
-            "set entry_point to the decorated handler's name",
+            "source",
+            f"functions/{job.source}/requirements.txt does not list {distribution}, which "
+            f"`import {name}` needs: the function would fail at its first start",
+            f"add a pinned {distribution}==<version> line to functions/{job.source}/requirements.txt",
         )
 
 
-def _env(job: Job, problem) -> Iterator[Problem]:
-    """Environment variable names, and the variables the stack owns."""
+# Many jobs share one folder: parse each main.py and requirements.txt once per synth.
+_handler_issue = cache(handler_issue)
+
+
+@cache
+def _missing_requirements(folder: Path) -> list[tuple[str, str]]:
+    return missing_requirements(folder, FUNCTIONS_DIR / "runonce")
+
+
+def _env(job: Job, problem: ProblemAt) -> Iterator[Problem]:
+    """Environment variable names: valid, not Cloud Run's, and not the ones the stack owns."""
     for name in job.env:
-        if not ENV_NAME.match(name):
+        if not function_limits.ENV_NAME.match(name):
             yield problem(
                 "env",
                 f"{name!r} is not a valid environment variable name",
                 "use letters, digits and underscores, not starting with a digit",
             )
-        if name in RESERVED_ENV or (name == LEASE_ENV and not job.env[name].isdigit()):
+        elif name in function_limits.RESERVED_ENV or name.startswith(function_limits.RESERVED_ENV_PREFIXES):
+            yield problem(
+                "env",
+                f"{name} is reserved by Cloud Run (its container runtime contract sets it), so the "
+                "deployment would be rejected",
+                f"rename {name} (e.g. APP_{name.removeprefix('X_GOOGLE_')})",
+            )
+        if name in STACK_ENV or (name == LEASE_ENV and not job.env[name].isdigit()):
             yield problem(
                 "env",
                 f"{name} is set by the stack from the team and job config",
@@ -375,10 +552,21 @@ def _env(job: Job, problem) -> Iterator[Problem]:
             )
 
 
-def _labels(team: str, job: str | None, labels: dict[str, str]) -> Iterator[Problem]:
-    """GCP label rules."""
+def _labels(team: str, job: str | None, labels: dict[str, str], inherited: set[str]) -> Iterator[Problem]:
+    """GCP label rules: format, Google's goog- prefix, runonce's own keys, and at most 64 in all
+    (a job's labels are merged over the `inherited` team labels)."""
     for key, value in labels.items():
-        if not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
+        google = key.startswith(function_limits.RESERVED_LABEL_PREFIX)
+        if google or key in function_limits.RUNONCE_LABELS:
+            owner = "Google reserves the goog- prefix" if google else "the stack sets it"
+            yield Problem(
+                team,
+                job,
+                "labels",
+                f"{key!r} is a reserved label key ({owner})",
+                f"rename the label {key!r}",
+            )
+        elif not function_limits.LABEL_KEY.match(key) or not function_limits.LABEL_VALUE.match(value):
             yield Problem(
                 team,
                 job,
@@ -387,3 +575,14 @@ def _labels(team: str, job: str | None, labels: dict[str, str]) -> Iterator[Prob
                 "use lowercase letters, digits, '_' and '-', at most 63 characters, keys "
                 "starting with a letter",
             )
+    room = function_limits.MAX_LABELS - len(function_limits.RUNONCE_LABELS)
+    merged = inherited | set(labels)
+    if len(merged) > room and len(inherited) <= room:  # a team already over is reported once
+        yield Problem(
+            team,
+            job,
+            "labels",
+            f"{len(merged)} labels (team and job together); a resource takes at most "
+            f"{function_limits.MAX_LABELS}, and runonce adds {len(function_limits.RUNONCE_LABELS)}",
+            f"keep at most {room} labels",
+        )

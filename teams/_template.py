@@ -8,7 +8,8 @@
 
 Files whose name starts with "_" (like this one) are not deployed. Every field not set here
 keeps the secure default documented in stacks/team.py; a bad value is reported at synth time
-with the team, the job, the field and how to fix it.
+with the file, the team, the job, the field and how to fix it, and so are the placeholders
+below ("my-team", "my-gcp-project") until you replace them. STACK may also be the file's name.
 """
 
 from stacks.team import Job, Retry, Team

@@ -16,6 +16,10 @@ team = Team(
             source="report",
             timeout_seconds=120,
             attempt_deadline_seconds=60,
+            # Three retries, 30 s doubling: the last comes after the 180 s lease of a crashed
+            # attempt, and even if every attempt takes its 60 s deadline it ends (450 s) before
+            # the next run ten minutes later.
+            retry=Retry(retry_count=3, min_backoff_seconds=30),
         ),
         Job(
             name="sync",
@@ -27,6 +31,9 @@ team = Team(
             retry=Retry(retry_count=5, min_backoff_seconds=5, max_backoff_seconds=60),
             # Every two minutes: a run lost to a crashed instance is redone by the next one.
             next_run_catches_up=True,
+            # Its retries may reach the next run, which Scheduler may then skip: the run after
+            # it catches up too.
+            retries_may_skip_next_run=True,
         ),
         Job(
             name="ledger-close",

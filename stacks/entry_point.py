@@ -1,0 +1,231 @@
+"""Is a job's entry point a deduplicated handler, and does its folder ship what it imports?
+
+Both are read from the function folder's syntax tree (`ast`), without importing it: importing
+would run the team's code at synth and need its dependencies installed on the deployer's machine.
+A handler the stack deploys but that is not deduplicated runs every delivery; a package missing
+from requirements.txt fails only after the build, at the function's first cold start.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+RUNONCE = "runonce"
+"""The bundled package: the stack zips it into every function folder."""
+
+# Import names whose distribution is not the import name with '_' for '-'.
+DISTRIBUTIONS = {
+    "functions_framework": "functions-framework",
+    "google.api_core": "google-api-core",
+    "google.auth": "google-auth",
+    "google.oauth2": "google-auth",
+    "google.protobuf": "protobuf",
+    "google.cloud.secretmanager": "google-cloud-secret-manager",
+    "google.cloud.pubsub_v1": "google-cloud-pubsub",
+    "googleapiclient": "google-api-python-client",
+    "yaml": "pyyaml",
+    "PIL": "pillow",
+    "dateutil": "python-dateutil",
+    "dotenv": "python-dotenv",
+    "bs4": "beautifulsoup4",
+    "sklearn": "scikit-learn",
+    "cv2": "opencv-python",
+    "jwt": "pyjwt",
+    "attr": "attrs",
+}
+# Distributions that a listed one documents as its own dependency, so they arrive with it.
+ARRIVES_WITH = {
+    "flask": "functions-framework",
+    "werkzeug": "functions-framework",
+    "cloudevents": "functions-framework",
+    "google-api-core": "google-cloud-",
+    "google-auth": "google-cloud-",
+    "protobuf": "google-cloud-",
+    "proto-plus": "google-cloud-",
+    "grpcio": "google-cloud-",
+}
+
+
+@dataclass(frozen=True)
+class HandlerIssue:
+    """Why the entry point is not a deduplicated handler, and how to fix it."""
+
+    message: str
+    """What is wrong, and why it matters."""
+    fix: str
+    """What to change."""
+
+
+def handler_issue(main_py: Path, entry_point: str) -> HandlerIssue | None:
+    """What is wrong with `entry_point` in this main.py, or None if it is a deduplicated handler.
+
+    Accepted: a top-level `def` decorated with `@deduplicated` or `@deduplicated(...)` (also as
+    `runonce.deduplicated`), or `name = deduplicated(job)` / `deduplicated(...)(job)`, possibly
+    wrapped further (`functions_framework.http(deduplicated(job))`). The job must not be async:
+    functions-framework and `deduplicated` call it synchronously, so a coroutine would never run.
+    """
+    where = f"{main_py.parent.name}/main.py"
+    try:
+        tree = ast.parse(main_py.read_text(), filename=str(main_py))
+    except SyntaxError as error:
+        return HandlerIssue(
+            f"functions/{where} does not parse (line {error.lineno}: {error.msg})", "fix the syntax error"
+        )
+    names = _DedupNames(tree)
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    binding: ast.stmt | None = None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions[node.name] = node
+        if entry_point in _bound_names(node):
+            binding = node
+    if binding is None:
+        return HandlerIssue(
+            f"functions/{where} defines no {entry_point!r}",
+            "set entry_point to the name of the @deduplicated handler in that file",
+        )
+    if isinstance(binding, ast.FunctionDef | ast.AsyncFunctionDef):
+        if not any(names.is_dedup(decorator) for decorator in binding.decorator_list):
+            return _not_deduplicated(where, entry_point)
+        return _async_issue(where, binding)
+    wrapped = [job for job in map(names.wrapped_job, ast.walk(binding)) if job is not None]
+    if not wrapped:
+        return _not_deduplicated(where, entry_point)
+    job = functions.get(wrapped[0])
+    return _async_issue(where, job) if job is not None else None
+
+
+def missing_requirements(folder: Path, runonce_dir: Path) -> list[tuple[str, str]]:
+    """(import, distribution) for every third-party import of the folder's main.py, and of the
+    bundled runonce package, that its requirements.txt does not list (nor brings along)."""
+    local = {path.stem for path in folder.iterdir()} | {RUNONCE}
+    imports = [name for name in _imports(folder / "main.py") if name.split(".")[0] not in local]
+    imports += [name for path in sorted(runonce_dir.glob("*.py")) for name in _imports(path)]
+    listed = _requirements(folder / "requirements.txt")
+    missing: dict[str, str] = {}
+    for name in imports:
+        if name.split(".")[0] in sys.stdlib_module_names:
+            continue
+        distribution = _distribution(name)
+        if distribution not in listed and not _arrives_with(distribution, listed):
+            missing.setdefault(distribution, name)
+    return [(name, distribution) for distribution, name in missing.items()]
+
+
+class _DedupNames:
+    """The names under which a module can refer to runonce's `deduplicated`."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.functions = {"deduplicated"}
+        self.modules = {RUNONCE}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == RUNONCE:
+                self.functions |= {a.asname or a.name for a in node.names if a.name == "deduplicated"}
+            elif isinstance(node, ast.Import):
+                self.modules |= {a.asname or a.name for a in node.names if a.name == RUNONCE}
+
+    def is_dedup(self, node: ast.expr) -> bool:
+        """`deduplicated`, `runonce.deduplicated`, or either called with options."""
+        if isinstance(node, ast.Call):
+            node = node.func
+        if isinstance(node, ast.Name):
+            return node.id in self.functions
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr == "deduplicated"
+            and isinstance(node.value, ast.Name)
+            and node.value.id in self.modules
+        )
+
+    def wrapped_job(self, node: ast.AST) -> str | None:
+        """The job's name in `deduplicated(job)` or `deduplicated(...)(job)`, else None."""
+        if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Name):
+            return None
+        direct = isinstance(node.func, ast.Name | ast.Attribute) and self.is_dedup(node.func)
+        configured = isinstance(node.func, ast.Call) and self.is_dedup(node.func)
+        return node.args[0].id if direct or configured else None
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    """Names a top-level statement binds (def, assignment, import)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.Assign):
+        return {target.id for target in node.targets if isinstance(target, ast.Name)}
+    if isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target, ast.Name):
+        return {node.target.id}
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return set()
+
+
+def _not_deduplicated(where: str, entry_point: str) -> HandlerIssue:
+    return HandlerIssue(
+        f"{entry_point!r} in functions/{where} is not wrapped by runonce's deduplicated, so every "
+        "delivery (retries and duplicates included) would run the job",
+        f"decorate it with @deduplicated (under @functions_framework.http), or write "
+        f"`{entry_point} = deduplicated(job)`",
+    )
+
+
+def _async_issue(where: str, job: ast.FunctionDef | ast.AsyncFunctionDef) -> HandlerIssue | None:
+    if isinstance(job, ast.AsyncFunctionDef):
+        return HandlerIssue(
+            f"{job.name!r} in functions/{where} is `async def`: functions-framework and deduplicated "
+            "call it synchronously, so the coroutine would be created and never run",
+            "make it a plain `def` (run asyncio code inside it with asyncio.run)",
+        )
+    return None
+
+
+def _imports(path: Path) -> Iterator[str]:
+    """Dotted names of the absolute imports in a file (`from google.cloud import firestore`
+    gives google.cloud.firestore); nothing if the file does not parse (reported elsewhere)."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (SyntaxError, OSError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _distribution(name: str) -> str:
+    """The PyPI distribution an import most likely comes from, normalized (PEP 503)."""
+    parts = name.split(".")
+    for length in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:length])
+        if prefix in DISTRIBUTIONS:
+            return DISTRIBUTIONS[prefix]
+    if parts[:2] == ["google", "cloud"] and len(parts) > 2:
+        return _normalize("google-cloud-" + re.sub(r"_v\d+\w*$", "", parts[2]))
+    return _normalize(parts[0])
+
+
+def _requirements(path: Path) -> set[str]:
+    """Normalized distribution names a requirements file lists (following `-r other.txt`)."""
+    names: set[str] = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith(("-r ", "--requirement ")):
+            nested = path.parent / line.split(maxsplit=1)[1]
+            names |= _requirements(nested) if nested.is_file() else set()
+        elif match := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)", line):
+            names.add(_normalize(match.group(1)))
+    return names
+
+
+def _arrives_with(distribution: str, listed: set[str]) -> bool:
+    carrier = ARRIVES_WITH.get(distribution)
+    return carrier is not None and any(name.startswith(carrier) for name in listed)
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()

@@ -1,0 +1,171 @@
+"""Where a team can deploy: the regions and Firestore locations, pinned from Google's pages.
+
+Pinned in code, not fetched, so synth stays offline and a typo (`europe-west-1`, `us-centrall`)
+fails at synth instead of half-way through an apply. Google adds regions from time to time: a
+region missing here is reported with the page to check, and adding it is a one-line change.
+Read on 2026-11-30 from stored copies of these pages:
+
+- Cloud Run functions run on Cloud Run, so a gen2 function's regions are Cloud Run's:
+  "Cloud Run locations", https://cloud.google.com/run/docs/locations (Tier 1 and Tier 2 lists).
+  (https://cloud.google.com/functions/docs/locations redirects there for current functions;
+  the 1st gen list, https://cloud.google.com/functions/1stgendocs/locations, is shorter.)
+- Cloud Scheduler: "Cloud Scheduler locations", https://cloud.google.com/scheduler/docs/locations
+  (only its Americas table could be read in the stored copy), the regions its release notes
+  (https://cloud.google.com/scheduler/docs/release-notes) announced: europe-west4, me-central1,
+  me-central2, me-west1 (2026-04-17), asia-southeast3 (2026-09-18), asia-south2, europe-west12,
+  northamerica-northeast2 (2026-09-24), and for the rest the regions of Cloud Tasks' table
+  (https://cloud.google.com/tasks/docs/locations), which Scheduler's have long matched. This is
+  the least certain list: a region Google lists for Scheduler but missing here is rejected with
+  a fix that says to add it.
+- Firestore: "Firestore locations", https://cloud.google.com/firestore/native/docs/locations
+  (multi-regions eur3, nam5, nam7), and the regional locations the Firestore API lists under
+  `projects.locations` (https://cloud.google.com/firestore/docs/reference/rest/v1/projects.locations/get).
+"""
+
+from __future__ import annotations
+
+FUNCTION_REGIONS = frozenset(
+    {
+        # Tier 1
+        "asia-east1",
+        "asia-northeast1",
+        "asia-northeast2",
+        "europe-north1",
+        "europe-southwest1",
+        "europe-west1",
+        "europe-west4",
+        "europe-west8",
+        "europe-west9",
+        "me-west1",
+        "us-central1",
+        "us-east1",
+        "us-east4",
+        "us-east5",
+        "us-south1",
+        "us-west1",
+        # Tier 2
+        "africa-south1",
+        "asia-east2",
+        "asia-northeast3",
+        "asia-southeast1",
+        "asia-southeast2",
+        "asia-south1",
+        "asia-south2",
+        "australia-southeast1",
+        "australia-southeast2",
+        "europe-central2",
+        "europe-west10",
+        "europe-west12",
+        "europe-west2",
+        "europe-west3",
+        "europe-west6",
+        "me-central1",
+        "me-central2",
+        "northamerica-northeast1",
+        "northamerica-northeast2",
+        "southamerica-east1",
+        "southamerica-west1",
+        "us-west2",
+        "us-west3",
+        "us-west4",
+    }
+)
+"""Regions where a gen2 (Cloud Run) function can be deployed."""
+
+SCHEDULER_REGIONS = frozenset(
+    {
+        "asia-east1",
+        "asia-east2",
+        "asia-northeast1",
+        "asia-northeast2",
+        "asia-northeast3",
+        "asia-south1",
+        "asia-south2",
+        "asia-southeast1",
+        "asia-southeast2",
+        "asia-southeast3",
+        "australia-southeast1",
+        "europe-central2",
+        "europe-west1",
+        "europe-west2",
+        "europe-west3",
+        "europe-west4",
+        "europe-west6",
+        "europe-west12",
+        "me-central1",
+        "me-central2",
+        "me-west1",
+        "northamerica-northeast1",
+        "northamerica-northeast2",
+        "southamerica-east1",
+        "us-central1",
+        "us-east1",
+        "us-east4",
+        "us-west1",
+        "us-west2",
+        "us-west3",
+        "us-west4",
+    }
+)
+"""Regions where Cloud Scheduler jobs can be created (the page's tables and release notes)."""
+
+TEAM_REGIONS = FUNCTION_REGIONS & SCHEDULER_REGIONS
+"""A team's functions and Scheduler jobs share one region, so it must offer both."""
+
+FIRESTORE_MULTI_REGIONS = frozenset({"eur3", "nam5", "nam7"})
+"""Firestore's multi-region locations."""
+
+FIRESTORE_LOCATIONS = FIRESTORE_MULTI_REGIONS | frozenset(
+    {
+        "africa-south1",
+        "asia-east1",
+        "asia-east2",
+        "asia-northeast1",
+        "asia-northeast2",
+        "asia-northeast3",
+        "asia-south1",
+        "asia-south2",
+        "asia-southeast1",
+        "asia-southeast2",
+        "asia-southeast3",
+        "australia-southeast1",
+        "australia-southeast2",
+        "europe-central2",
+        "europe-north1",
+        "europe-north2",
+        "europe-southwest1",
+        "europe-west1",
+        "europe-west10",
+        "europe-west12",
+        "europe-west15",
+        "europe-west2",
+        "europe-west3",
+        "europe-west4",
+        "europe-west6",
+        "europe-west8",
+        "europe-west9",
+        "me-central1",
+        "me-central2",
+        "me-west1",
+        "northamerica-northeast1",
+        "northamerica-northeast2",
+        "northamerica-south1",
+        "southamerica-east1",
+        "southamerica-west1",
+        "us-central1",
+        "us-east1",
+        "us-east4",
+        "us-east5",
+        "us-south1",
+        "us-west1",
+        "us-west2",
+        "us-west3",
+        "us-west4",
+    }
+)
+"""Every location a Firestore database can be created in."""
+
+LOCATIONS_PAGES = (
+    "https://cloud.google.com/run/docs/locations and https://cloud.google.com/scheduler/docs/locations"
+)
+"""Where to check a region missing here before adding it."""
