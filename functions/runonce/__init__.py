@@ -11,10 +11,13 @@ def handle(request):
 
 from .clock import set_clock
 from .delivery import BadDelivery, Delivery, parse_delivery
-from .errors import ConfigError, PermanentError
-from .handler import Run, current_run, deduplicated
+from .errors import ConfigError, NestedRunError, NotRunnable, PermanentError
+from .handler import deduplicated
 from .keys import run_key
 from .ledger import Claim, Held, Ledger, RunStatus
+from .outcomes import Outcome
+from .results import StoredResult
+from .run import Run, current_run
 from .settings import Settings, load_settings
 
 __all__ = [
@@ -24,10 +27,14 @@ __all__ = [
     "Delivery",
     "Held",
     "Ledger",
+    "NestedRunError",
+    "NotRunnable",
+    "Outcome",
     "PermanentError",
     "Run",
     "RunStatus",
     "Settings",
+    "StoredResult",
     "current_run",
     "deduplicated",
     "load_settings",

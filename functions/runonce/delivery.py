@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from functools import cached_property
 
 JOB_HEADER = "X-CloudScheduler-JobName"
 TIME_HEADER = "X-CloudScheduler-ScheduleTime"
@@ -20,9 +21,10 @@ LOCATION_HEADER = "X-Runonce-Location"
 # Scheduler job ids are at most 500 characters; the others are far shorter in practice.
 MAX_LENGTH = {JOB_HEADER: 500, TIME_HEADER: 64, PROJECT_HEADER: 100, LOCATION_HEADER: 100}
 
+# [0-9], not \d: \d also matches other scripts' digits, which int() would then read.
 _RFC3339 = re.compile(
-    r"^(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d{1,9}))?"
-    r"(?:(?P<zulu>[Zz])|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))$"
+    r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[Tt](?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+    r"(?:\.(?P<fraction>[0-9]{1,9}))?(?:(?P<zulu>[Zz])|(?P<sign>[+-])(?P<oh>[0-9]{2}):(?P<om>[0-9]{2}))"
 )
 
 
@@ -43,6 +45,10 @@ class Instant:
 
     def rfc3339(self) -> str:
         """The canonical form: UTC, `Z`, nine fraction digits only when the fraction is not zero."""
+        return self._canonical
+
+    @cached_property
+    def _canonical(self) -> str:  # the key, the record and every log line use it: format it once
         base = self.utc.strftime("%Y-%m-%dT%H:%M:%S")
         return f"{base}.{self.nanos:09d}Z" if self.nanos else f"{base}Z"
 
@@ -56,12 +62,13 @@ class Delivery:
     project: str
     location: str
     forced: bool
-    """ScheduleTime lies in the future: a "Force run", which carries the next scheduled time."""
+    """ScheduleTime lies more than the skew ahead of the clock: a "Force run", which carries the
+    next scheduled time (unless that scheduled run already has a record: the handler checks)."""
 
 
 def parse_instant(text: str) -> Instant:
     """Parse an RFC 3339 timestamp with a mandatory offset; ValueError says what is wrong."""
-    match = _RFC3339.match(text)
+    match = _RFC3339.fullmatch(text)
     if match is None:
         raise ValueError(f"{text!r} is not an RFC 3339 timestamp like 2026-01-31T03:00:00Z")
     year, month, day = (int(part) for part in match["date"].split("-"))
@@ -77,8 +84,12 @@ def parse_instant(text: str) -> Instant:
         local = datetime(year, month, day, hour, minute, second, tzinfo=timezone(offset))
     except ValueError as exc:
         raise ValueError(f"{text!r} is not a real date and time ({exc})") from None
+    try:
+        utc = local.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{text!r} is outside the years 1-9999 once converted to UTC") from None
     nanos = int((match["fraction"] or "").ljust(9, "0") or 0)
-    return Instant(utc=local.astimezone(UTC), nanos=nanos)
+    return Instant(utc=utc, nanos=nanos)
 
 
 def parse_delivery(headers: Mapping[str, str], now: datetime, forced_skew: timedelta) -> Delivery:

@@ -11,3 +11,13 @@ class PermanentError(Exception):
 
 class ConfigError(ValueError):
     """A runonce setting is invalid; the message names the setting and how to fix it."""
+
+
+class NotRunnable(TypeError):
+    """The job is an async or generator function (or returned a coroutine or generator): its body
+    would never run. Raised when decorating; one returned at run time is answered `misconfigured`."""
+
+
+class NestedRunError(RuntimeError):
+    """A `@deduplicated` function was called while a `@deduplicated` job was running: it would claim
+    the same delivery's run again and find it held. Call the undecorated function instead."""

@@ -1,125 +1,63 @@
-"""`@deduplicated`: request -> delivery -> run key -> claim -> job -> finish -> response.
+"""`@deduplicated`: request -> delivery -> run key -> claim -> job -> finish -> answer.
 
-Status codes are chosen for Cloud Scheduler, which retries any non-2xx: 2xx when retrying would
-be wrong (done, duplicate of a finished run, permanent failure), 409 while another attempt holds
-the run, 500 when a retry should run the job, 400 for a request that is not a valid delivery.
-Never 503, which the serving platform uses for its own overload.
+Every way out is a JSON answer with an outcome (see `outcomes`), whatever the job raises or
+returns: one outer guard turns anything unforeseen into `error` and gives back a claim this
+attempt still holds. Only a process that dies (SIGKILL, os._exit, out of memory) leaves its claim
+held, until the lease expires; SystemExit and KeyboardInterrupt release it before going on up.
 """
 
 from __future__ import annotations
 
-import contextvars
+import dataclasses
 import functools
 import logging
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from . import clock
+from . import clock, logs
+from .connection import Connection, Setup
 from .delivery import BadDelivery, Delivery, parse_delivery
-from .errors import ConfigError, PermanentError
+from .errors import ConfigError, NotRunnable, PermanentError
+from .finish import Attempt, complete, fail, release, retry, store_problem
 from .keys import run_key
-from .ledger import Claim, Held, Ledger, RunStatus, storable
+from .ledger import TRANSIENT, Claim, Held, Ledger, RunStatus
 from .logs import log
-from .settings import Settings, load_settings
+from .outcomes import Answer, Outcome
+from .results import StoredResult
+from .returns import Returned, Verdict, read_return, refuse_unrunnable
+from .run import Run, enter, leave, refuse_nested
+from .text import describe, type_name
+from .trace import trace_fields
 
 
-@dataclass(frozen=True)
-class Run:
-    """The run the current job executes, as `current_run()` returns it."""
-
-    key: str
-    job: str
-    schedule_time: str
-    """Canonical RFC 3339 UTC form of the scheduled instant."""
-    project: str
-    location: str
-    forced: bool
-    attempt_id: str
-    attempt: int
-
-
-_current: contextvars.ContextVar[Run] = contextvars.ContextVar("runonce_current_run")
-
-
-def current_run() -> Run:
-    """The run being executed; only valid inside a `@deduplicated` function."""
-    try:
-        return _current.get()
-    except LookupError:
-        raise RuntimeError("current_run() is only available inside a @deduplicated function") from None
-
-
-class _LedgerSource:
-    """Builds the settings and ledger on first use and keeps them for the process."""
-
-    def __init__(self, overrides: dict[str, Any], client: firestore.Client | None):
-        self._overrides = overrides
-        self._client = client
-        self._lock = threading.Lock()
-        self._value: tuple[Settings, Ledger] | None = None
-
-    def get(self) -> tuple[Settings, Ledger]:
-        with self._lock:
-            if self._value is None:
-                settings = load_settings(self._overrides)
-                client = self._client or firestore.Client(
-                    project=settings.project, database=settings.database
-                )
-                self._value = (
-                    settings,
-                    Ledger(client, settings.collection, settings.lease, settings.retention),
-                )
-            return self._value
-
-
-def _answer(code: int, outcome: str, **body: Any) -> tuple[dict[str, Any], int]:
-    return {"outcome": outcome, **body}, code
-
-
-def _held_answer(held: Held, fields: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def _held_answer(held: Held, attempt: Attempt) -> Answer:
     if held.status is RunStatus.IN_PROGRESS:
         log(
             logging.INFO,
             "run in progress elsewhere; asking Scheduler to retry later",
-            outcome="in_progress",
-            **fields,
+            outcome=Outcome.IN_PROGRESS.label,
+            latency_ms=attempt.ms(),
         )
-        return _answer(409, "in_progress", run_key=held.key, lease_expires=str(held.lease_expires or ""))
+        return Outcome.IN_PROGRESS.answer(run_key=held.key, lease_expires=str(held.lease_expires or ""))
     log(
         logging.INFO,
         f"duplicate delivery of a {held.status.value} run; not running",
-        outcome="duplicate",
-        **fields,
+        outcome=Outcome.DUPLICATE.label,
+        latency_ms=attempt.ms(),
     )
-    return _answer(
-        200, "duplicate", run_key=held.key, status=held.status.value, result=held.result, error=held.error
-    )
-
-
-def _store_write(write: Callable[..., bool], *args: Any) -> bool:
-    """A finishing write whose retries ran out reports False instead of failing the answer."""
-    try:
-        return write(*args)
-    except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
-        log(logging.ERROR, f"run ledger write failed after retries: {exc}", outcome="store_unavailable")
-        return False
+    told = held.stored.answer() if held.stored is not None else {"result": held.result}
+    return Outcome.DUPLICATE.answer(run_key=held.key, status=held.status.value, **told, error=held.error)
 
 
 def _execute(
-    job: Callable,
-    request: Any,
-    ledger: Ledger,
-    claim: Claim,
-    delivery: Delivery,
-    fields: dict[str, Any],
-    started: float,
-) -> tuple[dict[str, Any], int]:
+    job: Callable[[Any], Any], request: Any, attempt: Attempt, claim: Claim, delivery: Delivery
+) -> Answer:
+    attempt.claim = claim
+    logs.bind(attempt_id=claim.attempt_id, attempt=claim.attempt)
     run = Run(
         key=claim.key,
         job=delivery.job,
@@ -130,94 +68,170 @@ def _execute(
         attempt_id=claim.attempt_id,
         attempt=claim.attempt,
     )
-    fields = {**fields, "attempt_id": claim.attempt_id, "attempt": claim.attempt}
-    token = _current.set(run)
+    token = enter(run, request)
     try:
-        result = job(request)
+        returned: Returned = read_return(job(request))
     except PermanentError as exc:
-        recorded = _store_write(ledger.fail, claim, str(exc))
+        return fail(attempt, claim, describe(exc))
+    except NotRunnable as exc:
+        released, _ = release(attempt, claim)
+        error = describe(exc)
         log(
             logging.ERROR,
-            f"job failed permanently: {exc}",
-            outcome="failed",
-            recorded=recorded,
-            latency_ms=_ms(started),
-            **fields,
-        )
-        return _answer(200, "failed", run_key=claim.key, error=str(exc), recorded=recorded)
-    except Exception as exc:
-        released = _store_write(ledger.release, claim)
-        log(
-            logging.ERROR,
-            f"job failed, will be retried: {exc!r}",
-            exc_info=True,
-            outcome="retry",
+            f"job cannot run: {error}",
+            outcome=Outcome.MISCONFIGURED.label,
             released=released,
-            latency_ms=_ms(started),
-            **fields,
+            latency_ms=attempt.ms(),
         )
-        return _answer(500, "retry", run_key=claim.key, error=type(exc).__name__)
-    finally:
-        _current.reset(token)
-    recorded = _store_write(ledger.complete, claim, result)
-    if recorded:
-        log(logging.INFO, "run completed", outcome="completed", latency_ms=_ms(started), **fields)
-    else:
-        # The job did run; answering 2xx stops Scheduler from delivering it again.
+        return Outcome.MISCONFIGURED.answer(run_key=claim.key, error=error)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        released, _ = release(attempt, claim)
         log(
             logging.ERROR,
-            "run completed but its completion was not recorded (lease lost or store down)",
-            outcome="completed",
-            recorded=False,
-            latency_ms=_ms(started),
-            **fields,
+            f"job stopped the process ({type_name(exc)}); claim released: {released}",
+            outcome=Outcome.RETRY.label,
+            released=released,
+            latency_ms=attempt.ms(),
         )
-    return _answer(
-        200, "completed", run_key=claim.key, attempt=claim.attempt, result=storable(result), recorded=recorded
+        raise
+    except BaseException as exc:  # anything else the job raises is retried
+        return retry(attempt, claim, type_name(exc), exc)
+    finally:
+        leave(token, request)
+    if returned.verdict is Verdict.PERMANENT:
+        return fail(attempt, claim, returned.error())
+    if returned.verdict is Verdict.RETRYABLE:
+        return retry(attempt, claim, returned.error(), None)
+    attempt.succeeded = True
+    return complete(attempt, claim, StoredResult.of(returned.body))
+
+
+def _scheduled_if_recorded(ledger: Ledger, delivery: Delivery) -> Delivery:
+    """A delivery that looks forced is the scheduled run if that run already has a record.
+
+    A scheduled run's deliveries are sent at or after its time, so its record existing means the
+    time has come by another instance's clock: this one's clock is behind, or this is a forced
+    run's retry near the time. Taking it for the scheduled run never runs that run twice.
+    """
+    scheduled = dataclasses.replace(delivery, forced=False)
+    if not ledger.exists(run_key(scheduled)):
+        return delivery
+    log(
+        logging.WARNING,
+        "ScheduleTime is ahead of this clock but the scheduled run already has a record: "
+        "taking the delivery for the scheduled run",
     )
+    return scheduled
 
 
-def _handle(job: Callable, request: Any, source: _LedgerSource) -> tuple[dict[str, Any], int]:
-    started = time.monotonic()
+def _handle(job: Callable[[Any], Any], request: Any, connection: Connection, attempt: Attempt) -> Answer:
     try:
-        settings, ledger = source.get()
+        setup: Setup = connection.get()
     except ConfigError as exc:
-        log(logging.ERROR, f"runonce is misconfigured: {exc}", outcome="misconfigured")
-        return _answer(500, "misconfigured", error=str(exc))
+        error = describe(exc)
+        log(
+            logging.ERROR,
+            f"runonce is misconfigured: {error}",
+            outcome=Outcome.MISCONFIGURED.label,
+            latency_ms=attempt.ms(),
+        )
+        return Outcome.MISCONFIGURED.answer(error=error)
+    trace = trace_fields(request.headers, setup.project)
+    if trace:
+        logs.bind(**trace)
+    settings, ledger = setup.settings, setup.ledger
     now = clock.now()
     try:
         delivery = parse_delivery(request.headers, now, settings.forced_skew)
     except BadDelivery as exc:
-        log(logging.WARNING, f"rejected delivery: {exc}", outcome="rejected", header=exc.header)
-        return _answer(400, "rejected", error=str(exc))
+        error = describe(exc, 1024)
+        log(
+            logging.WARNING,
+            f"rejected delivery: {error}",
+            outcome=Outcome.REJECTED.label,
+            header=exc.header,
+            latency_ms=attempt.ms(),
+        )
+        return Outcome.REJECTED.answer(error=error)
     key = run_key(delivery)
-    fields: dict[str, Any] = {
-        "run_key": key,
+    fields = {
         "job": delivery.job,
         "schedule_time": delivery.schedule_time.rfc3339(),
         "forced": delivery.forced,
     }
+    logs.bind(run_key=key, **fields)
     if delivery.schedule_time.utc < now - settings.retention:
         # Its record may already be gone (TTL), so a second run could not be told apart.
         log(
             logging.ERROR,
             "delivery older than the retention period; not running it",
-            outcome="too_old",
-            **fields,
+            outcome=Outcome.TOO_OLD.label,
+            latency_ms=attempt.ms(),
         )
-        return _answer(200, "too_old", run_key=key)
+        return Outcome.TOO_OLD.answer(run_key=key)
+    attempt.ledger = ledger
     try:
+        if delivery.forced:
+            delivery = _scheduled_if_recorded(ledger, delivery)
+            if not delivery.forced:
+                key, fields["forced"] = run_key(delivery), False
+                logs.bind(run_key=key, forced=False)
         claim = ledger.claim(key, {**fields, "project": delivery.project, "location": delivery.location})
     except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
-        log(logging.ERROR, f"run ledger unavailable: {exc}", outcome="store_unavailable", **fields)
-        return _answer(500, "store_unavailable", run_key=key)
+        return _claim_failed(exc, key, attempt)
     if isinstance(claim, Held):
-        return _held_answer(claim, {**fields, "latency_ms": _ms(started)})
-    return _execute(job, request, ledger, claim, delivery, fields, started)
+        return _held_answer(claim, attempt)
+    return _execute(job, request, attempt, claim, delivery)
 
 
-def _ms(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
+def _claim_failed(exc: Exception, key: str, attempt: Attempt) -> Answer:
+    """The claim could not be made; nothing ran. Unavailable, refused access, or something else."""
+    problem = store_problem(exc)
+    if isinstance(exc, gexc.PermissionDenied | gexc.Unauthenticated | gexc.NotFound):
+        error = (
+            f"the run ledger cannot be used: {problem}; check that the Firestore database "
+            "(RUNONCE_DATABASE) exists and that the function's service account may use it "
+            "(roles/datastore.user)"
+        )
+        outcome = Outcome.MISCONFIGURED
+    elif isinstance(exc, (gexc.RetryError, *TRANSIENT)):
+        error, outcome = f"the claim failed: {problem}", Outcome.STORE_UNAVAILABLE
+    else:
+        error, outcome = f"the claim failed: {problem}", Outcome.ERROR
+    log(logging.ERROR, f"run not claimed: {error}", outcome=outcome.label, latency_ms=attempt.ms())
+    return outcome.answer(run_key=key, error=error)
+
+
+def _unexpected(exc: Exception, attempt: Attempt) -> Answer:
+    """The outer guard: answer JSON, and give back (or complete) a claim this attempt still holds."""
+    claim, ledger = attempt.claim, attempt.ledger
+    if claim is not None and ledger is not None and not attempt.finished:
+        if attempt.succeeded:  # the job ran: its completion must not be lost, even without a result
+            stored = StoredResult.not_stored(f"runonce failed before storing it ({type_name(exc)})")
+            return complete(attempt, claim, stored)
+        release(attempt, claim)
+    log(
+        logging.ERROR,
+        f"runonce failed unexpectedly: {describe(exc)}",
+        exc_info=True,
+        outcome=Outcome.ERROR.label,
+        latency_ms=attempt.ms(),
+    )
+    body: dict[str, Any] = {"error": type_name(exc)}
+    if claim is not None:
+        body["run_key"] = claim.key
+    return Outcome.ERROR.answer(**body)
+
+
+def _serve(job: Callable[[Any], Any], request: Any, connection: Connection) -> Answer:
+    attempt = Attempt(time.monotonic())
+    scope = logs.open_scope()
+    try:
+        return _handle(job, request, connection, attempt)
+    except Exception as exc:
+        return _unexpected(exc, attempt)
+    finally:
+        logs.close_scope(scope)
 
 
 def deduplicated(
@@ -235,8 +249,10 @@ def deduplicated(
     Use bare (`@deduplicated`) or with options in seconds/names that override the RUNONCE_*
     environment variables; place it under `@functions_framework.http`. The function receives
     the Flask request, may call `current_run()`, and returns JSON-like data stored as the run's
-    result. Raise PermanentError for failures a retry cannot fix. `client` replaces the Firestore
-    client built from the settings (its project and database then win).
+    result, or a Flask-style status: a returned 5xx (or 408, 429) is retried like an exception,
+    another 4xx fails permanently. Raise PermanentError for failures a retry cannot fix. `async
+    def` and generator functions are refused (NotRunnable). `client` replaces the Firestore client
+    built from the settings (its project and database then win).
     """
     overrides = {
         "lease": lease,
@@ -247,11 +263,14 @@ def deduplicated(
     }
 
     def decorate(job: Callable) -> Callable:
-        source = _LedgerSource(overrides, client)
+        refuse_unrunnable(job)
+        connection = Connection(overrides, client)
+        name = getattr(job, "__qualname__", None) or type_name(job)
 
         @functools.wraps(job)
         def handler(request: Any):
-            return _handle(job, request, source)
+            refuse_nested(request, name)
+            return _serve(job, request, connection)
 
         return handler
 

@@ -5,11 +5,18 @@ write is guarded by the claim's update time, so only the attempt holding the cla
 or release it. A record that already exists costs one read; an expired lease is taken over with
 an update guarded by the update time that read saw (optimistic, no transaction), so of several
 contenders exactly one wins and the others are told the run is in progress.
+
+Every store call carries a deadline (see `budget`). A claim that gave up while its write was in
+flight may still land later and would then hold the run for a whole lease, so the ledger looks
+for it in the background for about a minute and deletes it if it finds it.
 """
 
 from __future__ import annotations
 
-import json
+import contextvars
+import logging
+import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,9 +28,10 @@ from google.api_core.retry import Retry, if_exception_type
 from google.cloud import firestore
 
 from . import clock
-
-# Results larger than this are not stored (Firestore documents are limited to 1 MiB).
-MAX_RESULT_BYTES = 16 * 1024
+from .budget import Budget
+from .logs import log
+from .results import StoredResult
+from .text import MAX_ERROR_CHARS, clip, describe
 
 # Transient store errors: a finishing write is retried on these, so a job that succeeded is not
 # run again because its completion write hiccuped.
@@ -35,14 +43,18 @@ TRANSIENT = (
     gexc.Aborted,
     gexc.Unknown,
 )
-FINISH_RETRY = Retry(
-    predicate=if_exception_type(*TRANSIENT), initial=0.05, maximum=2.0, multiplier=2.0, timeout=30.0
-)
+FINISH_RETRY = Retry(predicate=if_exception_type(*TRANSIENT), initial=0.05, maximum=2.0, multiplier=2.0)
 # A claim gives up sooner: nothing has run yet, and Scheduler will deliver the run again.
-CLAIM_RETRY = Retry(
-    predicate=if_exception_type(*TRANSIENT), initial=0.05, maximum=1.0, multiplier=2.0, timeout=10.0
-)
+CLAIM_RETRY = Retry(predicate=if_exception_type(*TRANSIENT), initial=0.05, maximum=1.0, multiplier=2.0)
 _CLAIM_ATTEMPTS = 3
+
+# Seconds all the store calls of one operation may take together (retries included).
+CLAIM_SECONDS = 10.0
+FINISH_SECONDS = 30.0
+RELEASE_SECONDS = 10.0
+# Seconds between the background looks for a claim that may land after its attempt gave up
+# (about a minute in all); the client's deadline makes a later landing implausible.
+ABANDONED_CLAIM_CHECKS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
 
 class RunStatus(str, Enum):
@@ -72,15 +84,8 @@ class Held:
     result: Any = None
     error: str | None = None
     lease_expires: datetime | None = None
-
-
-def storable(result: Any) -> Any:
-    """The job's result if it is small JSON-like data Firestore can hold, else None."""
-    try:
-        encoded = json.dumps(result)
-    except (TypeError, ValueError):
-        return None
-    return result if len(encoded.encode("utf-8")) <= MAX_RESULT_BYTES else None
+    stored: StoredResult | None = None
+    """The result as stored (a completed run): the value, or why there is none."""
 
 
 class Ledger:
@@ -102,17 +107,33 @@ class Ledger:
         self._finish_retry = finish_retry
         self._claim_retry = claim_retry
 
+    def exists(self, key: str) -> bool:
+        """Whether the run has a record, in any state."""
+        budget = Budget(CLAIM_SECONDS, self._claim_retry)
+        return bool(self._collection.document(key).get(**budget.call()).exists)
+
     def claim(self, key: str, fields: dict[str, Any]) -> Claim | Held:
         """Claim the run for a new attempt, or say who holds it.
 
         `fields` (job, schedule time, ...) are stored with the claim for operators. Contention is
         never an error: a lost race is reported as Held(IN_PROGRESS), which callers answer 409.
-        Store errors other than contention propagate.
+        Store errors other than contention propagate, after `CLAIM_SECONDS` at most.
         """
+        attempt_id = uuid.uuid4().hex
+        sent: list[bool] = []
+        try:
+            return self._claim(key, fields, attempt_id, Budget(CLAIM_SECONDS, self._claim_retry), sent)
+        except Exception:
+            if sent:  # a write of ours may land after we gave up: do not let it hold the run
+                self._remove_later(key, attempt_id)
+            raise
+
+    def _claim(
+        self, key: str, fields: dict[str, Any], attempt_id: str, budget: Budget, sent: list[bool]
+    ) -> Claim | Held:
         doc = self._collection.document(key)
         for _ in range(_CLAIM_ATTEMPTS):
             now = clock.now()
-            attempt_id = uuid.uuid4().hex
             lease = {
                 "status": RunStatus.IN_PROGRESS.value,
                 "attempt_id": attempt_id,
@@ -121,40 +142,39 @@ class Ledger:
                 "claimed_at": now,
             }
             try:
-                written = doc.create({**fields, **lease, "attempts": 1}, retry=self._claim_retry)
+                sent.append(True)
+                written = doc.create({**fields, **lease, "attempts": 1}, **budget.call())
                 return Claim(key, attempt_id, 1, written.update_time)
             except gexc.AlreadyExists:
                 pass
             except gexc.Aborted:
                 return Held(key, RunStatus.IN_PROGRESS)
-            snapshot = doc.get(retry=self._claim_retry)
+            snapshot = doc.get(**budget.call())
             if not snapshot.exists:
                 continue  # released between our create and our read: try to create again
             record = snapshot.to_dict() or {}
-            if record["attempt_id"] == attempt_id:
+            if record.get("attempt_id") == attempt_id:
                 # Our own create landed; only its answer was lost and the retry hit our record.
-                return Claim(key, attempt_id, int(record["attempts"]), snapshot.update_time)
+                return Claim(key, attempt_id, int(record.get("attempts", 1)), snapshot.update_time)
             status = RunStatus(record["status"])
             if status is not RunStatus.IN_PROGRESS or record["lease_expires"] > now:
-                return Held(
-                    key, status, record.get("result"), record.get("error"), record.get("lease_expires")
-                )
-            return self._take_over(doc, snapshot.update_time, record, lease)
+                return _held(key, status, record)
+            return self._take_over(doc, snapshot.update_time, record, lease, budget)
         return Held(key, RunStatus.IN_PROGRESS)
 
     def _take_over(
-        self, doc, read_at: datetime, record: dict[str, Any], lease: dict[str, Any]
+        self, doc, read_at: datetime, record: dict[str, Any], lease: dict[str, Any], budget: Budget
     ) -> Claim | Held:
         """Claim a run whose holder's lease expired, unless someone wrote to it since we read it."""
         attempt = int(record.get("attempts", 0)) + 1
         try:
             written = doc.update(
-                {**lease, "attempts": attempt, "previous_attempt_id": record["attempt_id"]},
+                {**lease, "attempts": attempt, "previous_attempt_id": record.get("attempt_id")},
                 option=self._client.write_option(last_update_time=read_at),
-                retry=self._claim_retry,
+                **budget.call(),
             )
         except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted):
-            now = doc.get()
+            now = doc.get(**budget.call())
             if not now.exists or now.get("attempt_id") != lease["attempt_id"]:
                 return Held(doc.id, RunStatus.IN_PROGRESS)  # another delivery took it over first
             return Claim(doc.id, lease["attempt_id"], attempt, now.update_time)  # ours; its answer was lost
@@ -162,41 +182,114 @@ class Ledger:
 
     def complete(self, claim: Claim, result: Any = None) -> bool:
         """Record success. False if this attempt no longer holds the claim (nothing is written)."""
-        return self._finish(claim, RunStatus.COMPLETED, {"result": storable(result)})
+        stored = result if isinstance(result, StoredResult) else StoredResult.of(result)
+        return self.record_result(claim, stored) is not None
+
+    def record_result(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
+        """Record success with `stored`; the result as recorded, or None if the claim was lost.
+
+        Should the store refuse the result, the completion is recorded without it: a finished job
+        always ends `completed`.
+        """
+        budget = Budget(FINISH_SECONDS, self._finish_retry)
+        try:
+            return stored if self._finish(claim, RunStatus.COMPLETED, stored.fields(), budget) else None
+        except gexc.InvalidArgument as exc:
+            if stored.text is None:
+                raise
+            stored = StoredResult.not_stored(f"the store refused it: {describe(exc, 300)}")
+            return stored if self._finish(claim, RunStatus.COMPLETED, stored.fields(), budget) else None
 
     def fail(self, claim: Claim, error: str) -> bool:
         """Record a permanent failure: later deliveries are answered without running the job."""
-        return self._finish(claim, RunStatus.FAILED, {"error": error[:4096]})
+        budget = Budget(FINISH_SECONDS, self._finish_retry)
+        return self._finish(claim, RunStatus.FAILED, {"error": clip(error, MAX_ERROR_CHARS)}, budget)
 
     def release(self, claim: Claim) -> bool:
         """Delete the claim so a retry runs the job at once. False if this attempt lost the claim."""
+        budget = Budget(RELEASE_SECONDS, self._finish_retry)
         doc = self._collection.document(claim.key)
         try:
-            doc.delete(
-                option=self._client.write_option(last_update_time=claim.update_time), retry=self._finish_retry
-            )
+            doc.delete(option=self._client.write_option(last_update_time=claim.update_time), **budget.call())
             return True
         except (gexc.FailedPrecondition, gexc.NotFound):
-            return not doc.get().exists  # an earlier try of ours deleted it, and its answer was lost
+            # Lost: another attempt took the run over; or an earlier try of ours deleted it and
+            # only its answer was lost, which the record's absence tells.
+            return not doc.get(**budget.call()).exists
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored record of a run, or None."""
-        snapshot = self._collection.document(key).get()
+        snapshot = self._collection.document(key).get(**Budget(CLAIM_SECONDS, self._claim_retry).call())
         return snapshot.to_dict() if snapshot.exists else None
 
-    def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any]) -> bool:
+    def remove_if_ours(self, key: str, attempt_id: str) -> bool | None:
+        """Delete the run's record if it is still `attempt_id`'s claim, in progress.
+
+        True: deleted; False: the record is not (or no longer) that claim; None: no record (yet).
+        """
+        budget = Budget(RELEASE_SECONDS, self._claim_retry)
+        doc = self._collection.document(key)
+        snapshot = doc.get(**budget.call())
+        if not snapshot.exists:
+            return None
+        record = snapshot.to_dict() or {}
+        if record.get("attempt_id") != attempt_id or record.get("status") != RunStatus.IN_PROGRESS.value:
+            return False
+        guard = self._client.write_option(last_update_time=snapshot.update_time)
+        try:
+            doc.delete(option=guard, **budget.call())
+        except (gexc.FailedPrecondition, gexc.NotFound):
+            return False
+        return True
+
+    def _remove_later(self, key: str, attempt_id: str) -> None:
+        """Look for a claim of `attempt_id` that lands late, in the background, and delete it."""
+        context = contextvars.copy_context()  # keeps the request's log fields (run key, job, trace)
+        threading.Thread(
+            target=context.run, args=(self._remove_late_claim, key, attempt_id), daemon=True
+        ).start()
+
+    def _remove_late_claim(self, key: str, attempt_id: str) -> None:
+        for wait in ABANDONED_CLAIM_CHECKS:
+            time.sleep(wait)
+            try:
+                removed = self.remove_if_ours(key, attempt_id)
+            except Exception:
+                continue  # the store is still unavailable: look again later
+            if removed:
+                log(
+                    logging.WARNING,
+                    "deleted a claim that landed after its attempt had answered store_unavailable, "
+                    "so the run's retries need not wait for its lease",
+                    attempt_id=attempt_id,
+                )
+            if removed is not None:
+                return
+
+    def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any], budget: Budget) -> bool:
         now = clock.now()
         doc = self._collection.document(claim.key)
         update = {**fields, "status": status.value, "finished_at": now, "expire_at": now + self._retention}
         try:
             doc.update(
-                update,
-                option=self._client.write_option(last_update_time=claim.update_time),
-                retry=self._finish_retry,
+                update, option=self._client.write_option(last_update_time=claim.update_time), **budget.call()
             )
             return True
         except (gexc.FailedPrecondition, gexc.NotFound):
             # Either another attempt took the run over, or an earlier try of this very write
             # committed and only its answer was lost: the record tells which.
-            record = self.get(claim.key) or {}
+            snapshot = doc.get(**budget.call())
+            record = (snapshot.to_dict() or {}) if snapshot.exists else {}
             return record.get("attempt_id") == claim.attempt_id and record.get("status") == status.value
+
+
+def _held(key: str, status: RunStatus, record: dict[str, Any]) -> Held:
+    stored = StoredResult.from_record(record) if status is RunStatus.COMPLETED else None
+    return Held(
+        key,
+        status,
+        stored.value if stored is not None else None,
+        record.get("error"),
+        record.get("lease_expires"),
+        stored,
+    )

@@ -1,27 +1,64 @@
 """One JSON object per line on stdout, in the shape Cloud Logging reads as a structured entry.
 
+Fields bound for a request (`open_scope`, `bind`: its trace, then its run key and job) go on
+every line written while it is handled, so no line about a run lacks them. A line never exceeds
+`MAX_LINE_BYTES`, well under Cloud Logging's 256 KB entry limit: long fields are cut, with a marker.
+
 Written with the standard library on purpose: the deployed function depends only on
 functions-framework and google-cloud-firestore.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import sys
+from typing import Any
+
+from .text import clip
 
 logger = logging.getLogger("runonce")
+
+MAX_LINE_BYTES = 200_000
+_FIELD_CAPS = (8192, 1024, 128)
+
+_bound: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("runonce_log_fields")
+_NOTHING: dict[str, Any] = {}  # never changed: bound fields are replaced, not updated
+
+
+def _encode(entry: dict[str, Any]) -> str:
+    # ASCII output (ensure_ascii): its length is its size in bytes.
+    return json.dumps(entry, default=_fallback)
+
+
+def _fallback(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:
+        return "<unprintable>"
 
 
 class CloudLoggingFormatter(logging.Formatter):
     """Format a record as {"severity", "message", "logger", ...fields} with `extra={"fields": {...}}`."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry = {"severity": record.levelname, "message": record.getMessage(), "logger": record.name}
+        entry: dict[str, Any] = {"severity": record.levelname, "message": record.getMessage()}
+        entry["logger"] = record.name
         entry.update(getattr(record, "fields", {}))
         if record.exc_info:
             entry["stack_trace"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        line = _encode(entry)
+        for cap in _FIELD_CAPS:
+            if len(line) <= MAX_LINE_BYTES:
+                break
+            entry = {key: _cut(value, cap) for key, value in entry.items()}
+            line = _encode(entry)
+        return line
+
+
+def _cut(value: Any, cap: int) -> Any:
+    return clip(value, cap) if isinstance(value, str) else value
 
 
 class _StdoutHandler(logging.StreamHandler):
@@ -45,7 +82,22 @@ def _install() -> None:
         logger.propagate = False
 
 
+def open_scope() -> contextvars.Token[dict[str, Any]]:
+    """Start a scope (one request's): fields bound in it are dropped by `close_scope`."""
+    return _bound.set(_bound.get(_NOTHING))
+
+
+def close_scope(token: contextvars.Token[dict[str, Any]]) -> None:
+    """Drop the fields bound since `open_scope`."""
+    _bound.reset(token)
+
+
+def bind(**fields: Any) -> None:
+    """Put `fields` on every later line of the current scope (and of threads given its context)."""
+    _bound.set({**_bound.get(_NOTHING), **fields})
+
+
 def log(level: int, message: str, exc_info: bool = False, **fields: object) -> None:
     """Write one structured line; `fields` become top-level keys (run_key, job, outcome, ...)."""
     _install()
-    logger.log(level, message, exc_info=exc_info, extra={"fields": fields})
+    logger.log(level, message, exc_info=exc_info, extra={"fields": {**_bound.get(_NOTHING), **fields}})

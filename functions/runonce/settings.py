@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from .errors import ConfigError
+from .text import clip
 
 DEFAULT_LEASE_SECONDS = 900
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600
@@ -18,7 +19,9 @@ DEFAULT_DATABASE = "(default)"
 # next scheduled time); the allowance absorbs clock skew between Scheduler and the function.
 DEFAULT_FORCED_SKEW_SECONDS = 60
 
-_DATABASE_ID = re.compile(r"^[a-z][a-z0-9-]{2,61}[a-z0-9]$")
+_DATABASE_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
+_WHOLE_NUMBER = re.compile(r"-?[0-9]+")
+_RESERVED_ID = re.compile(r"__.*__", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -39,16 +42,42 @@ class Settings:
     """How far in the future a ScheduleTime may be before the delivery counts as a forced run."""
 
 
-def _seconds(name: str, raw: object, minimum: int, maximum: int) -> timedelta:
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
+def _shown(raw: object) -> str:
+    """A setting's value as an error message quotes it: repr, cut short."""
+    return clip(repr(raw), 80)
+
+
+def _seconds(name: str, raw: object, minimum: int, maximum: int, example: int) -> timedelta:
+    text = str(raw).strip() if not isinstance(raw, bool) else ""
+    # int() would also take "1_000", " +5" and non-ASCII digits such as "١٢٠": only plain ASCII digits.
+    if not _WHOLE_NUMBER.fullmatch(text):
         raise ConfigError(
-            f"{name}={raw!r} is not a whole number of seconds; set it to e.g. {minimum * 10}"
-        ) from None
+            f"{name}={_shown(raw)} is not a whole number of seconds; set it to plain digits "
+            f"between {minimum} and {maximum}, e.g. {example}"
+        )
+    value = int(text)
     if not minimum <= value <= maximum:
         raise ConfigError(f"{name}={value} is out of range; set it between {minimum} and {maximum} seconds")
     return timedelta(seconds=value)
+
+
+def _collection_problem(collection: str) -> str | None:
+    """Why `collection` cannot be a Firestore collection id, or None if it can."""
+    if collection != collection.strip():
+        return "has spaces around it"
+    if not collection or collection in (".", ".."):
+        return "is empty, . or .., which Firestore does not allow"
+    if "/" in collection:
+        return "contains /"
+    if _RESERVED_ID.fullmatch(collection):
+        return "has the __name__ form Firestore reserves"
+    try:
+        size = len(collection.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not valid UTF-8"
+    if size > 1500:
+        return f"is {size} bytes long, more than Firestore's 1500"
+    return None
 
 
 def load_settings(
@@ -66,9 +95,14 @@ def load_settings(
             return f"{option} (decorator option)", given[option]
         return variable, env.get(variable, default)
 
-    lease = _seconds(*pick("lease", "RUNONCE_LEASE_SECONDS", DEFAULT_LEASE_SECONDS), 1, 24 * 3600)
+    lease = _seconds(
+        *pick("lease", "RUNONCE_LEASE_SECONDS", DEFAULT_LEASE_SECONDS), 1, 24 * 3600, DEFAULT_LEASE_SECONDS
+    )
     retention = _seconds(
-        *pick("retention", "RUNONCE_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS), 60, 3650 * 24 * 3600
+        *pick("retention", "RUNONCE_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS),
+        60,
+        3650 * 24 * 3600,
+        DEFAULT_RETENTION_SECONDS,
     )
     if retention <= lease:
         raise ConfigError(
@@ -76,25 +110,31 @@ def load_settings(
             f"({int(lease.total_seconds())} s): raise RUNONCE_RETENTION_SECONDS "
             "or lower RUNONCE_LEASE_SECONDS"
         )
-    skew = _seconds(*pick("forced_skew", "RUNONCE_FORCED_SKEW_SECONDS", DEFAULT_FORCED_SKEW_SECONDS), 0, 3600)
+    skew = _seconds(
+        *pick("forced_skew", "RUNONCE_FORCED_SKEW_SECONDS", DEFAULT_FORCED_SKEW_SECONDS),
+        0,
+        3600,
+        DEFAULT_FORCED_SKEW_SECONDS,
+    )
 
     name, collection = pick("collection", "RUNONCE_COLLECTION", DEFAULT_COLLECTION)
     collection = str(collection)
-    if not collection or "/" in collection or collection.startswith("__") or len(collection.encode()) > 1500:
+    problem = _collection_problem(collection)
+    if problem is not None:
         raise ConfigError(
-            f"{name}={collection!r} is not a Firestore collection id; use letters, digits, - or _, "
-            f"e.g. {DEFAULT_COLLECTION}"
+            f"{name}={_shown(collection)} is not a Firestore collection id: it {problem}; use letters, "
+            f"digits, - or _, e.g. {DEFAULT_COLLECTION}"
         )
 
     name, database = pick("database", "RUNONCE_DATABASE", DEFAULT_DATABASE)
     database = str(database)
-    if database != DEFAULT_DATABASE and not _DATABASE_ID.match(database):
+    if database != DEFAULT_DATABASE and not _DATABASE_ID.fullmatch(database):
         raise ConfigError(
-            f"{name}={database!r} is not a Firestore database id; use {DEFAULT_DATABASE} or 4-63 "
+            f"{name}={_shown(database)} is not a Firestore database id; use {DEFAULT_DATABASE} or 4-63 "
             "lowercase letters, digits and hyphens starting with a letter"
         )
 
-    project = given.get("project") or env.get("GOOGLE_CLOUD_PROJECT") or None
+    project = (str(given.get("project") or env.get("GOOGLE_CLOUD_PROJECT") or "")).strip() or None
     return Settings(
         lease=lease,
         retention=retention,

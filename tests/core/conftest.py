@@ -4,6 +4,7 @@ real Firestore emulator."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Callable
@@ -93,7 +94,10 @@ def app_factory(tapped_client, collection, probe, clock):
         options.setdefault("lease", 120)
         handler = runonce.deduplicated(collection=collection, client=tapped_client, **options)(probe)
         app = flask.Flask(f"runonce-test-{uuid.uuid4().hex[:6]}")
-        app.add_url_rule("/", "handle", lambda: handler(flask.request), methods=["POST", "GET"])
+        # As functions-framework does: the job gets the request itself, not Flask's proxy of it.
+        app.add_url_rule(
+            "/", "handle", lambda: handler(flask.request._get_current_object()), methods=["POST", "GET"]
+        )
         return app
 
     return build
@@ -103,6 +107,18 @@ def app_factory(tapped_client, collection, probe, clock):
 def client(app_factory):
     """A test client of the default app (lease 120 s)."""
     return app_factory().test_client()
+
+
+@pytest.fixture
+def ledger(tapped_client, collection):
+    """The ledger the app under test uses (same collection, lease 120 s)."""
+    return runonce.Ledger(tapped_client, collection, timedelta(seconds=120), timedelta(days=7))
+
+
+def key_of(clock, **headers) -> str:
+    """The run key the handler derives for `scheduler_headers(**headers)` at the clock's time."""
+    delivery = runonce.parse_delivery(scheduler_headers(**headers), clock(), timedelta(seconds=60))
+    return runonce.run_key(delivery)
 
 
 @pytest.fixture
@@ -130,3 +146,14 @@ def scheduler_headers(
         "X-Runonce-Project": project,
         "X-Runonce-Location": location,
     }
+
+
+@pytest.fixture
+def log_lines(capsys):
+    """The JSON log lines written so far (each read once), as raw text and parsed."""
+
+    def read() -> list[tuple[str, dict]]:
+        out = capsys.readouterr().out
+        return [(line, json.loads(line)) for line in out.splitlines() if line.startswith("{")]
+
+    return read

@@ -6,18 +6,15 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 
 import pytest
 import requests
 from werkzeug.serving import make_server
 
 from emulator.wire import Fault
-from runonce import Ledger, PermanentError
-from runonce.delivery import parse_delivery
-from runonce.keys import run_key
+from runonce import PermanentError
 
-from .conftest import scheduler_headers
+from .conftest import key_of, scheduler_headers
 
 
 def _deliver_at_once(app, count: int) -> list[int]:
@@ -52,7 +49,11 @@ def test_a_result_that_is_not_json_is_neither_stored_nor_answered(client, probe,
     response = client.post("/", headers=scheduler_headers())
     assert response.status_code == 200
     assert response.json["outcome"] == "completed" and response.json["result"] is None
-    assert records()[0]["result"] is None
+    assert response.json["result_stored"] is False
+    assert response.json["result_dropped"].startswith("not JSON")
+    [record] = records()
+    assert record["status"] == "completed" and record["result_stored"] is False
+    assert record["result_dropped"] == response.json["result_dropped"]
 
 
 def test_duplicate_of_a_completed_run_answers_200_without_running(client, probe):
@@ -146,18 +147,8 @@ def test_permanent_failure_answers_2xx_and_is_never_run_again(client, probe, rec
     assert '"severity": "ERROR"' in logged and first.json["run_key"] in logged
 
 
-@pytest.fixture
-def ledger(tapped_client, collection):
-    """The ledger the app under test uses (same collection, lease 120 s)."""
-    return Ledger(tapped_client, collection, timedelta(seconds=120), timedelta(days=7))
-
-
-def _key(clock) -> str:
-    return run_key(parse_delivery(scheduler_headers(), clock(), timedelta(seconds=60)))
-
-
 def test_crashed_attempt_blocks_retries_until_its_lease_expires(client, probe, clock, ledger):
-    ledger.claim(_key(clock), {"job": "nightly-report"})  # its process then died
+    ledger.claim(key_of(clock), {"job": "nightly-report"})  # its process then died
     blocked = client.post("/", headers=scheduler_headers())
     assert blocked.status_code == 409
     clock.advance(119)
@@ -169,7 +160,7 @@ def test_crashed_attempt_blocks_retries_until_its_lease_expires(client, probe, c
 
 
 def test_stale_attempt_can_neither_complete_nor_release_the_new_claim(client, clock, ledger):
-    stale = ledger.claim(_key(clock), {"job": "nightly-report"})
+    stale = ledger.claim(key_of(clock), {"job": "nightly-report"})
     clock.advance(121)
     client.post("/", headers=scheduler_headers())
     assert ledger.complete(stale) is False
@@ -179,7 +170,7 @@ def test_stale_attempt_can_neither_complete_nor_release_the_new_claim(client, cl
 
 
 def test_after_lease_expiry_exactly_one_of_many_retries_takes_over(app_factory, probe, clock, ledger):
-    crashed = ledger.claim(_key(clock), {"job": "nightly-report"})  # its process then died
+    crashed = ledger.claim(key_of(clock), {"job": "nightly-report"})  # its process then died
     clock.advance(121)
     probe.behaviour = lambda request: time.sleep(0.2)
     statuses = _deliver_at_once(app_factory(), 20)

@@ -47,6 +47,13 @@ def test_decorator_options_override_the_environment():
             "must be longer than the lease",
         ),
         ({"RUNONCE_COLLECTION": "a/b"}, "RUNONCE_COLLECTION='a/b' is not a Firestore collection id"),
+        ({"RUNONCE_COLLECTION": "."}, "RUNONCE_COLLECTION='.' is not a Firestore collection id"),
+        ({"RUNONCE_COLLECTION": ".."}, "RUNONCE_COLLECTION='..' is not a Firestore collection id"),
+        (
+            {"RUNONCE_COLLECTION": "runs "},
+            "RUNONCE_COLLECTION='runs ' is not a Firestore collection id: it has spaces",
+        ),
+        ({"RUNONCE_LEASE_SECONDS": "1_000"}, "RUNONCE_LEASE_SECONDS='1_000' is not a whole number"),
         ({"RUNONCE_DATABASE": "Bad_Name"}, "RUNONCE_DATABASE='Bad_Name' is not a Firestore database id"),
     ],
 )

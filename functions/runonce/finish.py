@@ -1,0 +1,124 @@
+"""How an attempt that holds a claim ends: completed, failed or released, and the answer.
+
+Each finishing write is named in the log for what it was and why it failed: the run was taken
+over, the store was unavailable, or the store rejected it. None of them raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from google.api_core import exceptions as gexc
+
+from .ledger import TRANSIENT, Claim, Ledger
+from .logs import log
+from .outcomes import Answer, Outcome
+from .results import StoredResult
+from .text import describe, type_name
+
+T = TypeVar("T")
+
+
+@dataclass
+class Attempt:
+    """What the outer guard must know to leave no claim needlessly held."""
+
+    started: float
+    ledger: Ledger | None = None
+    claim: Claim | None = None
+    succeeded: bool = False
+    """The job returned a success (its completion must be recorded, never released)."""
+    finished: bool = False
+    """The claim was completed, failed or released (or found lost)."""
+
+    def ms(self) -> int:
+        """Milliseconds since the request arrived."""
+        return int((time.monotonic() - self.started) * 1000)
+
+
+def store_problem(exc: Exception) -> str:
+    """What went wrong with a store call, named for what it was."""
+    if isinstance(exc, (gexc.RetryError, *TRANSIENT)):
+        return f"the store was unavailable ({type_name(exc)}: {describe(exc, 500)})"
+    if isinstance(exc, gexc.GoogleAPICallError):
+        return f"the store rejected it ({type_name(exc)}: {describe(exc, 500)})"
+    return f"it could not be sent ({type_name(exc)}: {describe(exc, 500)})"
+
+
+def _write(what: str, call: Callable[[], T]) -> tuple[T | None, str | None]:
+    """A finishing write: its result, or None and why it failed (it never raises)."""
+    try:
+        return call(), None
+    except Exception as exc:
+        return None, f"{what} failed: {store_problem(exc)}"
+
+
+def fail(attempt: Attempt, claim: Claim, error: str) -> Answer:
+    """A permanent failure: record it, answer 2xx so Scheduler stops."""
+    assert attempt.ledger is not None
+    ledger = attempt.ledger
+    written, problem = _write("the failure write", lambda: ledger.fail(claim, error))
+    attempt.finished = True
+    if written is False:
+        problem = "the failure write found the run taken over by another attempt"
+    log(
+        logging.ERROR,
+        f"job failed permanently: {error}" + (f"; not recorded: {problem}" if problem else ""),
+        outcome=Outcome.FAILED.label,
+        recorded=problem is None,
+        latency_ms=attempt.ms(),
+    )
+    return Outcome.FAILED.answer(run_key=claim.key, error=error, recorded=problem is None)
+
+
+def release(attempt: Attempt, claim: Claim) -> tuple[bool, str | None]:
+    """Give the claim back so a retry runs at once: whether that worked, and if not, why."""
+    assert attempt.ledger is not None
+    ledger = attempt.ledger
+    released, problem = _write("the release", lambda: ledger.release(claim))
+    attempt.finished = True
+    if released is False:
+        problem = "the release found the run taken over by another attempt"
+    return problem is None, problem
+
+
+def retry(attempt: Attempt, claim: Claim, error: str, exc: BaseException | None) -> Answer:
+    """A retryable failure: release the claim so the retry runs at once, answer 500."""
+    released, problem = release(attempt, claim)
+    log(
+        logging.ERROR,
+        f"job failed, will be retried: {describe(exc) if exc is not None else error}"
+        + (f"; {problem}" if problem else ""),
+        exc_info=exc is not None,
+        outcome=Outcome.RETRY.label,
+        released=released,
+        latency_ms=attempt.ms(),
+    )
+    return Outcome.RETRY.answer(run_key=claim.key, error=error)
+
+
+def complete(attempt: Attempt, claim: Claim, stored: StoredResult) -> Answer:
+    """Record the success: the job did run, so the answer is 2xx whatever the write does."""
+    assert attempt.ledger is not None
+    ledger = attempt.ledger
+    recorded, problem = _write("the completion write", lambda: ledger.record_result(claim, stored))
+    attempt.finished = True
+    if recorded is not None:
+        stored = recorded  # what the record holds is what later duplicates are told
+        log(logging.INFO, "run completed", outcome=Outcome.COMPLETED.label, latency_ms=attempt.ms())
+    else:
+        problem = problem or "the completion write found the run taken over by another attempt"
+        log(
+            logging.ERROR,
+            f"run completed but its completion was not recorded: {problem}",
+            outcome=Outcome.COMPLETED.label,
+            recorded=False,
+            latency_ms=attempt.ms(),
+        )
+    return Outcome.COMPLETED.answer(
+        run_key=claim.key, attempt=claim.attempt, **stored.answer(), recorded=recorded is not None
+    )
