@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 import requests
 
 from .errors import ConfigError, PermanentError
-from .handler import current_run
 from .logs import log
+from .run import current_run
 from .targets import BASE_URL_VARIABLE, TIMEOUT_VARIABLE, Call, Target, load_target
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)

@@ -3,6 +3,8 @@ proxy under @deduplicated on the real Firestore emulator, and Scheduler-shaped d
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -65,3 +67,33 @@ def proxy_app(firestore_client, collection, stand_in, clock) -> Callable[..., fl
         return app
 
     return build
+
+
+@contextlib.contextmanager
+def first_attempt_dies_after_the_call(proxy_app, target):
+    """The first attempt starts the target, then its instance stops for good: it never finishes.
+
+    Modelled as a job that blocks after the call until the test is over, so its claim stays
+    `in_progress` exactly as a killed instance leaves it. Released at the end, its late finish
+    is fenced off by the takeover (the tests check the record the takeover wrote).
+    """
+    called, resume = threading.Event(), threading.Event()
+
+    def job(proxy):
+        def body(request):
+            result = proxy(request)
+            called.set()
+            resume.wait(30)
+            return result
+
+        return body
+
+    client = proxy_app(target, job=job).test_client()
+    worker = threading.Thread(target=client.post, args=("/",), kwargs={"headers": scheduler_headers()})
+    worker.start()
+    try:
+        assert called.wait(10), "the first attempt never reached the target"
+        yield
+    finally:
+        resume.set()
+        worker.join(30)

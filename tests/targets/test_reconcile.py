@@ -7,25 +7,7 @@ import pytest
 
 from runonce.targets import BuildTrigger, CloudRunJob, Workflow
 
-from .conftest import JOB, TRIGGER, WORKFLOW, scheduler_headers
-
-
-class Crash(BaseException):
-    """The instance dies: nothing after the target call runs, not even the release of the claim."""
-
-
-def _crashing_after_the_call(proxy):
-    def job(request):
-        proxy(request)
-        raise Crash
-
-    return job
-
-
-def _crash_first_attempt(proxy_app, target):
-    crashing = proxy_app(target, job=_crashing_after_the_call).test_client()
-    with pytest.raises(Crash):
-        crashing.post("/", headers=scheduler_headers())
+from .conftest import JOB, TRIGGER, WORKFLOW, first_attempt_dies_after_the_call, scheduler_headers
 
 
 @pytest.mark.parametrize(
@@ -36,14 +18,13 @@ def _crash_first_attempt(proxy_app, target):
 def test_a_takeover_records_what_the_crashed_attempt_started_instead_of_starting_again(
     proxy_app, stand_in, clock, ledger, target, kind
 ):
-    _crash_first_attempt(proxy_app, target)
-    [started] = stand_in.resources(kind)
     client = proxy_app(target).test_client()
-
-    held = client.post("/", headers=scheduler_headers())
-    assert held.status_code == 409  # the crashed attempt's lease is still live
-    clock.advance(121)
-    response = client.post("/", headers=scheduler_headers())
+    with first_attempt_dies_after_the_call(proxy_app, target):
+        [started] = stand_in.resources(kind)
+        held = client.post("/", headers=scheduler_headers())
+        assert held.status_code == 409  # the dead attempt's lease is still live
+        clock.advance(121)
+        response = client.post("/", headers=scheduler_headers())
 
     assert response.status_code == 200 and response.json["outcome"] == "completed"
     assert response.json["attempt"] == 2
@@ -58,9 +39,9 @@ def test_a_cloud_run_job_cannot_be_found_again_so_the_takeover_runs_it_again_wit
     proxy_app, stand_in, clock
 ):
     """No per-execution label exists for job runs: the downstream token is the only protection."""
-    _crash_first_attempt(proxy_app, CloudRunJob(JOB))
-    clock.advance(121)
-    response = proxy_app(CloudRunJob(JOB)).test_client().post("/", headers=scheduler_headers())
+    with first_attempt_dies_after_the_call(proxy_app, CloudRunJob(JOB)):
+        clock.advance(121)
+        response = proxy_app(CloudRunJob(JOB)).test_client().post("/", headers=scheduler_headers())
     assert response.json["outcome"] == "completed" and response.json["result"]["reconciled"] is False
     first, second = (run.body["overrides"]["containerOverrides"][0]["env"] for run in stand_in.starts())
     assert first == second == [{"name": "RUNONCE_IDEMPOTENCY_KEY", "value": response.json["run_key"]}]

@@ -17,8 +17,7 @@ from werkzeug.serving import make_server
 
 from runonce.targets import ARGUMENT_FIELD, ENV_NAME, IDEMPOTENCY_HEADER, CloudRunJob, Workflow
 
-from .conftest import JOB, WORKFLOW, scheduler_headers
-from .test_reconcile import Crash, _crashing_after_the_call
+from .conftest import JOB, WORKFLOW, first_attempt_dies_after_the_call, scheduler_headers
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "functions" / "downstream_example" / "main.py"
 ORDER = {"order": "A-17", "amount": 42}
@@ -88,11 +87,11 @@ def test_a_job_started_twice_after_a_crash_still_charges_once(proxy_app, stand_i
         requests.post(url, json=ORDER, headers={IDEMPOTENCY_HEADER: token}, timeout=30)
 
     stand_in.on_start = play_job
-    crashing = proxy_app(CloudRunJob(JOB), job=_crashing_after_the_call, timeout=30).test_client()
-    with pytest.raises(Crash):
-        crashing.post("/", headers=scheduler_headers())
-    clock.advance(121)
-    response = proxy_app(CloudRunJob(JOB), timeout=30).test_client().post("/", headers=scheduler_headers())
+    with first_attempt_dies_after_the_call(proxy_app, CloudRunJob(JOB)):
+        clock.advance(121)
+        response = (
+            proxy_app(CloudRunJob(JOB), timeout=30).test_client().post("/", headers=scheduler_headers())
+        )
 
     assert response.json["outcome"] == "completed"
     assert len(stand_in.resources("executions")) == 2  # no handle to find the first job run

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import runonce
 from emulator.googleapis import Fault
 from runonce.targets import ARGUMENT_FIELD, LABEL_KEY, Workflow
 
@@ -34,7 +35,7 @@ def test_a_delivery_starts_one_execution_with_the_run_key_in_argument_and_label(
         "execution": execution["name"],
         "reconciled": False,
     }
-    assert ledger.get(key)["result"]["execution"] == execution["name"]
+    assert runonce.StoredResult.from_record(ledger.get(key)).value["execution"] == execution["name"]
 
 
 def test_the_proxy_looks_for_an_earlier_execution_before_starting_one(proxy_app, stand_in):
