@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy.pack import LEAST_PRIVILEGE, Rule
+from policy.pack import ACROSS_STACKS, LEAST_PRIVILEGE, Rule, StackSetRule
 from policy.rules import Resource, Verdict
 
 
@@ -17,7 +17,7 @@ class Finding:
     """A rule a resource does not comply with."""
 
     stack: str
-    rule: Rule
+    rule: Rule | StackSetRule
     resource: Resource
 
     def __str__(self) -> str:
@@ -54,10 +54,17 @@ def stack_files(path: Path) -> dict[str, Path]:
     return found
 
 
+def check_stack_set(
+    stacks: Mapping[str, Mapping[str, Any]], pack: Sequence[StackSetRule] = ACROSS_STACKS
+) -> list[Finding]:
+    """Findings of the rules over all stacks together."""
+    return [Finding(name, rule, resource) for rule in pack for name, resource in rule.check(stacks)]
+
+
 def check_files(files: Mapping[str, Path], pack: Sequence[Rule] = LEAST_PRIVILEGE) -> list[Finding]:
-    """Findings over several synthesized stack files."""
+    """Findings over several synthesized stack files: each stack, then all of them together."""
+    stacks = {name: json.loads(file.read_text()) for name, file in files.items()}
     return [
-        finding
-        for name, file in files.items()
-        for finding in check_stack(name, json.loads(file.read_text()), pack)
+        *(finding for name, stack in stacks.items() for finding in check_stack(name, stack, pack)),
+        *check_stack_set(stacks),
     ]
