@@ -27,7 +27,7 @@ ROLE_BUILD_GCF_SOURCE_READER = "roles/storage.objectViewer"
 
 # Waits after eventually consistent changes, as time_sleep create durations. 60 s after the
 # build grants is what the provider's "cloudfunctions2 basic builder" example waits; the same
-# after API enablement (provider issues 6377, 16883: "wait a few minutes ... and retry").
+# after API enablement (provider issues 10510, 8214, 16883: "wait a few minutes ... and retry").
 # They run on create only: a later apply with nothing new to enable or grant does not wait.
 API_SETTLE = "60s"
 IAM_SETTLE = "60s"
