@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 # Bucket names: 3-63 characters of lowercase letters, digits, '-', '_' and '.', starting and
 # ending with a letter or digit (dotted names up to 222 are not worth supporting for state).
@@ -49,3 +50,18 @@ def local_state_file(team: str) -> str:
     """The default state file of a team, relative to the repository root. It is derived from
     the team name: renaming a team points it at a new, empty file (see docs/stacks.md)."""
     return f"terraform.{team}.tfstate"
+
+
+def missing_local_state(team: str, root: Path) -> str | None:
+    """A warning when the team's local state file does not exist yet (None when it does).
+
+    A new team has no state, and its first deploy creates everything; so does a renamed team,
+    whose resources are still recorded under its old name. Saying so at every synth until the
+    first deploy keeps a rename from silently starting over."""
+    if (root / local_state_file(team)).exists():
+        return None
+    return (
+        f"team '{team}': no Terraform state at {local_state_file(team)} yet, so a deploy creates "
+        "every resource. If the team was renamed, its resources are recorded in the old name's "
+        "state file: see 'Renaming a team' in docs/stacks.md before deploying."
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cdktf import GcsBackend, LocalBackend, TerraformStack
+from cdktf import Annotations, GcsBackend, LocalBackend, TerraformStack
 from constructs import Construct
 
 from stacks import defaults, naming
@@ -22,8 +22,8 @@ from stacks.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.provider import DataGoogleProject, GoogleProvider, Sleep, TimeProvider
 from stacks.required_apis import RequiredApis, RequiredApisProps
 from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
-from stacks.state import local_state_file
-from stacks.team import Team
+from stacks.state import local_state_file, missing_local_state
+from stacks.team import REPO_ROOT, Team
 
 
 class TeamStack(TerraformStack):
@@ -37,6 +37,9 @@ class TeamStack(TerraformStack):
         if team.state is None:
             # Relative to cdktf.out/stacks/<team>: the state file sits at the repository root.
             LocalBackend(self, path=f"../../../{local_state_file(team.name)}")
+            warning = missing_local_state(team.name, REPO_ROOT)
+            if warning:
+                Annotations.of(self).add_warning(warning)
         else:
             GcsBackend(self, bucket=team.state.bucket, prefix=team.state.prefix)
         provider = GoogleProvider(self, "google", project=team.project, region=team.region)

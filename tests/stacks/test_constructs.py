@@ -9,8 +9,8 @@ from cdktf import Testing as CdktfTesting
 
 from stacks import defaults, naming, provider
 from stacks.archive import content_digest
-from stacks.state import GcsState
-from stacks.team import FUNCTIONS_DIR, TEAMS_DIR, load_team_file
+from stacks.state import GcsState, missing_local_state
+from stacks.team import FUNCTIONS_DIR, REPO_ROOT, TEAMS_DIR, load_team_file
 from tests.stacks.conftest import synthesize
 
 EXAMPLE_JOBS = ["report", "sync", "ledger-close"]
@@ -77,6 +77,23 @@ def test_a_team_naming_a_gcs_bucket_keeps_its_state_there(archive_dir):
     assert shared.document["terraform"]["backend"] == {
         "gcs": {"bucket": "acme-terraform-state", "prefix": "runonce/example"}
     }
+
+
+def test_a_missing_local_state_file_is_reported_and_an_existing_one_is_not(tmp_path):
+    assert "no Terraform state at terraform.orders.tfstate" in missing_local_state("orders", tmp_path)
+    (tmp_path / "terraform.orders.tfstate").write_text("{}")
+    assert missing_local_state("orders", tmp_path) is None
+
+
+def test_a_team_without_state_yet_says_so_at_synth_and_a_gcs_team_does_not(archive_dir):
+    # A name no one has deployed from this checkout: its local state file cannot exist.
+    team = replace(load_team_file(TEAMS_DIR / "example.py"), name="never-deployed")
+    local = synthesize(team, archive_dir).stack
+    warnings = [entry.data for entry in local.node.metadata if entry.type == "@cdktf/warn"]
+    assert warnings == [missing_local_state("never-deployed", REPO_ROOT)]
+    state = GcsState(bucket="acme-terraform-state", prefix="runonce/never-deployed")
+    shared = synthesize(replace(team, state=state), archive_dir).stack
+    assert [entry for entry in shared.node.metadata if entry.type == "@cdktf/warn"] == []
 
 
 @pytest.mark.parametrize(
