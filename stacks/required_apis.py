@@ -43,9 +43,15 @@ class RequiredApis(Construct):
         }
         """The enabled services by API name; resources that call an API depend on its entry."""
         self.settled = Sleep(
-            self, "settled", create_duration=props.settle, depends_on=list(self.services.values())
+            self,
+            "settled",
+            create_duration=props.settle,
+            # Waits on create only; a changed list of APIs re-creates it and waits again.
+            triggers={"services": ",".join(sorted(self.services))},
+            depends_on=list(self.services.values()),
         )
-        """The `time_sleep` that ends `settle` after the last API was enabled."""
+        """The `time_sleep` that ends `settle` after the last API was enabled (again whenever the
+        list of APIs changes)."""
 
     def of(self, *services: str) -> list[ITerraformDependable]:
         """What a resource calling these APIs depends on: their enablement, and the wait after it."""

@@ -98,9 +98,13 @@ class TeamStack(TerraformStack):
             self,
             "iam-settled",
             create_duration=defaults.IAM_SETTLE,
+            # A time_sleep waits on create only; a changed trigger re-creates it, so a job added
+            # later waits for its own grants too.
+            triggers={"jobs": ",".join(sorted(identities))},
             depends_on=[grant for identity in identities.values() for grant in identity.grants],
         )
-        """The `time_sleep` after every grant of every job; each function waits for it."""
+        """The `time_sleep` after every grant of every job; each function waits for it. It waits
+        again whenever the set of jobs changes."""
         self.functions: dict[str, DeduplicatedFunction] = {}
         """Each job's function, by job name."""
         self.jobs: dict[str, ScheduledJob] = {}

@@ -132,7 +132,13 @@ def address(synth, kind: str, **match) -> str:
 def test_apis_settle_for_sixty_seconds_after_all_of_them_are_enabled(example):
     apis = [address(example, "google_project_service", service=api) for api in defaults.REQUIRED_APIS]
     assert CdktfTesting.to_have_resource_with_properties(
-        example.json, "time_sleep", {"create_duration": "60s", "depends_on": apis}
+        example.json,
+        "time_sleep",
+        {
+            "create_duration": "60s",
+            "depends_on": apis,
+            "triggers": {"services": ",".join(sorted(defaults.REQUIRED_APIS))},
+        },
     )
 
 
@@ -180,6 +186,8 @@ def test_functions_are_created_sixty_seconds_after_every_grant_of_every_job(exam
     ]
     iam_settled = example.resources("time_sleep")["iam-settled"]
     assert iam_settled["create_duration"] == "60s"
+    # Adding or removing a job changes the trigger, so the sleep is re-created and waits again.
+    assert iam_settled["triggers"] == {"jobs": "ledger-close,report,sync"}
     assert sorted(iam_settled["depends_on"]) == sorted(grants)
     assert len(grants) == 5 * len(EXAMPLE_JOBS)
     for config in example.resources("google_cloudfunctions2_function").values():
