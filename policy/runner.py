@@ -19,11 +19,14 @@ class Finding:
     stack: str
     rule: Rule | StackSetRule
     resource: Resource
+    detail: str = ""
+    """What the rule found, when it says more than its explanation (the rules over all stacks)."""
 
     def __str__(self) -> str:
         return (
             f"{self.rule.severity.upper()} {self.rule.id} [{self.stack}] {self.resource.path} "
-            f"({self.resource.address}): {self.rule.check.__name__}. {self.rule.explanation}"
+            f"({self.resource.address}): {self.rule.check.__name__}"
+            f"{f' ({self.detail})' if self.detail else ''}. {self.rule.explanation}"
         )
 
 
@@ -58,7 +61,11 @@ def check_stack_set(
     stacks: Mapping[str, Mapping[str, Any]], pack: Sequence[StackSetRule] = ACROSS_STACKS
 ) -> list[Finding]:
     """Findings of the rules over all stacks together."""
-    return [Finding(name, rule, resource) for rule in pack for name, resource in rule.check(stacks)]
+    return [
+        Finding(name, rule, resource, detail)
+        for rule in pack
+        for name, resource, detail in rule.check(stacks)
+    ]
 
 
 def check_files(files: Mapping[str, Path], pack: Sequence[Rule] = LEAST_PRIVILEGE) -> list[Finding]:

@@ -1,7 +1,8 @@
 """Rules over all synthesized stacks together: what one stack cannot see on its own.
 
-Each rule takes every stack (name -> synthesized document) and returns the (stack, resource)
-pairs that break it; `policy.runner` reports each as a finding.
+Each rule takes every stack (name -> synthesized document) and returns the (stack, resource,
+detail) triples that break it; `policy.runner` reports each as a finding, with the detail
+saying what is shared and with which other stacks.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ NAME_KEYS: dict[str, tuple[str, ...]] = {
     "google_firestore_database": ("project", "name"),
 }
 
-Offenders = list[tuple[str, Resource]]
+Offenders = list[tuple[str, Resource, str]]
+
+
+def _shared(found: list[tuple[str, Resource]], what: str) -> Offenders:
+    """Every (stack, resource) of a group that shares `what`, each told the other stacks."""
+    stacks = {stack for stack, _ in found}
+    return [
+        (stack, resource, f"{what} is also used by {', '.join(sorted(stacks - {stack}) or [stack])}")
+        for stack, resource in found
+    ]
 
 
 def _provider_defaults(stack: Mapping[str, Any]) -> dict[str, str]:
@@ -36,7 +46,7 @@ def _provider_defaults(stack: Mapping[str, Any]) -> dict[str, str]:
 def no_shared_resource_names(stacks: Mapping[str, Mapping[str, Any]]) -> Offenders:
     """No two resources of all the stacks (teams in one project, or one team twice) derive the
     same cloud name: the second apply would fail, or two teams would fight over one resource."""
-    owners: dict[tuple[str, ...], Offenders] = defaultdict(list)
+    owners: dict[tuple[str, ...], list[tuple[str, Resource]]] = defaultdict(list)
     for stack_name, stack in stacks.items():
         defaults = _provider_defaults(stack)
         for kind, keys in NAME_KEYS.items():
@@ -45,19 +55,33 @@ def no_shared_resource_names(stacks: Mapping[str, Mapping[str, Any]]) -> Offende
                 owners[(kind, *key)].append(
                     (stack_name, Resource(type=kind, name=name, config=config, stack=stack))
                 )
-    return [owner for found in owners.values() if len(found) > 1 for owner in found]
+    return [
+        offender
+        for (kind, *key), found in owners.items()
+        if len(found) > 1
+        for offender in _shared(found, f"{kind} {'/'.join(key)}")
+    ]
 
 
 def no_shared_state(stacks: Mapping[str, Mapping[str, Any]]) -> Offenders:
     """No two stacks keep their Terraform state in the same place: each would overwrite the
     other's state and then plan to delete the other's resources."""
-    users: dict[str, Offenders] = defaultdict(list)
+    users: dict[str, list[tuple[str, Resource]]] = defaultdict(list)
     for stack_name, stack in stacks.items():
         for kind, config in stack.get("terraform", {}).get("backend", {}).items():
             # Local paths are relative to each stack's folder (cdktf.out/stacks/<stack>), and
             # those folders are siblings, so the same text is the same file.
-            where = f"{kind}:{config.get('bucket', '')}/{config.get('prefix', '')}{config.get('path', '')}"
+            where = (
+                f"gs://{config.get('bucket', '')}/{config.get('prefix', '')}"
+                if kind == "gcs"
+                else f"{kind} {config.get('path', '')}"
+            )
             users[where].append(
                 (stack_name, Resource(type="terraform_backend", name=kind, config=config, stack=stack))
             )
-    return [user for found in users.values() if len(found) > 1 for user in found]
+    return [
+        offender
+        for where, found in users.items()
+        if len(found) > 1
+        for offender in _shared(found, f"state {where}")
+    ]

@@ -218,8 +218,14 @@ def test_policy_command_checks_the_stacks_it_is_given_together():
         check=False,
     )
     assert completed.returncode == 1
-    assert "ERROR RO-SET-1 [bad-twin] bad-twin/bucket (google_storage_bucket.bucket)" in completed.stdout
-    assert "ERROR RO-SET-2 [bad] terraform_backend.local" in completed.stdout
+    assert (
+        "ERROR RO-SET-1 [bad-twin] bad-twin/bucket (google_storage_bucket.bucket): no_shared_resource_names "
+        "(google_storage_bucket runonce-bad-sources is also used by bad)." in completed.stdout
+    )
+    assert (
+        "ERROR RO-SET-2 [bad] terraform_backend.local (terraform_backend.local): no_shared_state "
+        "(state local ../../../terraform.bad.tfstate is also used by bad-twin)." in completed.stdout
+    )
 
 
 def test_every_checkov_skip_says_why():
@@ -238,3 +244,16 @@ def test_checkov_finds_nothing_on_the_example_teams(example, payments, tmp_path)
 def test_checkov_fails_the_bad_stack():
     failed = {failure.check_id for failure in run_checkov(CHECKOV, "bad", BAD)}
     assert {"CKV_GCP_117", "CKV_GCP_124", "CKV_GCP_29", "CKV_GCP_114"} <= failed
+
+
+def test_two_teams_with_the_same_gcs_state_prefix_are_flagged(example, payments):
+    shared = {"gcs": {"bucket": "acme-terraform-state", "prefix": "runonce/orders"}}
+    first, second = json.loads(example.json), json.loads(payments.json)
+    first["terraform"]["backend"] = second["terraform"]["backend"] = shared
+    findings = check_stack_set({"example": first, "payments": second})
+    assert {(finding.rule.id, finding.stack, finding.detail) for finding in findings} == {
+        ("RO-SET-2", "example", "state gs://acme-terraform-state/runonce/orders is also used by payments"),
+        ("RO-SET-2", "payments", "state gs://acme-terraform-state/runonce/orders is also used by example"),
+    }
+    second["terraform"]["backend"] = {"gcs": {"bucket": "acme-terraform-state", "prefix": "runonce/payments"}}
+    assert check_stack_set({"example": first, "payments": second}) == []
