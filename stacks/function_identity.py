@@ -1,7 +1,9 @@
 """The accounts one job's function builds and runs as, and what each may do.
 
 Built for every job before any function (see `TeamStack`), so that one wait after all the
-grants (`defaults.IAM_SETTLE`) precedes every function's creation.
+grants (`defaults.IAM_SETTLE`) precedes every function's creation. It is a plain class whose
+resources live in the stack, ids prefixed with the job's name, not a construct of its own: a
+construct is one more jsii round trip per job, and synth time grows with the job count.
 """
 
 from __future__ import annotations
@@ -43,13 +45,12 @@ class FunctionIdentityProps:
     """Name of Google's gcf-v2-sources bucket of the team's region (`naming.gcf_sources_bucket`)."""
 
 
-class FunctionIdentity(Construct):
+class FunctionIdentity:
     """A runtime account limited to the team's ledger database, and a build account that may
     read the job's source (in the team's bucket and in Google's gcf-v2-sources bucket), push to
-    the team's repository and write build logs."""
+    the team's repository and write build logs. Created in `scope` with ids starting `id`."""
 
     def __init__(self, scope: Construct, id: str, props: FunctionIdentityProps) -> None:
-        super().__init__(scope, id)
         team, job = props.team, props.job
         # Each API a grant calls; project-level grants use Cloud Resource Manager, which the
         # deployer must have on already (it cannot be enabled through itself).
@@ -57,14 +58,14 @@ class FunctionIdentity(Construct):
         registry_api = props.apis.of(defaults.API_ARTIFACT_REGISTRY)
 
         self.runtime_account = job_service_account(
-            self, "runtime-account", team, job, "run", "function runtime", props.apis
+            scope, f"{id}-runtime-account", team, job, "run", "function runtime", props.apis
         )
         """The `google_service_account` the function runs as."""
         self.runtime_email: str = self.runtime_account.email  # read once: each read is a jsii round trip
         """The runtime account's email (a Terraform reference)."""
         self.ledger_grant = ProjectIamMember(
-            self,
-            "runtime-ledger",
+            scope,
+            f"{id}-runtime-ledger",
             project=team.project,
             role=defaults.ROLE_LEDGER,
             member=member(self.runtime_email),
@@ -77,7 +78,7 @@ class FunctionIdentity(Construct):
         """roles/datastore.user on the ledger database only (IAM condition)."""
 
         self.build_account = job_service_account(
-            self, "build-account", team, job, "build", "function build", props.apis
+            scope, f"{id}-build-account", team, job, "build", "function build", props.apis
         )
         """The `google_service_account` Cloud Build runs the function's build as."""
         self.build_email: str = self.build_account.email
@@ -85,16 +86,16 @@ class FunctionIdentity(Construct):
         build_member = member(self.build_email)
         self.build_grants = [
             StorageBucketIamMember(
-                self,
-                "build-source-reader",
+                scope,
+                f"{id}-build-source-reader",
                 bucket=props.build.bucket_name,
                 role=defaults.ROLE_BUILD_SOURCE_READER,
                 member=build_member,
                 depends_on=storage_api,
             ),
             ProjectIamMember(
-                self,
-                "build-gcf-source-reader",
+                scope,
+                f"{id}-build-gcf-source-reader",
                 project=team.project,
                 role=defaults.ROLE_BUILD_GCF_SOURCE_READER,
                 member=build_member,
@@ -105,8 +106,8 @@ class FunctionIdentity(Construct):
                 ),
             ),
             ArtifactRegistryRepositoryIamMember(
-                self,
-                "build-image-writer",
+                scope,
+                f"{id}-build-image-writer",
                 project=team.project,
                 location=props.build.repository_location,
                 repository=props.build.repository_name,
@@ -115,8 +116,8 @@ class FunctionIdentity(Construct):
                 depends_on=registry_api,
             ),
             ProjectIamMember(
-                self,
-                "build-log-writer",
+                scope,
+                f"{id}-build-log-writer",
                 project=team.project,
                 role=defaults.ROLE_BUILD_LOG_WRITER,
                 member=build_member,

@@ -167,8 +167,8 @@ def test_a_resource_type_whose_api_the_rule_does_not_know_is_flagged(example):
 def test_a_build_account_without_the_gcf_sources_grant_or_the_wait_after_it_is_flagged(example):
     stack = json.loads(example.json)
     grants = stack["resource"]["google_project_iam_member"]
-    report_grant = next(name for name in grants if name.startswith("report-identity_build-gcf-source-reader"))
-    sync_grant = next(name for name in grants if name.startswith("sync-identity_build-gcf-source-reader"))
+    report_grant = next(name for name in grants if name.startswith("report-identity-build-gcf-source-reader"))
+    sync_grant = next(name for name in grants if name.startswith("sync-identity-build-gcf-source-reader"))
     # Another region's bucket does not help a function in europe-west1.
     grants[report_grant]["condition"]["expression"] = grants[report_grant]["condition"]["expression"].replace(
         "europe-west1", "us-central1"
@@ -186,7 +186,7 @@ def test_a_build_account_without_the_gcf_sources_grant_or_the_wait_after_it_is_f
 def test_a_project_grant_conditioned_to_a_bucket_name_prefix_is_not_one_resource(example):
     stack = json.loads(example.json)
     grants = stack["resource"]["google_project_iam_member"]
-    name = next(name for name in grants if name.startswith("report-identity_build-gcf-source-reader"))
+    name = next(name for name in grants if name.startswith("report-identity-build-gcf-source-reader"))
     # europe-west1 is a prefix of europe-west10: a bare prefix matches other regions' buckets.
     grants[name]["condition"]["expression"] = (
         'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-123-europe-west1")'
