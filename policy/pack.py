@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from policy import rules
+from policy import rules, stack_set
 from policy.rules import Resource, Verdict
+from policy.stack_set import Offenders
 
 
 @dataclass(frozen=True)
@@ -17,6 +19,20 @@ class Rule:
     """Stable id printed with findings, e.g. RO-IAM-1."""
     check: Callable[[Resource], Verdict]
     """The rule function."""
+    severity: str
+    """"error" fails the policy run; "warning" is printed only."""
+    explanation: str
+    """Why it matters and what to do instead."""
+
+
+@dataclass(frozen=True)
+class StackSetRule:
+    """A rule over all stacks together (see `policy.stack_set`)."""
+
+    id: str
+    """Stable id printed with findings, e.g. RO-SET-1."""
+    check: Callable[[Mapping[str, Mapping[str, Any]]], Offenders]
+    """The rule function: every (stack, resource) that breaks it."""
     severity: str
     """"error" fails the policy run; "warning" is printed only."""
     explanation: str
@@ -68,5 +84,44 @@ LEAST_PRIVILEGE = [
         "error",
         'Set uniform_bucket_level_access = true and public_access_prevention = "enforced".',
     ),
+    Rule(
+        "RO-NET-2",
+        rules.scheduler_calls_run_app_uri,
+        "error",
+        "Call the function's run.app URI (service_config.uri) with an OIDC token whose audience is "
+        "that URI: with internal-only ingress, Scheduler is internal only on the run.app URL.",
+    ),
+    Rule(
+        "RO-DEP-1",
+        rules.depends_on_api_enablement,
+        "error",
+        "Add the google_project_service of every API the resource calls, and the time_sleep after "
+        "it, to depends_on (policy/rules.py APIS_OF_TYPE lists the API of each resource type).",
+    ),
+    Rule(
+        "RO-IAM-6",
+        rules.build_account_reads_gcf_sources,
+        "error",
+        "Grant the build account roles/storage.objectViewer on the gcf-v2-sources-NUMBER-REGION "
+        "bucket (a project grant conditioned to it), and make the function depend on a time_sleep "
+        "after that grant.",
+    ),
 ]
 """The pack `make policy` and the tests run on every stack."""
+
+ACROSS_STACKS = [
+    StackSetRule(
+        "RO-SET-1",
+        stack_set.no_shared_resource_names,
+        "error",
+        "Two stacks derive the same resource name: rename one team or job (names are "
+        "<team>-<job>), or deploy one of them to another project.",
+    ),
+    StackSetRule(
+        "RO-SET-2",
+        stack_set.no_shared_state,
+        "error",
+        "Two stacks keep their state in one place: give each team its own GcsState prefix.",
+    ),
+]
+"""The rules `make policy` runs over all stacks together."""

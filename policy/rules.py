@@ -1,7 +1,9 @@
 """One function per rule: a synthesized resource in, COMPLIANT / NON_COMPLIANT / NOT_APPLICABLE out.
 
 Rules read Terraform JSON as cdktf writes it (`cdk.tf.json`): references are `${type.name.attr}`
-strings, IAM grants are `google_*_iam_member` / `_binding` resources with `role` and `member(s)`.
+strings, IAM grants are `google_*_iam_member` / `_binding` resources with `role` and `member(s)`,
+explicit dependencies are `depends_on` lists of `type.name` addresses. Rules over all stacks
+together (names two stacks share, state they share) are in `policy.stack_set`.
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ PUBLIC_MEMBERS = {"allUsers", "allAuthenticatedUsers"}
 # Grants that apply to a whole project, folder or organization (not to one resource).
 BROAD_IAM_TYPES = re.compile(r"^google_(project|folder|organization)_iam_(member|binding)$")
 ONE_DATABASE_CONDITION = re.compile(r'^resource\.name\s*==\s*"projects/[^/"]+/databases/[^/"]+"$')
+# One bucket and the objects in it (`projects/_/buckets/B/objects/O`), and nothing else.
+ONE_BUCKET_CONDITION = re.compile(
+    r'^resource\.name\s*==\s*"projects/_/buckets/([^/"]+)"\s*\|\|\s*'
+    r'resource\.name\.startsWith\("projects/_/buckets/\1/objects/"\)$'
+)
 # Roles that exist only at project level and only write: log entries cannot be scoped further.
 PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
 # Arguments that make a service account the identity a component runs or calls as.
@@ -102,13 +109,15 @@ def no_public_principals(resource: Resource) -> Verdict:
 
 
 def role_scoped_to_one_resource(resource: Resource) -> Verdict:
-    """A role is granted on one resource, or at project level with a condition naming one database."""
+    """A role is granted on one resource, or at project level with a condition naming one
+    database or one bucket (with its objects)."""
     if not _is_iam(resource):
         return Verdict.NOT_APPLICABLE
     if not BROAD_IAM_TYPES.match(resource.type) or resource.config.get("role") in PROJECT_ONLY_ROLES:
         return Verdict.COMPLIANT
-    expression = resource.config.get("condition", {}).get("expression", "")
-    return Verdict.COMPLIANT if ONE_DATABASE_CONDITION.match(expression.strip()) else Verdict.NON_COMPLIANT
+    expression = resource.config.get("condition", {}).get("expression", "").strip()
+    scoped = ONE_DATABASE_CONDITION.match(expression) or ONE_BUCKET_CONDITION.match(expression)
+    return Verdict.COMPLIANT if scoped else Verdict.NON_COMPLIANT
 
 
 def service_account_used_by_one_component(resource: Resource) -> Verdict:
@@ -149,3 +158,131 @@ def bucket_private(resource: Resource) -> Verdict:
         resource.config.get("public_access_prevention") == "enforced"
     )
     return Verdict.COMPLIANT if private else Verdict.NON_COMPLIANT
+
+
+# The run.app URI of a gen2 function's (or a Cloud Run service's) default URL, as a reference
+# or a literal: with internal-only ingress, Scheduler is internal only on that URL.
+RUN_APP_URI = re.compile(
+    r"^(\$\{google_cloudfunctions2_function\.[^.}]+\.service_config\[0\]\.uri\}"
+    r"|\$\{google_cloud_run_v2_service\.[^.}]+\.uri\}"
+    r"|https://[^/]+\.run\.app(/.*)?)$"
+)
+
+
+def scheduler_calls_run_app_uri(resource: Resource) -> Verdict:
+    """An HTTP Scheduler job calls the run.app URI with an OIDC token whose audience is that
+    URI (an absent audience defaults to it): the cloudfunctions.net URL (`function.url`) is
+    not internal traffic, so an internal-only function refuses it."""
+    if resource.type != "google_cloud_scheduler_job" or "http_target" not in resource.config:
+        return Verdict.NOT_APPLICABLE
+    target = resource.config["http_target"]
+    uri = target.get("uri", "")
+    token = target.get("oidc_token")
+    if not RUN_APP_URI.match(uri) or not isinstance(token, Mapping):
+        return Verdict.NON_COMPLIANT
+    return Verdict.COMPLIANT if token.get("audience", uri) == uri else Verdict.NON_COMPLIANT
+
+
+# The APIs each resource type calls that a stack enables itself. Project IAM (Cloud Resource
+# Manager) and google_project_service (Service Usage) call APIs the deployer must have on
+# before the first apply, so they need none. A type missing here is flagged: whoever adds a
+# resource type says which API it needs.
+APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
+    "google_project_service": (),
+    "google_project_iam_member": (),
+    "google_service_account": ("iam.googleapis.com",),
+    "google_firestore_database": ("firestore.googleapis.com",),
+    "google_firestore_field": ("firestore.googleapis.com",),
+    "google_storage_bucket": ("storage.googleapis.com",),
+    "google_storage_bucket_object": ("storage.googleapis.com",),
+    "google_storage_bucket_iam_member": ("storage.googleapis.com",),
+    "google_artifact_registry_repository": ("artifactregistry.googleapis.com",),
+    "google_artifact_registry_repository_iam_member": ("artifactregistry.googleapis.com",),
+    "google_cloudfunctions2_function": (
+        "cloudfunctions.googleapis.com",
+        "run.googleapis.com",
+        "cloudbuild.googleapis.com",
+    ),
+    "google_cloud_run_v2_service_iam_member": ("run.googleapis.com",),
+    "google_cloud_scheduler_job": ("cloudscheduler.googleapis.com",),
+}
+
+
+def _config_at(stack: Mapping[str, Any], address: str) -> Mapping[str, Any]:
+    """The config of the resource at `type.name` (empty if there is none)."""
+    kind, _, name = address.partition(".")
+    found = stack.get("resource", {}).get(kind, {}).get(name, {})
+    return found if isinstance(found, Mapping) else {}
+
+
+def depends_on_api_enablement(resource: Resource) -> Verdict:
+    """A resource depends on the `google_project_service` of every API it calls, and on a
+    `time_sleep` after that enablement: enabling is eventually consistent, so on a fresh
+    project a resource created the moment its API reports enabled can still be refused."""
+    if not resource.type.startswith("google_"):
+        return Verdict.NOT_APPLICABLE
+    if resource.type not in APIS_OF_TYPE:
+        return Verdict.NON_COMPLIANT
+    depends_on = list(resource.config.get("depends_on", []))
+    for api in APIS_OF_TYPE[resource.type]:
+        enablements = {
+            address
+            for address in depends_on
+            if address.startswith("google_project_service.")
+            and _config_at(resource.stack, address).get("service") == api
+        }
+        waited = any(
+            address.startswith("time_sleep.")
+            and enablements & set(_config_at(resource.stack, address).get("depends_on", []))
+            for address in depends_on
+        )
+        if not enablements or not waited:
+            return Verdict.NON_COMPLIANT
+    return Verdict.COMPLIANT
+
+
+GCF_SOURCE_READER_ROLES = {"roles/storage.objectViewer", "roles/storage.objectAdmin"}
+ACCOUNT_REFERENCE = re.compile(r"\$\{google_service_account\.([^.}]+)\.email\}")
+
+
+def _depends_on_closure(stack: Mapping[str, Any], config: Mapping[str, Any]) -> set[str]:
+    """Every address a resource depends on through `depends_on`, directly or transitively."""
+    seen: set[str] = set()
+    pending = list(config.get("depends_on", []))
+    while pending:
+        address = pending.pop()
+        if address not in seen:
+            seen.add(address)
+            pending.extend(_config_at(stack, address).get("depends_on", []))
+    return seen
+
+
+def build_account_reads_gcf_sources(resource: Resource) -> Verdict:
+    """A gen2 function built as its own account: that account may read Google's
+    gcf-v2-sources-PROJECT_NUMBER-REGION bucket of the function's region (project grant,
+    unconditioned or conditioned to that bucket), and the function waits, through a
+    `time_sleep`, until that grant has settled (provider issue 20571)."""
+    if resource.type != "google_cloudfunctions2_function":
+        return Verdict.NOT_APPLICABLE
+    build_account = resource.config.get("build_config", {}).get("service_account", "")
+    account = ACCOUNT_REFERENCE.search(str(build_account))
+    if account is None:
+        return Verdict.NOT_APPLICABLE
+    member = f"serviceAccount:${{google_service_account.{account.group(1)}.email}}"
+    bucket = re.compile(
+        rf'projects/_/buckets/gcf-v2-sources-[^/"]+-{re.escape(str(resource.config.get("location", "")))}"'
+    )
+    grants = {
+        f"google_project_iam_member.{name}"
+        for name, grant in resource.stack.get("resource", {}).get("google_project_iam_member", {}).items()
+        if grant.get("member") == member
+        and grant.get("role") in GCF_SOURCE_READER_ROLES
+        and ("condition" not in grant or bucket.search(grant["condition"].get("expression", "")))
+    }
+    waits = {
+        address
+        for address in _depends_on_closure(resource.stack, resource.config)
+        if address.startswith("time_sleep.")
+        and grants & set(_config_at(resource.stack, address).get("depends_on", []))
+    }
+    return Verdict.COMPLIANT if grants and waits else Verdict.NON_COMPLIANT

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy.pack import LEAST_PRIVILEGE, Rule
+from policy.pack import ACROSS_STACKS, LEAST_PRIVILEGE, Rule, StackSetRule
 from policy.rules import Resource, Verdict
 
 
@@ -17,13 +17,16 @@ class Finding:
     """A rule a resource does not comply with."""
 
     stack: str
-    rule: Rule
+    rule: Rule | StackSetRule
     resource: Resource
+    detail: str = ""
+    """What the rule found, when it says more than its explanation (the rules over all stacks)."""
 
     def __str__(self) -> str:
         return (
             f"{self.rule.severity.upper()} {self.rule.id} [{self.stack}] {self.resource.path} "
-            f"({self.resource.address}): {self.rule.check.__name__}. {self.rule.explanation}"
+            f"({self.resource.address}): {self.rule.check.__name__}"
+            f"{f' ({self.detail})' if self.detail else ''}. {self.rule.explanation}"
         )
 
 
@@ -54,10 +57,21 @@ def stack_files(path: Path) -> dict[str, Path]:
     return found
 
 
-def check_files(files: Mapping[str, Path], pack: Sequence[Rule] = LEAST_PRIVILEGE) -> list[Finding]:
-    """Findings over several synthesized stack files."""
+def check_stack_set(
+    stacks: Mapping[str, Mapping[str, Any]], pack: Sequence[StackSetRule] = ACROSS_STACKS
+) -> list[Finding]:
+    """Findings of the rules over all stacks together."""
     return [
-        finding
-        for name, file in files.items()
-        for finding in check_stack(name, json.loads(file.read_text()), pack)
+        Finding(name, rule, resource, detail)
+        for rule in pack
+        for name, resource, detail in rule.check(stacks)
+    ]
+
+
+def check_files(files: Mapping[str, Path], pack: Sequence[Rule] = LEAST_PRIVILEGE) -> list[Finding]:
+    """Findings over several synthesized stack files: each stack, then all of them together."""
+    stacks = {name: json.loads(file.read_text()) for name, file in files.items()}
+    return [
+        *(finding for name, stack in stacks.items() for finding in check_stack(name, stack, pack)),
+        *check_stack_set(stacks),
     ]

@@ -11,7 +11,13 @@ from stacks import defaults, naming
 from stacks.archive import Archive
 from stacks.provider import (
     ArtifactRegistryRepository,
+    ArtifactRegistryRepositoryCleanupPolicies,
+    ArtifactRegistryRepositoryCleanupPoliciesCondition,
+    ArtifactRegistryRepositoryCleanupPoliciesMostRecentVersions,
     StorageBucket,
+    StorageBucketLifecycleRule,
+    StorageBucketLifecycleRuleAction,
+    StorageBucketLifecycleRuleCondition,
     StorageBucketObject,
     StorageBucketVersioning,
 )
@@ -30,14 +36,19 @@ class BuildStorageProps:
     """Team name; names the bucket and the repository."""
     apis: RequiredApis
     """The stack's enabled APIs."""
+    force_destroy: bool = False
+    """Let `destroy` delete the bucket with every archive and version in it (sandbox teams).
+    Off by default: destroy then stops at a non-empty bucket."""
 
 
 class BuildStorage(Construct):
     """A private source bucket and a Docker repository for the team's function builds.
 
-        The bucket has uniform bucket-level access (no object ACLs) and enforced public access
-        prevention; it is versioned (archive names are content digests, so versions only pile up when
-    an archive is deleted, which then stays recoverable), and `force_destroy` stays off.
+    The bucket has uniform bucket-level access (no object ACLs) and enforced public access
+    prevention, and is versioned. Archive names are content digests, so every changed deploy
+    replaces the object and leaves the previous archive as a noncurrent version: a lifecycle
+    rule deletes those after `defaults.NONCURRENT_SOURCE_DAYS`. The repository keeps the newest
+    `defaults.KEEP_IMAGE_VERSIONS` versions of each image and deletes older ones.
     """
 
     def __init__(self, scope: Construct, id: str, props: BuildStorageProps) -> None:
@@ -51,6 +62,17 @@ class BuildStorage(Construct):
             uniform_bucket_level_access=True,
             public_access_prevention="enforced",
             versioning=StorageBucketVersioning(enabled=True),
+            # As the provider's storage_bucket docs show it: without send_age_if_zero = false
+            # the provider adds age = 0, which would match live objects too.
+            lifecycle_rule=[
+                StorageBucketLifecycleRule(
+                    action=StorageBucketLifecycleRuleAction(type="Delete"),
+                    condition=StorageBucketLifecycleRuleCondition(
+                        days_since_noncurrent_time=defaults.NONCURRENT_SOURCE_DAYS, send_age_if_zero=False
+                    ),
+                )
+            ],
+            force_destroy=props.force_destroy,
             depends_on=props.apis.of(defaults.API_STORAGE),
         )
         """The `google_storage_bucket` holding the source archives."""
@@ -62,6 +84,25 @@ class BuildStorage(Construct):
             repository_id=naming.repository_id(props.team),
             format=defaults.REPOSITORY_FORMAT,
             description=f"Function images built for team {props.team} (runonce)",
+            # Shaped as the provider's "artifact registry repository cleanup" example. A version
+            # matching both a KEEP and a DELETE policy is kept, so the newest images survive.
+            cleanup_policy_dry_run=False,
+            cleanup_policies=[
+                ArtifactRegistryRepositoryCleanupPolicies(
+                    id="delete-old-images",
+                    action="DELETE",
+                    condition=ArtifactRegistryRepositoryCleanupPoliciesCondition(
+                        tag_state="ANY", older_than=defaults.DELETE_IMAGES_OLDER_THAN
+                    ),
+                ),
+                ArtifactRegistryRepositoryCleanupPolicies(
+                    id="keep-recent-images",
+                    action="KEEP",
+                    most_recent_versions=ArtifactRegistryRepositoryCleanupPoliciesMostRecentVersions(
+                        keep_count=defaults.KEEP_IMAGE_VERSIONS
+                    ),
+                ),
+            ],
             depends_on=props.apis.of(defaults.API_ARTIFACT_REGISTRY),
         )
         """The `google_artifact_registry_repository` the builds push images to."""
@@ -75,6 +116,7 @@ class BuildStorage(Construct):
         self.repository_location: str = self.repository.location
         """The repository's location (a Terraform reference)."""
         self._uploads: dict[str, StorageBucketObject] = {}
+        self._storage_api = props.apis.of(defaults.API_STORAGE)
 
     def upload(self, archive: Archive, source: str) -> StorageBucketObject:
         """The bucket object holding the archive of one source folder: one per folder, shared by
@@ -94,5 +136,6 @@ class BuildStorage(Construct):
                 bucket=self.bucket_name,
                 name=naming.source_object_name(archive.digest),
                 source=asset.path,
+                depends_on=self._storage_api,
             )
         return self._uploads[archive.digest]

@@ -50,6 +50,7 @@ class DedupStore(Construct):
         super().__init__(scope, id)
         self.props = props
         """The props this store was built from."""
+        firestore_api = props.apis.of(defaults.API_FIRESTORE)
         self.database = FirestoreDatabase(
             self,
             "database",
@@ -66,7 +67,7 @@ class DedupStore(Construct):
                 if props.point_in_time_recovery
                 else "POINT_IN_TIME_RECOVERY_DISABLED"
             ),
-            depends_on=props.apis.of(defaults.API_FIRESTORE),
+            depends_on=firestore_api,
         )
         """The `google_firestore_database`."""
         self.ttl_field = FirestoreField(
@@ -78,6 +79,7 @@ class DedupStore(Construct):
             field=EXPIRY_FIELD,
             ttl_config=FirestoreFieldTtlConfig(),
             index_config=FirestoreFieldIndexConfig(),
+            depends_on=firestore_api,
         )
         """The `google_firestore_field` holding the TTL policy on expire_at."""
 

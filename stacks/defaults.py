@@ -20,9 +20,31 @@ ROLE_BUILD_SOURCE_READER = "roles/storage.objectViewer"
 ROLE_BUILD_IMAGE_WRITER = "roles/artifactregistry.writer"
 # Log entries can only be written at project level; the role writes and reads nothing else.
 ROLE_BUILD_LOG_WRITER = "roles/logging.logWriter"
+# A gen2 build run as its own account fetches the source from Google's
+# gcf-v2-sources-PROJECT_NUMBER-REGION bucket (provider issue 20571: "You must grant Storage
+# Object Viewer permission"); granted at project level, conditioned to that one bucket.
+ROLE_BUILD_GCF_SOURCE_READER = "roles/storage.objectViewer"
+
+# Waits after eventually consistent changes, as time_sleep create durations. 60 s after the
+# build grants is what the provider's "cloudfunctions2 basic builder" example waits; the same
+# after API enablement (provider issues 10510, 8214, 16883: "wait a few minutes ... and retry").
+# They run on create only: a later apply with nothing new to enable or grant does not wait.
+API_SETTLE = "60s"
+IAM_SETTLE = "60s"
+
+# Source archives are named by digest, so every changed deploy deletes the previous object
+# and the versioned bucket keeps it as a noncurrent version: delete those after this long
+# (long enough to restore one by hand after a bad deploy).
+NONCURRENT_SOURCE_DAYS = 30
+
+# Artifact Registry cleanup: each deploy pushes a new image per function. Keep the newest
+# versions of every image (the one serving included); delete any other older than this.
+KEEP_IMAGE_VERSIONS = 5
+DELETE_IMAGES_OLDER_THAN = "30d"
 
 # Every API a team stack calls; enabled by the stack and left enabled on destroy (other
-# workloads in the project may use them).
+# workloads in the project may use them). Service Usage (which enables them) and Cloud
+# Resource Manager (project IAM, the project number) must already be on: see docs/stacks.md.
 API_IAM = "iam.googleapis.com"
 API_FIRESTORE = "firestore.googleapis.com"
 API_STORAGE = "storage.googleapis.com"

@@ -60,3 +60,19 @@ def account_id(team: str, job: str, role: str) -> str:
 def source_object_name(digest: str) -> str:
     """Object name of a source archive: a new digest (a code change) is a new object."""
     return f"sources/{digest}.zip"
+
+
+def gcf_sources_bucket(project_number: str, region: str) -> str:
+    """Google's own bucket that Cloud Run functions (gen2) copy each deployed source into, and
+    that the build fetches it from (the name in provider issue 20571's error)."""
+    return f"gcf-v2-sources-{project_number}-{region}"
+
+
+def one_bucket_condition(bucket: str) -> str:
+    """An IAM condition that matches one bucket and the objects in it, and nothing else.
+
+    Cloud Storage names a bucket `projects/_/buckets/B` and an object in it
+    `projects/_/buckets/B/objects/O` in IAM conditions; a bare prefix on the bucket name would
+    also match other buckets (the region europe-west1 is a prefix of europe-west10)."""
+    name = f"projects/_/buckets/{bucket}"
+    return f'resource.name == "{name}" || resource.name.startsWith("{name}/objects/")'

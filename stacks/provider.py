@@ -1,4 +1,4 @@
-"""The prebuilt google provider bindings the stacks use, loaded one submodule at a time.
+"""The prebuilt google (and time) provider bindings the stacks use, loaded one submodule at a time.
 
 `import cdktf_cdktf_provider_google.storage_bucket` normally runs the package `__init__`, which
 imports all 1,474 resource submodules (most of a synth's time). Each submodule only needs the
@@ -6,6 +6,7 @@ package's `_jsii` assembly loader, not its siblings, so this module registers a 
 object whose `__path__` is the real package folder before importing anything from it: Python
 then finds the submodules on disk and never runs the package `__init__`. If the real package
 was already imported (a plain cdktf app in the same process), that package is used as is.
+The time provider's bindings (for `time_sleep`) are small, but are loaded the same way.
 """
 
 from __future__ import annotations
@@ -15,26 +16,33 @@ import sys
 import types
 
 PACKAGE = "cdktf_cdktf_provider_google"
+TIME_PACKAGE = "cdktf_cdktf_provider_time"
 
 
-def _register_bare_package() -> None:
-    """Put a package module without the heavy `__init__` into sys.modules (once)."""
-    if PACKAGE in sys.modules:
+def _register_bare_package(name: str) -> None:
+    """Put a package module without its `__init__` into sys.modules (once)."""
+    if name in sys.modules:
         return
-    spec = importlib.util.find_spec(PACKAGE)
+    spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"{PACKAGE} is not installed: run `make install`")
-    package = types.ModuleType(PACKAGE, "google provider bindings (submodules load on demand)")
+        raise ImportError(f"{name} is not installed: run `make install`")
+    package = types.ModuleType(name, "provider bindings (submodules load on demand)")
     package.__path__ = list(spec.submodule_search_locations)
     package.__file__ = spec.origin
     package.__spec__ = spec
-    sys.modules[PACKAGE] = package
+    sys.modules[name] = package
 
 
-_register_bare_package()
+_register_bare_package(PACKAGE)
+_register_bare_package(TIME_PACKAGE)
 
 # The import order below is forced by the registration above, hence the E402 waivers.
-from cdktf_cdktf_provider_google.artifact_registry_repository import ArtifactRegistryRepository  # noqa: E402
+from cdktf_cdktf_provider_google.artifact_registry_repository import (  # noqa: E402
+    ArtifactRegistryRepository,
+    ArtifactRegistryRepositoryCleanupPolicies,
+    ArtifactRegistryRepositoryCleanupPoliciesCondition,
+    ArtifactRegistryRepositoryCleanupPoliciesMostRecentVersions,
+)
 from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import (  # noqa: E402
     ArtifactRegistryRepositoryIamMember,
 )
@@ -54,6 +62,7 @@ from cdktf_cdktf_provider_google.cloudfunctions2_function import (  # noqa: E402
     Cloudfunctions2FunctionBuildConfigSourceStorageSource,
     Cloudfunctions2FunctionServiceConfig,
 )
+from cdktf_cdktf_provider_google.data_google_project import DataGoogleProject  # noqa: E402
 from cdktf_cdktf_provider_google.firestore_database import FirestoreDatabase  # noqa: E402
 from cdktf_cdktf_provider_google.firestore_field import (  # noqa: E402
     FirestoreField,
@@ -67,12 +76,23 @@ from cdktf_cdktf_provider_google.project_iam_member import (  # noqa: E402
 from cdktf_cdktf_provider_google.project_service import ProjectService  # noqa: E402
 from cdktf_cdktf_provider_google.provider import GoogleProvider  # noqa: E402
 from cdktf_cdktf_provider_google.service_account import ServiceAccount  # noqa: E402
-from cdktf_cdktf_provider_google.storage_bucket import StorageBucket, StorageBucketVersioning  # noqa: E402
+from cdktf_cdktf_provider_google.storage_bucket import (  # noqa: E402
+    StorageBucket,
+    StorageBucketLifecycleRule,
+    StorageBucketLifecycleRuleAction,
+    StorageBucketLifecycleRuleCondition,
+    StorageBucketVersioning,
+)
 from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember  # noqa: E402
 from cdktf_cdktf_provider_google.storage_bucket_object import StorageBucketObject  # noqa: E402
+from cdktf_cdktf_provider_time.provider import TimeProvider  # noqa: E402
+from cdktf_cdktf_provider_time.sleep import Sleep  # noqa: E402
 
 __all__ = [
     "ArtifactRegistryRepository",
+    "ArtifactRegistryRepositoryCleanupPolicies",
+    "ArtifactRegistryRepositoryCleanupPoliciesCondition",
+    "ArtifactRegistryRepositoryCleanupPoliciesMostRecentVersions",
     "ArtifactRegistryRepositoryIamMember",
     "CloudRunV2ServiceIamMember",
     "CloudSchedulerJob",
@@ -84,6 +104,7 @@ __all__ = [
     "Cloudfunctions2FunctionBuildConfigSource",
     "Cloudfunctions2FunctionBuildConfigSourceStorageSource",
     "Cloudfunctions2FunctionServiceConfig",
+    "DataGoogleProject",
     "FirestoreDatabase",
     "FirestoreField",
     "FirestoreFieldIndexConfig",
@@ -93,8 +114,13 @@ __all__ = [
     "ProjectIamMemberCondition",
     "ProjectService",
     "ServiceAccount",
+    "Sleep",
     "StorageBucket",
     "StorageBucketIamMember",
+    "StorageBucketLifecycleRule",
+    "StorageBucketLifecycleRuleAction",
+    "StorageBucketLifecycleRuleCondition",
     "StorageBucketObject",
     "StorageBucketVersioning",
+    "TimeProvider",
 ]

@@ -1,14 +1,15 @@
-"""The Google APIs a team stack needs, enabled in the team's project."""
+"""The Google APIs a team stack needs, enabled in the team's project, and a wait after it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cdktf import ITerraformDependable
 from constructs import Construct
 
 from stacks import defaults
-from stacks.provider import ProjectService
+from stacks.provider import ProjectService, Sleep
 
 
 @dataclass(frozen=True)
@@ -19,10 +20,14 @@ class RequiredApisProps:
     """Project id the APIs are enabled in."""
     services: Sequence[str] = defaults.REQUIRED_APIS
     """API service names; default: every API the runonce constructs call."""
+    settle: str = defaults.API_SETTLE
+    """How long to wait after enabling before anything uses the APIs (a time_sleep duration)."""
 
 
 class RequiredApis(Construct):
-    """One `google_project_service` per API, left enabled on destroy (the project may need it)."""
+    """One `google_project_service` per API, left enabled on destroy (the project may need it),
+    and one `time_sleep` after all of them: enabling is eventually consistent, so a resource
+    created the moment its API reports enabled can still be refused on a fresh project."""
 
     def __init__(self, scope: Construct, id: str, props: RequiredApisProps) -> None:
         super().__init__(scope, id)
@@ -37,7 +42,17 @@ class RequiredApis(Construct):
             for service in props.services
         }
         """The enabled services by API name; resources that call an API depend on its entry."""
+        self.settled = Sleep(
+            self,
+            "settled",
+            create_duration=props.settle,
+            # Waits on create only; a changed list of APIs re-creates it and waits again.
+            triggers={"services": ",".join(sorted(self.services))},
+            depends_on=list(self.services.values()),
+        )
+        """The `time_sleep` that ends `settle` after the last API was enabled (again whenever the
+        list of APIs changes)."""
 
-    def of(self, *services: str) -> list[ProjectService]:
-        """The resources enabling these APIs, for a `depends_on`."""
-        return [self.services[service] for service in services]
+    def of(self, *services: str) -> list[ITerraformDependable]:
+        """What a resource calling these APIs depends on: their enablement, and the wait after it."""
+        return [*(self.services[service] for service in services), self.settled]

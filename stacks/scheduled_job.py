@@ -49,13 +49,21 @@ class ScheduledJob(Construct):
     """The Scheduler job plus a dedicated invoker account allowed to call this function only.
 
     The invoker holds `roles/run.invoker` on the function's Cloud Run service (granted on the
-    service named by the function, never rebuilt from the function's name).
+    service named by the function, never rebuilt from the function's name). The job POSTs to
+    the service's run.app URI with an OIDC token for that same audience, as the provider's
+    "cloudfunctions2 scheduler auth" example does. It does not wait for the invoker grant to
+    settle: a run fired while it propagates is refused (403) and retried like any failed attempt.
     """
 
     def __init__(self, scope: Construct, id: str, props: ScheduledJobProps) -> None:
         super().__init__(scope, id)
         team, job, function = props.team, props.job, props.function.function
-        url = function.url  # read once: each read is a jsii round trip
+        # The run.app URI, not function.url (cloudfunctions.net): with internal-only ingress,
+        # Scheduler counts as internal only on the run.app URL, and Cloud Run accepts ID
+        # tokens whose audience is that URL. Read as string attributes, one jsii round trip
+        # each, instead of through the typed service_config block (three round trips).
+        uri = function.get_string_attribute("service_config[0].uri")
+        service = function.get_string_attribute("service_config[0].service")
         self.invoker_account = job_service_account(
             self, "invoker-account", team, job, "call", "scheduler invoker", props.apis
         )
@@ -66,9 +74,10 @@ class ScheduledJob(Construct):
             "invoker",
             project=team.project,
             location=team.region,
-            name=function.service_config.service,
+            name=service,
             role=defaults.ROLE_INVOKER,
             member=member(invoker_email),
+            depends_on=props.apis.of(defaults.API_RUN),
         )
         """roles/run.invoker on the function's Cloud Run service only."""
         retry = job.retry
@@ -90,12 +99,12 @@ class ScheduledJob(Construct):
                 max_doublings=retry.max_doublings,
             ),
             http_target=CloudSchedulerJobHttpTarget(
-                uri=url,
+                uri=uri,
                 http_method="POST",
                 headers={PROJECT_HEADER: team.project, LOCATION_HEADER: team.region},
                 body=base64.b64encode(job.body.encode()).decode() if job.body else None,
                 oidc_token=CloudSchedulerJobHttpTargetOidcToken(
-                    service_account_email=invoker_email, audience=url
+                    service_account_email=invoker_email, audience=uri
                 ),
             ),
             depends_on=[*props.apis.of(defaults.API_SCHEDULER), self.invoker_grant],

@@ -11,6 +11,8 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stacks.state import GcsState
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEAMS_DIR = REPO_ROOT / "teams"
 FUNCTIONS_DIR = REPO_ROOT / "functions"
@@ -153,6 +155,13 @@ class Team:
     """Protect the ledger database from deletion (turn off only for throwaway sandboxes)."""
     point_in_time_recovery: bool = False
     """Keep 7 days of versions for point-in-time recovery (costs storage)."""
+    state: GcsState | None = None
+    """Where the team's Terraform state lives. None (default): the local file
+    `terraform.<team>.tfstate` at the repository root (one deployer, one machine). Shared teams
+    name a bucket: `state=GcsState(bucket="acme-terraform-state", prefix="runonce/orders")`."""
+    force_destroy: bool = False
+    """Let `destroy` delete the source bucket with every archive in it (throwaway sandbox teams;
+    with delete_protection=False the whole stack can then be destroyed)."""
 
     @property
     def location(self) -> str:

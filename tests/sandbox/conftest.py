@@ -46,9 +46,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def sandbox_team():
-    """The example team pointed at the sandbox project, deletable so teardown leaves nothing."""
+    """The example team pointed at the sandbox project, deletable so teardown leaves nothing
+    (the ledger database without delete protection, the source bucket with force_destroy)."""
     team = load_team_file(TEAMS_DIR / "example.py")
-    return replace(team, project=os.environ["RUNONCE_SANDBOX_PROJECT"], delete_protection=False)
+    return replace(
+        team, project=os.environ["RUNONCE_SANDBOX_PROJECT"], delete_protection=False, force_destroy=True
+    )
 
 
 @pytest.fixture(scope="session")
@@ -66,10 +69,9 @@ def sandbox_stack(sandbox_team, pytestconfig):
         )
     app = App(outdir=str(SANDBOX_OUT))
     stack = TeamStack(app, sandbox_team)
+    # Ingress stays internal-only, as in production: the tests fire the real Scheduler jobs
+    # (Scheduler API jobs.run), and a direct call from the test runner must be refused.
     for name, function in stack.functions.items():
-        # The test runner calls from outside Google's network, which internal-only ingress
-        # refuses whatever the token; IAM (token or not) is what these tests check.
-        function.function.add_override("service_config.ingress_settings", "ALLOW_ALL")
-        TerraformOutput(stack, f"{name}-url", value=function.function.url)
+        TerraformOutput(stack, f"{name}-uri", value=function.function.service_config.uri)
     app.synth()
     return expected / STACK

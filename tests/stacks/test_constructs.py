@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from cdktf import Testing as CdktfTesting
 
 from stacks import defaults, naming, provider
 from stacks.archive import content_digest
-from stacks.team import FUNCTIONS_DIR
+from stacks.state import GcsState, missing_local_state
+from stacks.team import FUNCTIONS_DIR, REPO_ROOT, TEAMS_DIR, load_team_file
+from tests.stacks.conftest import synthesize
 
 EXAMPLE_JOBS = ["report", "sync", "ledger-close"]
 
@@ -67,6 +71,133 @@ def test_each_team_keeps_its_own_state_file(example, payments):
     }
 
 
+def test_a_team_naming_a_gcs_bucket_keeps_its_state_there(archive_dir):
+    state = GcsState(bucket="acme-terraform-state", prefix="runonce/example")
+    shared = synthesize(replace(load_team_file(TEAMS_DIR / "example.py"), state=state), archive_dir)
+    assert shared.document["terraform"]["backend"] == {
+        "gcs": {"bucket": "acme-terraform-state", "prefix": "runonce/example"}
+    }
+
+
+def test_a_missing_local_state_file_is_reported_and_an_existing_one_is_not(tmp_path):
+    assert "no Terraform state at terraform.orders.tfstate" in missing_local_state("orders", tmp_path)
+    (tmp_path / "terraform.orders.tfstate").write_text("{}")
+    assert missing_local_state("orders", tmp_path) is None
+
+
+def test_a_team_without_state_yet_says_so_at_synth_and_a_gcs_team_does_not(archive_dir):
+    # A name no one has deployed from this checkout: its local state file cannot exist.
+    team = replace(load_team_file(TEAMS_DIR / "example.py"), name="never-deployed")
+    local = synthesize(team, archive_dir).stack
+    warnings = [entry.data for entry in local.node.metadata if entry.type == "@cdktf/warn"]
+    assert warnings == [missing_local_state("never-deployed", REPO_ROOT)]
+    state = GcsState(bucket="acme-terraform-state", prefix="runonce/never-deployed")
+    shared = synthesize(replace(team, state=state), archive_dir).stack
+    assert [entry for entry in shared.node.metadata if entry.type == "@cdktf/warn"] == []
+
+
+@pytest.mark.parametrize(
+    ("bucket", "prefix", "named"),
+    [
+        ("Acme_State", "runonce/orders", "bucket"),
+        ("acme-terraform-state", "", "prefix"),
+        ("acme-terraform-state", "/runonce/orders/", "prefix"),
+    ],
+)
+def test_a_state_bucket_or_prefix_that_cannot_work_is_refused_when_the_team_file_loads(bucket, prefix, named):
+    with pytest.raises(ValueError, match=f"GcsState {named}"):
+        GcsState(bucket=bucket, prefix=prefix)
+
+
+def test_the_time_provider_is_pinned_beside_google(example):
+    assert example.document["terraform"]["required_providers"]["time"] == {
+        "source": "hashicorp/time",
+        "version": "0.13.1",
+    }
+    assert example.document["provider"]["time"] == [{}]
+
+
+def depends_on(synth, kind: str, **match) -> list[str]:
+    """The depends_on list of the one resource of `kind` whose arguments include `match`."""
+    found = [config for config in synth.resources(kind).values() if match.items() <= config.items()]
+    assert len(found) == 1, f"expected one {kind} matching {match}"
+    return found[0].get("depends_on", [])
+
+
+def address(synth, kind: str, **match) -> str:
+    """`type.name` of the one resource of `kind` whose arguments include `match`."""
+    return ref(synth, kind, "x", **match).removeprefix("${").removesuffix(".x}")
+
+
+def test_apis_settle_for_sixty_seconds_after_all_of_them_are_enabled(example):
+    apis = [address(example, "google_project_service", service=api) for api in defaults.REQUIRED_APIS]
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "time_sleep",
+        {
+            "create_duration": "60s",
+            "depends_on": apis,
+            "triggers": {"services": ",".join(sorted(defaults.REQUIRED_APIS))},
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "match", "apis"),
+    [
+        ("google_firestore_database", {"name": "runonce"}, ["firestore"]),
+        ("google_firestore_field", {"field": "expire_at"}, ["firestore"]),
+        ("google_storage_bucket", {"name": "runonce-example-example-sources"}, ["storage"]),
+        ("google_storage_bucket_object", {}, ["storage"]),
+        ("google_artifact_registry_repository", {"repository_id": "example-functions"}, ["artifactregistry"]),
+        ("google_service_account", {"account_id": "example-report-build"}, ["iam"]),
+        (
+            "google_cloudfunctions2_function",
+            {"name": "example-report"},
+            ["cloudfunctions", "run", "cloudbuild"],
+        ),
+        ("google_cloud_scheduler_job", {"name": "example-report"}, ["cloudscheduler"]),
+        ("google_cloud_run_v2_service_iam_member", {"role": "roles/run.invoker"}, ["run"]),
+    ],
+)
+def test_resources_wait_for_their_api_and_the_settling_after_it(example, kind, match, apis):
+    if kind == "google_cloud_run_v2_service_iam_member":
+        match = {**match, "member": account(example, "report", "call")}
+    listed = depends_on(example, kind, **match)
+    settled = address(
+        example,
+        "time_sleep",
+        create_duration="60s",
+        depends_on=[
+            address(example, "google_project_service", service=api) for api in defaults.REQUIRED_APIS
+        ],
+    )
+    for api in apis:
+        assert address(example, "google_project_service", service=f"{api}.googleapis.com") in listed
+    assert settled in listed
+
+
+def test_functions_are_created_sixty_seconds_after_every_grant_of_every_job(example):
+    grants = [
+        f"{kind}.{name}"
+        for kind in example.document["resource"]
+        if kind.endswith("_iam_member") and kind != "google_cloud_run_v2_service_iam_member"
+        for name in example.resources(kind)
+    ]
+    iam_settled = example.resources("time_sleep")["iam-settled"]
+    assert iam_settled["create_duration"] == "60s"
+    # Adding or removing a job changes the trigger, so the sleep is re-created and waits again.
+    assert iam_settled["triggers"] == {"jobs": "ledger-close,report,sync"}
+    assert sorted(iam_settled["depends_on"]) == sorted(grants)
+    assert len(grants) == 5 * len(EXAMPLE_JOBS)
+    for config in example.resources("google_cloudfunctions2_function").values():
+        assert "time_sleep.iam-settled" in config["depends_on"]
+
+
+def test_the_project_number_comes_from_the_google_project_data_source(example):
+    assert example.document["data"]["google_project"] == {"project": {"project_id": "runonce-example"}}
+
+
 def test_ledger_is_a_protected_native_database_in_the_team_region(example):
     assert CdktfTesting.to_have_resource_with_properties(
         example.json,
@@ -118,7 +249,59 @@ def test_source_bucket_is_private_and_versioned(example):
             "versioning": {"enabled": True},
         },
     )
-    assert "force_destroy" not in next(iter(example.resources("google_storage_bucket").values()))
+    assert next(iter(example.resources("google_storage_bucket").values()))["force_destroy"] is False
+
+
+def test_noncurrent_source_archives_are_deleted_after_thirty_days(example):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_storage_bucket",
+        {
+            "name": "runonce-example-example-sources",
+            "lifecycle_rule": [
+                {
+                    "action": {"type": "Delete"},
+                    "condition": {"days_since_noncurrent_time": 30, "send_age_if_zero": False},
+                }
+            ],
+        },
+    )
+    (bucket,) = example.resources("google_storage_bucket").values()
+    # Only the noncurrent condition: an age or a live-object condition would delete the
+    # archive a function is built from.
+    assert bucket["lifecycle_rule"][0]["condition"] == {
+        "days_since_noncurrent_time": 30,
+        "send_age_if_zero": False,
+    }
+
+
+def test_a_sandbox_team_may_destroy_its_non_empty_source_bucket(archive_dir):
+    team = replace(load_team_file(TEAMS_DIR / "example.py"), force_destroy=True)
+    sandbox = synthesize(team, archive_dir)
+    assert CdktfTesting.to_have_resource_with_properties(
+        sandbox.json,
+        "google_storage_bucket",
+        {"name": "runonce-example-example-sources", "force_destroy": True},
+    )
+
+
+def test_image_repository_keeps_the_newest_five_versions_and_deletes_older_images(example):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_artifact_registry_repository",
+        {
+            "repository_id": "example-functions",
+            "cleanup_policy_dry_run": False,
+            "cleanup_policies": [
+                {
+                    "id": "delete-old-images",
+                    "action": "DELETE",
+                    "condition": {"tag_state": "ANY", "older_than": "30d"},
+                },
+                {"id": "keep-recent-images", "action": "KEEP", "most_recent_versions": {"keep_count": 5}},
+            ],
+        },
+    )
 
 
 def test_build_images_go_to_the_team_repository(example):
@@ -241,6 +424,27 @@ def test_runtime_account_may_use_the_ledger_database_only(example, job):
     )
 
 
+GCF_SOURCES = "projects/_/buckets/gcf-v2-sources-${data.google_project.project.number}-europe-west1"
+
+
+@pytest.mark.parametrize("job", EXAMPLE_JOBS)
+def test_build_account_reads_googles_gcf_v2_sources_bucket_of_the_region_only(example, job):
+    assert CdktfTesting.to_have_resource_with_properties(
+        example.json,
+        "google_project_iam_member",
+        {
+            "project": "runonce-example",
+            "role": "roles/storage.objectViewer",
+            "member": account(example, job, "build"),
+            "condition": {
+                "title": "runonce-gcf-sources-only",
+                "expression": f'resource.name == "{GCF_SOURCES}" || '
+                f'resource.name.startsWith("{GCF_SOURCES}/objects/")',
+            },
+        },
+    )
+
+
 @pytest.mark.parametrize("job", EXAMPLE_JOBS)
 def test_build_account_reads_sources_pushes_images_and_writes_logs(example, job):
     member = account(example, job, "build")
@@ -283,6 +487,7 @@ def test_build_account_holds_nothing_else(example):
     assert sorted(grants) == sorted(
         [
             ("google_storage_bucket_iam_member", "roles/storage.objectViewer"),
+            ("google_project_iam_member", "roles/storage.objectViewer"),
             ("google_artifact_registry_repository_iam_member", "roles/artifactregistry.writer"),
             ("google_project_iam_member", "roles/logging.logWriter"),
         ]
@@ -305,8 +510,8 @@ def test_invoker_may_call_its_function_service_only(example, job):
     )
 
 
-def test_scheduler_job_posts_to_the_function_with_an_oidc_token_and_runonce_headers(example):
-    url = function_ref(example, "sync", "url")
+def test_scheduler_job_posts_to_the_run_app_uri_with_an_oidc_token_for_it_and_runonce_headers(example):
+    url = function_ref(example, "sync", "service_config[0].uri")
     assert CdktfTesting.to_have_resource_with_properties(
         example.json,
         "google_cloud_scheduler_job",
@@ -353,25 +558,6 @@ def test_every_job_gets_a_scheduler_job_with_its_schedule_and_time_zone(example,
     )
 
 
-def test_two_teams_share_no_resource_name(example, payments):
-    # Fields and objects live inside the team's own database and bucket, so they are left out.
-    def names(synth):
-        return {
-            (
-                kind,
-                config.get("project"),
-                config.get("name") or config.get("account_id") or config.get("repository_id"),
-            )
-            for kind in synth.document["resource"]
-            if kind
-            not in ("google_project_service", "google_firestore_field", "google_storage_bucket_object")
-            and not kind.endswith("_iam_member")
-            for config in synth.resources(kind).values()
-        }
-
-    assert not names(example) & names(payments)
-
-
 def test_constructs_expose_the_resources_they_create(example):
     stack = example.stack
     function, job = stack.functions["report"], stack.jobs["report"]
@@ -381,15 +567,18 @@ def test_constructs_expose_the_resources_they_create(example):
         stack.build.bucket: provider.StorageBucket,
         stack.build.repository: provider.ArtifactRegistryRepository,
         function.function: provider.Cloudfunctions2Function,
-        function.runtime_account: provider.ServiceAccount,
-        function.build_account: provider.ServiceAccount,
-        function.ledger_grant: provider.ProjectIamMember,
+        function.identity.runtime_account: provider.ServiceAccount,
+        function.identity.build_account: provider.ServiceAccount,
+        function.identity.ledger_grant: provider.ProjectIamMember,
+        stack.iam_settled: provider.Sleep,
+        stack.apis.settled: provider.Sleep,
+        stack.project: provider.DataGoogleProject,
         function.source_object: provider.StorageBucketObject,
         job.job: provider.CloudSchedulerJob,
         job.invoker_account: provider.ServiceAccount,
         job.invoker_grant: provider.CloudRunV2ServiceIamMember,
     }
     assert all(isinstance(resource, kind) for resource, kind in exposed.items())
-    assert len(function.build_grants) == 3
+    assert len(function.identity.build_grants) == 4
     assert function.archive.path.is_file()
     assert sorted(stack.apis.services) == sorted(defaults.REQUIRED_APIS)

@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from policy.checkov import SKIPPED, run_checkov
-from policy.pack import LEAST_PRIVILEGE
-from policy.runner import check_stack
+from policy.pack import ACROSS_STACKS, LEAST_PRIVILEGE
+from policy.runner import check_stack, check_stack_set
 from stacks.team import REPO_ROOT
 
 BAD = Path(__file__).parent / "fixtures" / "bad.tf.json"
+# A second stack that is fine on its own, but shares a bucket name, a repository name and its
+# state file with the bad stack.
+TWIN = Path(__file__).parent / "fixtures" / "bad-twin.tf.json"
 CHECKOV = REPO_ROOT / ".venv" / "checkov" / "bin" / "checkov"
 needs_checkov = pytest.mark.skipif(
     not CHECKOV.exists(), reason=f"checkov is not installed at {CHECKOV}: `make test` installs it"
@@ -26,9 +29,18 @@ def flagged(stack: dict) -> set[tuple[str, str]]:
     return {(finding.rule.id, finding.resource.path) for finding in check_stack("stack", stack)}
 
 
+def flagged_together(stacks: dict[str, dict]) -> set[tuple[str, str, str]]:
+    """(rule id, stack, resource path) of every finding of the rules over all stacks."""
+    return {(finding.rule.id, finding.stack, finding.resource.path) for finding in check_stack_set(stacks)}
+
+
 def test_example_teams_pass_the_pack(example, payments):
     assert flagged(example.document) == set()
     assert flagged(payments.document) == set()
+
+
+def test_example_teams_pass_the_rules_over_all_stacks(example, payments):
+    assert flagged_together({"example": example.document, "payments": payments.document}) == set()
 
 
 def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
@@ -40,14 +52,146 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
         ("RO-IAM-4", "bad/shared-account"),
         ("RO-IAM-4", "bad/unused-account"),
         ("RO-IAM-5", "bad/shared-key"),
+        ("RO-IAM-6", "bad/open-function"),
         ("RO-NET-1", "bad/open-function"),
+        ("RO-NET-2", "bad/job"),
         ("RO-STO-1", "bad/acl-bucket"),
+        # Nothing in the bad stack waits for its API (project IAM needs none of its own).
+        *(
+            ("RO-DEP-1", f"bad/{path}")
+            for path in (
+                "shared-account",
+                "unused-account",
+                "builder-account",
+                "shared-key",
+                "public-invoker",
+                "acl-bucket",
+                "open-function",
+                "job",
+                "repository",
+            )
+        ),
     }
 
 
 def test_every_rule_of_the_pack_fires_on_the_bad_stack():
     fired = {rule_id for rule_id, _ in flagged(json.loads(BAD.read_text()))}
     assert fired == {rule.id for rule in LEAST_PRIVILEGE}
+
+
+def test_the_twin_stack_passes_alone_and_clashes_with_the_bad_stack_by_name_and_state():
+    twin = json.loads(TWIN.read_text())
+    assert flagged(twin) == set()
+    assert flagged_together({"bad": json.loads(BAD.read_text()), "bad-twin": twin}) == {
+        ("RO-SET-1", "bad", "bad/acl-bucket"),
+        ("RO-SET-1", "bad-twin", "bad-twin/bucket"),
+        # The bad stack's repository has no project of its own: the provider's is used.
+        ("RO-SET-1", "bad", "bad/repository"),
+        ("RO-SET-1", "bad-twin", "bad-twin/repository"),
+        ("RO-SET-2", "bad", "terraform_backend.local"),
+        ("RO-SET-2", "bad-twin", "terraform_backend.local"),
+    }
+    assert {rule.id for rule in ACROSS_STACKS} == {"RO-SET-1", "RO-SET-2"}
+
+
+def test_two_teams_deriving_the_same_names_in_one_project_are_flagged(example):
+    # Testing.synth records no construct paths, so findings name the Terraform address.
+    found = flagged_together({"example": example.document, "example-copy": json.loads(example.json)})
+    named = {"google_service_account", "google_cloudfunctions2_function", "google_cloud_scheduler_job"}
+    named |= {"google_storage_bucket", "google_artifact_registry_repository", "google_firestore_database"}
+    expected = {
+        ("RO-SET-1", stack, f"{kind}.{name}")
+        for stack in ("example", "example-copy")
+        for kind in named
+        for name in example.resources(kind)
+    }
+    expected |= {("RO-SET-2", stack, "terraform_backend.local") for stack in ("example", "example-copy")}
+    assert found == expected
+    assert len(expected) == 2 * (3 * 3 + 3 + 3 + 1 + 1 + 1) + 2
+
+
+def test_teams_in_different_projects_may_reuse_project_scoped_names_but_not_bucket_names(example):
+    moved = json.loads(example.json.replace("runonce-example", "runonce-other"))
+    moved["terraform"]["backend"] = {"gcs": {"bucket": "acme-terraform-state", "prefix": "runonce/other"}}
+    # The bucket name embeds the project id, so it moved too: nothing clashes.
+    assert flagged_together({"example": example.document, "other": moved}) == set()
+    moved["resource"]["google_storage_bucket"] = example.document["resource"]["google_storage_bucket"]
+    (bucket,) = example.resources("google_storage_bucket")
+    assert flagged_together({"example": example.document, "other": moved}) == {
+        ("RO-SET-1", "example", f"google_storage_bucket.{bucket}"),
+        ("RO-SET-1", "other", f"google_storage_bucket.{bucket}"),
+    }
+
+
+def test_a_scheduler_job_calling_the_cloudfunctions_url_is_flagged(example):
+    stack = json.loads(example.json)
+    for job in stack["resource"]["google_cloud_scheduler_job"].values():
+        job["http_target"]["uri"] = job["http_target"]["uri"].replace("service_config[0].uri", "url")
+        job["http_target"]["oidc_token"]["audience"] = job["http_target"]["uri"]
+    assert {rule for rule, _ in flagged(stack)} == {"RO-NET-2"}
+
+
+def test_a_scheduler_audience_other_than_the_uri_is_flagged(example):
+    stack = json.loads(example.json)
+    name = next(name for name in stack["resource"]["google_cloud_scheduler_job"] if name.startswith("report"))
+    stack["resource"]["google_cloud_scheduler_job"][name]["http_target"]["oidc_token"]["audience"] = (
+        "https://example.com"
+    )
+    assert flagged(stack) == {("RO-NET-2", f"google_cloud_scheduler_job.{name}")}
+
+
+def test_a_scheduler_job_without_an_oidc_token_is_flagged(example):
+    stack = json.loads(example.json)
+    name = next(name for name in stack["resource"]["google_cloud_scheduler_job"] if name.startswith("sync"))
+    del stack["resource"]["google_cloud_scheduler_job"][name]["http_target"]["oidc_token"]
+    # The invoker account is then nobody's identity, which RO-IAM-4 reports as well.
+    assert {rule for rule, _ in flagged(stack)} == {"RO-NET-2", "RO-IAM-4"}
+    assert ("RO-NET-2", f"google_cloud_scheduler_job.{name}") in flagged(stack)
+
+
+def test_a_resource_without_its_api_or_without_the_wait_after_it_is_flagged(example):
+    stack = json.loads(example.json)
+    functions = list(stack["resource"]["google_cloudfunctions2_function"].values())
+    functions[0]["depends_on"] = [d for d in functions[0]["depends_on"] if "cloudbuild" not in d]
+    functions[1]["depends_on"] = [d for d in functions[1]["depends_on"] if "apis_settled" not in d]
+    assert {rule for rule, _ in flagged(stack)} == {"RO-DEP-1"}
+    assert len(flagged(stack)) == 2
+
+
+def test_a_resource_type_whose_api_the_rule_does_not_know_is_flagged(example):
+    stack = json.loads(example.json)
+    stack["resource"]["google_pubsub_topic"] = {"topic": {"name": "t", "depends_on": []}}
+    assert {(rule, path) for rule, path in flagged(stack)} == {("RO-DEP-1", "google_pubsub_topic.topic")}
+
+
+def test_a_build_account_without_the_gcf_sources_grant_or_the_wait_after_it_is_flagged(example):
+    stack = json.loads(example.json)
+    grants = stack["resource"]["google_project_iam_member"]
+    report_grant = next(name for name in grants if name.startswith("report-identity-build-gcf-source-reader"))
+    sync_grant = next(name for name in grants if name.startswith("sync-identity-build-gcf-source-reader"))
+    # Another region's bucket does not help a function in europe-west1.
+    grants[report_grant]["condition"]["expression"] = grants[report_grant]["condition"]["expression"].replace(
+        "europe-west1", "us-central1"
+    )
+    # A grant the function does not wait for: the build may start before it is in force.
+    iam_settled = stack["resource"]["time_sleep"]["iam-settled"]
+    iam_settled["depends_on"].remove(f"google_project_iam_member.{sync_grant}")
+    assert {rule for rule, _ in flagged(stack)} == {"RO-IAM-6"}
+    assert {path.split("-function")[0] for _, path in flagged(stack)} == {
+        "google_cloudfunctions2_function.report",
+        "google_cloudfunctions2_function.sync",
+    }
+
+
+def test_a_project_grant_conditioned_to_a_bucket_name_prefix_is_not_one_resource(example):
+    stack = json.loads(example.json)
+    grants = stack["resource"]["google_project_iam_member"]
+    name = next(name for name in grants if name.startswith("report-identity-build-gcf-source-reader"))
+    # europe-west1 is a prefix of europe-west10: a bare prefix matches other regions' buckets.
+    grants[name]["condition"]["expression"] = (
+        'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-123-europe-west1")'
+    )
+    assert flagged(stack) == {("RO-IAM-3", f"google_project_iam_member.{name}")}
 
 
 def test_a_function_without_ingress_setting_counts_as_open(example):
@@ -63,6 +207,25 @@ def test_policy_command_fails_on_the_bad_stack_and_prints_resource_paths():
     )
     assert completed.returncode == 1
     assert "ERROR RO-IAM-1 [bad] bad/owner (google_project_iam_member.owner)" in completed.stdout
+
+
+def test_policy_command_checks_the_stacks_it_is_given_together():
+    completed = subprocess.run(
+        [sys.executable, "-m", "policy", str(BAD), str(TWIN)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    assert completed.returncode == 1
+    assert (
+        "ERROR RO-SET-1 [bad-twin] bad-twin/bucket (google_storage_bucket.bucket): no_shared_resource_names "
+        "(google_storage_bucket runonce-bad-sources is also used by bad)." in completed.stdout
+    )
+    assert (
+        "ERROR RO-SET-2 [bad] terraform_backend.local (terraform_backend.local): no_shared_state "
+        "(state local ../../../terraform.bad.tfstate is also used by bad-twin)." in completed.stdout
+    )
 
 
 def test_every_checkov_skip_says_why():
@@ -81,3 +244,16 @@ def test_checkov_finds_nothing_on_the_example_teams(example, payments, tmp_path)
 def test_checkov_fails_the_bad_stack():
     failed = {failure.check_id for failure in run_checkov(CHECKOV, "bad", BAD)}
     assert {"CKV_GCP_117", "CKV_GCP_124", "CKV_GCP_29", "CKV_GCP_114"} <= failed
+
+
+def test_two_teams_with_the_same_gcs_state_prefix_are_flagged(example, payments):
+    shared = {"gcs": {"bucket": "acme-terraform-state", "prefix": "runonce/orders"}}
+    first, second = json.loads(example.json), json.loads(payments.json)
+    first["terraform"]["backend"] = second["terraform"]["backend"] = shared
+    findings = check_stack_set({"example": first, "payments": second})
+    assert {(finding.rule.id, finding.stack, finding.detail) for finding in findings} == {
+        ("RO-SET-2", "example", "state gs://acme-terraform-state/runonce/orders is also used by payments"),
+        ("RO-SET-2", "payments", "state gs://acme-terraform-state/runonce/orders is also used by example"),
+    }
+    second["terraform"]["backend"] = {"gcs": {"bucket": "acme-terraform-state", "prefix": "runonce/payments"}}
+    assert check_stack_set({"example": first, "payments": second}) == []
