@@ -104,8 +104,10 @@ def missing_requirements(folder: Path, runonce_dir: Path) -> list[tuple[str, str
     """(import, distribution) for every third-party import of the folder's main.py, and of the
     bundled runonce package, that its requirements.txt does not list (nor brings along)."""
     local = {path.stem for path in folder.iterdir()} | {RUNONCE}
-    imports = [name for name in _imports(folder / "main.py") if name.split(".")[0] not in local]
-    imports += [name for path in sorted(runonce_dir.glob("*.py")) for name in _imports(path)]
+    own = list(_imports(folder / "main.py"))
+    imports = [name for name in own if name.split(".")[0] not in local]
+    for module in sorted(_runonce_modules(own, runonce_dir)):
+        imports += _imports(runonce_dir / f"{module}.py")
     listed = _requirements(folder / "requirements.txt")
     missing: dict[str, str] = {}
     for name in imports:
@@ -181,6 +183,42 @@ def _async_issue(where: str, job: ast.FunctionDef | ast.AsyncFunctionDef) -> Han
             "make it a plain `def` (run asyncio code inside it with asyncio.run)",
         )
     return None
+
+
+def _runonce_modules(imports: list[str], runonce_dir: Path) -> set[str]:
+    """The bundled runonce modules a handler loads: the package itself, the submodules main.py
+    names, and every module those import in turn (`from .ledger import ...`). A module nothing
+    loads (e.g. the proxy, with its `requests`) adds no requirement to other functions."""
+    available = {path.stem for path in runonce_dir.glob("*.py")}
+    wanted = ["__init__"] + [
+        part
+        for name in imports
+        if name.split(".")[0] == RUNONCE
+        for part in name.split(".")[1:2]
+        if part in available
+    ]
+    seen: set[str] = set()
+    while wanted:
+        module = wanted.pop()
+        if module in seen or module not in available:
+            continue
+        seen.add(module)
+        wanted += _relative_imports(runonce_dir / f"{module}.py", available)
+    return seen
+
+
+def _relative_imports(path: Path, available: set[str]) -> Iterator[str]:
+    """Sibling modules a package module imports (`from .x import y`, `from . import x`)."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (SyntaxError, OSError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                yield node.module.split(".")[0]
+            else:
+                yield from (alias.name for alias in node.names if alias.name in available)
 
 
 def _imports(path: Path) -> Iterator[str]:

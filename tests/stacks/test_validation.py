@@ -375,7 +375,7 @@ def function_folder(
 ) -> str:
     """A function folder with this handler body; returned as a Job source."""
     folder = tmp_path / "fn"
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "main.py").write_text(HANDLER.format(body=body))
     (folder / "requirements.txt").write_text(requirements)
     return str(folder)
@@ -438,12 +438,25 @@ def test_the_bundled_runonce_needs_firestore_and_the_framework_must_be_listed(tm
     body = "@deduplicated\ndef handle(request):\n    return {}"
     source = function_folder(tmp_path, body, requirements="requests==2.32.3\n")
     problems = find_problems([replace(GOOD_TEAM, jobs=[replace(GOOD_JOB, source=source)])])
-    # main.py imports functions_framework; runonce imports google.cloud.firestore and google.api_core.
+    # main.py imports functions_framework; runonce imports google.cloud.firestore, google.api_core,
+    # google.auth (credentials errors) and werkzeug (returned responses).
     assert sorted(p.fix.split("==")[0] for p in problems) == [
         "add a pinned functions-framework",
         "add a pinned google-api-core",
+        "add a pinned google-auth",
         "add a pinned google-cloud-firestore",
+        "add a pinned werkzeug",
     ]
+
+
+def test_a_runonce_module_the_handler_does_not_load_adds_no_requirement(tmp_path):
+    """The proxy module needs requests; a plain job that never imports it must not list requests."""
+    body = "@deduplicated\ndef handle(request):\n    return {}"
+    plain = function_folder(tmp_path / "plain", body)
+    assert problems_of_job(source=plain) == []
+    proxied = function_folder(tmp_path / "proxied", "from runonce.proxy import Proxy\n" + body)
+    team = replace(GOOD_TEAM, jobs=[replace(GOOD_JOB, source=proxied)])
+    assert [p.fix.split("==")[0] for p in find_problems([team])] == ["add a pinned requests"]
 
 
 def test_local_modules_nested_requirements_and_dependencies_of_listed_packages_count(tmp_path):
