@@ -226,7 +226,8 @@ def guarantee_summary(verdicts: list[RunVerdict]) -> list[str]:
     return [
         f"every run had exactly one effect or one recorded permanent failure ({effects} effects + "
         f"{failed} failed = {runs} runs), each within its retry window",
-        f"{bodies} job bodies for {runs} runs: never two of one run at a time; {again} runs started "
-        f"their body again, each after a kill or a retryable error; {found} bodies re-run after a "
-        "kill that followed the effect found it published and did not write it again",
+        f"{bodies} job bodies for {runs} runs, never two of one run at a time; {again} runs started "
+        "their body again, each after a kill or a retryable error",
+        f"{found} bodies run again after a kill that followed the effect found the effect already "
+        "written, and did not write it again",
     ]
