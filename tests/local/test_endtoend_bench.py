@@ -13,5 +13,5 @@ def test_the_end_to_end_benchmark_times_each_variant_and_prints_the_ratio(firest
     assert {variant: len(times) for variant, times in result.latencies.items()} == dict.fromkeys(VARIANTS, 4)
     assert result.failures == dict.fromkeys(VARIANTS, 0)
     assert "ratio runonce overhead / seed overhead" in render(result, batch=2)
-    profiled = {name for _, _, name in pstats.Stats(str(profile)).stats}  # type: ignore[attr-defined]
+    profiled = {name for _, _, name in pstats.Stats(str(profile)).stats}
     assert {"claim", "complete"} <= profiled
