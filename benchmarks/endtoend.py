@@ -6,7 +6,8 @@ Cloud Run with concurrency 1) started the way the local scheduler starts its ins
 one Firestore emulator. The client sends Scheduler's headers with a new ScheduleTime per request
 (every request is a distinct run on the happy path), in batches that rotate through the variants
 so that all three see the same machine load. It prints each variant's median latency, the
-overhead above the floor, and the ratio of runonce's overhead to the seed's (target <= 0.4x).
+overhead above the floor, and the ratio of runonce's overhead to the seed's (target <= 0.4x), and
+the same at the 10th percentile: on a shared machine, the requests least disturbed by other load.
 
 `python -m benchmarks.endtoend --profile out.prof` also runs runonce's handler under cProfile in
 its process and writes the statistics there (the timings then include the profiler's cost).
@@ -49,14 +50,22 @@ class Measurement:
         """Median latency of one variant, ms."""
         return statistics.median(self.latencies[variant])
 
-    def overhead(self, variant: str) -> float:
-        """Median latency above the floor's, ms."""
-        return self.median(variant) - self.median("floor")
+    def p10(self, variant: str) -> float:
+        """10th percentile latency of one variant, ms: its requests least disturbed by other load."""
+        return statistics.quantiles(self.latencies[variant], n=10)[0]
+
+    def overhead(self, variant: str, at=median) -> float:
+        """Latency above the floor's (median, or `at` another statistic), ms."""
+        return at(self, variant) - at(self, "floor")
+
+    def ratio_at(self, at=median) -> float:
+        """runonce's overhead above the floor over the seed's."""
+        return self.overhead(RUNONCE, at) / self.overhead(SEED, at)
 
     @property
     def ratio(self) -> float:
-        """runonce's overhead above the floor over the seed's."""
-        return self.overhead(RUNONCE) / self.overhead(SEED)
+        """runonce's median overhead above the floor over the seed's: the figure with the target."""
+        return self.ratio_at()
 
 
 def _happy(variant: str, response: requests.Response) -> bool:
@@ -123,15 +132,24 @@ def render(result: Measurement, batch: int) -> str:
     lines = [
         f"End to end over HTTP: one functions-framework process per variant (gunicorn, 1 worker, "
         f"1 thread), one emulator; median of {count} requests each, in interleaved batches of {batch}",
-        f"  {'variant':<24}{'median':>10}{'over floor':>14}{'not happy':>11}",
+        f"  {'variant':<24}{'median':>10}{'over floor':>14}{'p10':>10}{'over floor':>14}{'not happy':>11}",
     ]
     for variant in VARIANTS:
-        over = "" if variant == "floor" else f"{result.overhead(variant):11.2f} ms"
+        over, over10 = (
+            ("", "")
+            if variant == "floor"
+            else (
+                f"{result.overhead(variant):11.2f} ms",
+                f"{result.overhead(variant, Measurement.p10):11.2f} ms",
+            )
+        )
         lines.append(
-            f"  {variant:<24}{result.median(variant):7.2f} ms{over:>14}{result.failures[variant]:>11}"
+            f"  {variant:<24}{result.median(variant):7.2f} ms{over:>14}"
+            f"{result.p10(variant):7.2f} ms{over10:>14}{result.failures[variant]:>11}"
         )
     lines.append(
-        f"  ratio runonce overhead / seed overhead  {result.ratio:.2f}x   (target <= {TARGET_RATIO}x)"
+        f"  ratio runonce overhead / seed overhead  {result.ratio:.2f}x at the median (target <= "
+        f"{TARGET_RATIO}x), {result.ratio_at(Measurement.p10):.2f}x at the 10th percentile"
     )
     return "\n".join(lines)
 
