@@ -31,10 +31,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy functions/runonce stacks policy localscheduler
 
-## make bench: runonce against the seed's two-transaction pattern, side by side, one emulator;
-## then synth time against a plain cdktf app, and 100 jobs against 1. Both run; exit 1 if a target is missed.
+## make bench: runonce against the seed's two-transaction pattern, side by side, one emulator: store time,
+## then end to end over HTTP (functions-framework processes, floor subtracted); then synth time against a
+## plain cdktf app, and 100 jobs against 1. All run; exit 1 if a target is missed.
 bench: $(STAMP)
-	@status=0; $(PY) -m benchmarks.ledger || status=1; echo; $(PY) -m benchmarks.synth || status=1; exit $$status
+	@status=0; $(PY) -m benchmarks.ledger || status=1; echo; $(PY) -m benchmarks.endtoend || status=1; \
+	echo; $(PY) -m benchmarks.synth || status=1; exit $$status
 
 # ---- stacks (CDKTF): one Terraform stack per team file in teams/ (see docs/stacks.md) ----
 NODE_STAMP    := node_modules/.installed-$(shell cksum < package-lock.json | cut -d' ' -f1)

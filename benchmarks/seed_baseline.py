@@ -31,7 +31,7 @@ class SeedLedger:
             snapshot = doc.get(transaction=transaction)
             now = datetime.now(UTC)
             if snapshot.exists:
-                record = snapshot.to_dict()
+                record = snapshot.to_dict() or {}
                 if record["status"] != "in_progress" or record["lease_expires"] > now:
                     return None
             transaction.set(

@@ -2,8 +2,8 @@
 
 Starts the emulator and a pool of functions-framework instances per job, plays the schedule on
 an accelerated clock with the fault mix, prints progress, then the table. Exits 1 if any run
-executed twice, never finished within its retry window, or any process it started outlived it;
-130 on Ctrl-C, after stopping everything.
+broke the guarantee (see localscheduler.report), never finished within its retry window, or any
+process it started outlived it; 130 on Ctrl-C, after stopping everything.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
 from stacks.team import TEAMS_DIR, load_teams
 
 from .faults import FaultMix
-from .report import fault_summary, render
+from .report import fault_summary, guarantee_summary, render
 from .simulation import Result, Simulation
 
 PROJECT = "runonce-local"
 DEFAULT_FAULTS = (
     "duplicate_delivery=0.08,lost_response=0.08,short_deadline=0.06,instance_killed=0.06,"
-    "retryable_failure=0.08,permanent_failure=0.03,forced_run=0.05"
+    "retryable_failure=0.08,permanent_failure=0.03,killed_after_effect=0.05,forced_run=0.05"
 )
 PROGRESS_SECONDS = 5.0
 
@@ -113,10 +113,8 @@ def _report(result: Result, sim: Simulation) -> None:
             f"{trigger.run.schedule_time:%Y-%m-%d %H:%M}Z: "
             f"{'; '.join(verdict.problems)} (run key {trigger.key})"
         )
-    if not bad:
-        print(
-            "every run executed exactly once (executions = scheduled + forced), each within its retry window"
-        )
+    for line in guarantee_summary(result.verdicts):
+        print(line)
     print(f"logs: {sim.log_dir}")
 
 

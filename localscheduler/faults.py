@@ -31,6 +31,12 @@ class Fault(str, Enum):
     """The job raises an ordinary error (answered 500, retried)."""
     PERMANENT_FAILURE = "permanent_failure"
     """The job raises PermanentError (recorded as failed, never run again)."""
+    KILLED_AFTER_EFFECT = "killed_after_effect"
+    """The instance dies right after the job's effect lands, before the completion is written."""
+
+
+KILLING = frozenset({Fault.INSTANCE_KILLED, Fault.KILLED_AFTER_EFFECT})
+"""The faults after which a run waits for its lease to expire before a retry can take it over."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,8 @@ class AttemptShape:
     """Drop the answer as if the connection broke after the handler finished."""
     kill: bool = False
     """Kill the instance once the attempt holds its claim."""
+    kill_after_effect: bool = False
+    """The example job's `kill_after_effect` knob: the instance dies right after the effect."""
 
 
 def shape(fault: Fault, deadline: float, lease: float) -> AttemptShape:
@@ -61,6 +69,8 @@ def shape(fault: Fault, deadline: float, lease: float) -> AttemptShape:
         return AttemptShape(deadline=lease / 16, work=lease / 4)
     if fault is Fault.INSTANCE_KILLED:
         return AttemptShape(deadline=deadline, work=lease * 0.8, kill=True)
+    if fault is Fault.KILLED_AFTER_EFFECT:
+        return AttemptShape(deadline=deadline, kill_after_effect=True)
     if fault is Fault.DUPLICATE_DELIVERY:
         return AttemptShape(deadline=deadline, twice=True)
     if fault is Fault.LOST_RESPONSE:
@@ -83,6 +93,7 @@ class FaultMix:
     instance_killed: float = 0.0
     retryable_failure: float = 0.0
     permanent_failure: float = 0.0
+    killed_after_effect: float = 0.0
     forced_run: float = 0.0
     """Share of runs followed by a forced run ("jobs run") carrying the next scheduled time."""
 
@@ -113,11 +124,17 @@ class FaultMix:
         return {fault: getattr(self, fault.value) for fault in Fault if fault is not Fault.NONE}
 
     def fault_for(self, run: PlannedRun, forced: bool = False) -> Fault:
-        """The fault that hits this run's first attempt (Fault.NONE for most)."""
+        """The fault that hits this run's first attempt (Fault.NONE for most).
+
+        A forced run is spared the faults that kill its instance: its retries would then wait
+        out the lease and come within forced_skew of its ScheduleTime, where runonce today
+        takes them for the scheduled run (issue 8, defect 2: a run's identity must not depend
+        on arrival time). Its other faults still apply.
+        """
         draw = self._rng(run, "forced" if forced else "scheduled").random()
         for fault, rate in self.first_attempt_rates().items():
             if draw < rate:
-                return fault
+                return Fault.NONE if forced and fault in KILLING else fault
             draw -= rate
         return Fault.NONE
 

@@ -7,8 +7,9 @@ unwarmed first request would outlive its lease), then loads the job's real `main
 exposes its entry point unchanged, so the instance serves exactly the deployed function code.
 
 Environment: RUNONCE_LOCAL_CLOCK_FILE (a file holding an AcceleratedClock spec, written once the
-scheduler starts its clock; read at the first request), RUNONCE_LOCAL_SOURCE (path of the job's
-main.py), RUNONCE_LOCAL_TARGET (its entry point).
+scheduler starts its clock; read at the first request; unset, the instance keeps the real clock,
+as `make bench` wants), RUNONCE_LOCAL_SOURCE (path of the job's main.py), RUNONCE_LOCAL_TARGET
+(its entry point).
 """
 
 import functools
@@ -34,7 +35,8 @@ def simulated_now() -> datetime:
     return _clock().now()
 
 
-runonce.set_clock(simulated_now)
+if "RUNONCE_LOCAL_CLOCK_FILE" in os.environ:
+    runonce.set_clock(simulated_now)
 firestore.Client().collection("localscheduler_warmup").document("probe").set({"warm": True})
 
 _source = Path(os.environ["RUNONCE_LOCAL_SOURCE"]).resolve()

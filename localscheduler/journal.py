@@ -36,7 +36,11 @@ class Sent:
     acknowledged: bool
     """Scheduler saw a 2xx and stops retrying (false when the fault lost the answer)."""
     killed: bool = False
-    """The fault killed the instance while this attempt held the run's claim."""
+    """The instance died while this attempt held the run's claim: the fault killed it mid-run,
+    or the job killed it right after its effect (killed_after_effect)."""
+    answered_at: datetime | None = None
+    """Simulated time the answer (or the transport error) came back; for a killed attempt, a
+    moment by which its instance was dead."""
 
 
 @dataclass(frozen=True)

@@ -60,11 +60,13 @@ def triggers(runs: list[PlannedRun], faults: FaultMix, forced_skew: float) -> li
 
 def job_body(body: str, shape: AttemptShape, clock: AcceleratedClock) -> bytes:
     """The job's configured body, plus the example job's knobs when the fault needs them."""
-    knobs: dict[str, float | str] = {}
+    knobs: dict[str, float | str | bool] = {}
     if shape.work:
         knobs["work_seconds"] = round(clock.wall_seconds(shape.work), 4)
     if shape.fail:
         knobs["fail"] = shape.fail
+    if shape.kill_after_effect:
+        knobs["kill_after_effect"] = True
     if not knobs:
         return body.encode()
     payload = json.loads(body or "{}")
@@ -178,6 +180,9 @@ class LocalScheduler:
                 done.set()
                 if watcher.is_alive():
                     watcher.join()
+                if shape.kill_after_effect and not is_copy and answer.error == "connection":
+                    killed.set()  # the job killed its own instance after its effect
+        answered_at = self.clock.now()
         acknowledged = answer.ok and not shape.lose_response
         self.journal.add(
             Sent(
@@ -194,6 +199,7 @@ class LocalScheduler:
                 outcome=answer.outcome,
                 acknowledged=acknowledged,
                 killed=killed.is_set(),
+                answered_at=answered_at,
             )
         )
         return acknowledged

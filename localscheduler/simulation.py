@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,10 +22,11 @@ from google.cloud import firestore
 from runonce.settings import DEFAULT_FORCED_SKEW_SECONDS
 from stacks.team import Job, Team
 
+from .bodies import Body, read_bodies
 from .clock import AcceleratedClock
 from .faults import FaultMix
 from .instances import InstancePool
-from .journal import Journal
+from .journal import Journal, Sent
 from .plan import PlannedRun, planned_runs
 from .report import JobRow, RunVerdict, job_rows, judge
 from .retry import RetryPolicy
@@ -47,6 +49,11 @@ def simulation_lease(job: Job, runs: list[PlannedRun]) -> int:
     return max(1, min(job.lease_seconds, int(last * LEASE_SHARE_OF_RETRY_WINDOW)))
 
 
+def _run_of(trigger: Trigger) -> tuple:
+    """The journal's identity of a trigger's deliveries: team, job, ScheduleTime, forced."""
+    return (trigger.run.team.name, trigger.run.job.name, trigger.run.schedule_time, trigger.forced)
+
+
 @dataclass(frozen=True)
 class Result:
     """What a simulation produced: the plan, a verdict per run, the journal, the table rows."""
@@ -57,6 +64,8 @@ class Result:
     rows: list[JobRow]
     restarts: int
     leases: dict[tuple[str, str], int]
+    bodies: dict[str, list[Body]]
+    """The job bodies the instance logs show, by run key, in start order."""
 
     @property
     def ok(self) -> bool:
@@ -159,9 +168,16 @@ class Simulation:
         self.scheduler.run(plan)
         journal.close()
         view = StoreView.read(client)
-        verdicts = [judge(trigger, view) for trigger in sorted(plan, key=lambda t: t.at)]
+        bodies = read_bodies(self.log_dir, clock)
+        sent: dict[tuple, list[Sent]] = defaultdict(list)
+        for entry in journal.sent():
+            sent[(entry.team, entry.job, entry.schedule_time, entry.forced)].append(entry)
+        verdicts = [
+            judge(trigger, view, bodies.get(trigger.key, []), sent[_run_of(trigger)])
+            for trigger in sorted(plan, key=lambda t: t.at)
+        ]
         restarts = sum(pool.restarts for pool in self.pools.values())
-        return Result(plan, verdicts, journal, job_rows(verdicts, journal), restarts, leases)
+        return Result(plan, verdicts, journal, job_rows(verdicts, journal), restarts, leases, bodies)
 
     def stop(self) -> None:
         """Stop sending and stop every instance; safe to call from a signal handler, and twice."""

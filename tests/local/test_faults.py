@@ -41,3 +41,9 @@ def test_rates_that_add_up_to_more_than_one_are_rejected():
 def test_an_unknown_fault_name_is_rejected_with_the_known_ones():
     with pytest.raises(ValueError, match="instance_killed"):
         FaultMix.parse("instance_kill=0.1", seed=1)
+
+
+def test_a_forced_run_is_never_killed_while_scheduled_runs_are():
+    mix = FaultMix(seed=5, instance_killed=0.3, killed_after_effect=0.3)
+    assert {mix.fault_for(run, forced=True) for run in RUNS} == {Fault.NONE}
+    assert {Fault.INSTANCE_KILLED, Fault.KILLED_AFTER_EFFECT} <= {mix.fault_for(run) for run in RUNS}

@@ -1,0 +1,190 @@
+"""`make bench`, end to end: a request over HTTP to a real functions-framework process, three ways.
+
+Each variant of benchmarks.endtoend_functions (no deduplication, the seed's two transactions,
+runonce) is served by its own functions-framework process (gunicorn, one worker, one thread:
+Cloud Run with concurrency 1) started the way the local scheduler starts its instances, all on
+one Firestore emulator. The client sends Scheduler's headers with a new ScheduleTime per request
+(every request is a distinct run on the happy path), in batches that rotate through the variants
+so that all three see the same machine load. It prints each variant's median latency, the
+overhead above the floor, and the ratio of runonce's overhead to the seed's (target <= 0.4x), and
+the same at the 10th percentile: on a shared machine, the requests least disturbed by other load.
+
+`python -m benchmarks.endtoend --profile out.prof` also runs runonce's handler under cProfile in
+its process and writes the statistics there (the timings then include the profiler's cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import requests
+
+from emulator.firestore import FirestoreEmulator
+from localscheduler.delivery import rfc3339
+from localscheduler.instances import InstancePool
+
+FUNCTIONS = Path(__file__).with_name("endtoend_functions.py")
+VARIANTS = {"floor": "floor", "seed (2 transactions)": "seed_pattern", "runonce": "deduplicated_job"}
+SEED, RUNONCE = "seed (2 transactions)", "runonce"
+TARGET_RATIO = 0.4
+PROJECT = "runonce-bench"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Latencies in ms per variant (warm-up excluded), and what the answers said."""
+
+    latencies: dict[str, list[float]]
+    failures: dict[str, int]
+    """Requests per variant not answered 200 with the happy-path outcome."""
+
+    def median(self, variant: str) -> float:
+        """Median latency of one variant, ms."""
+        return statistics.median(self.latencies[variant])
+
+    def p10(self, variant: str) -> float:
+        """10th percentile latency of one variant, ms: its requests least disturbed by other load."""
+        return statistics.quantiles(self.latencies[variant], n=10)[0]
+
+    def overhead(self, variant: str, at=median) -> float:
+        """Latency above the floor's (median, or `at` another statistic), ms."""
+        return at(self, variant) - at(self, "floor")
+
+    def ratio_at(self, at=median) -> float:
+        """runonce's overhead above the floor over the seed's."""
+        return self.overhead(RUNONCE, at) / self.overhead(SEED, at)
+
+    @property
+    def ratio(self) -> float:
+        """runonce's median overhead above the floor over the seed's: the figure with the target."""
+        return self.ratio_at()
+
+
+def _happy(variant: str, response: requests.Response) -> bool:
+    if response.status_code != 200:
+        return False
+    body = response.json()
+    return variant == "floor" or body.get("outcome") == "completed"
+
+
+def measure(
+    emulator_host: str, runs: int, warmup: int, batch: int, log_dir: Path, profile: Path | None = None
+) -> Measurement:
+    """Serve the three variants and time `runs` requests of each after `warmup` of each."""
+    env = {"GOOGLE_CLOUD_PROJECT": PROJECT, "FIRESTORE_EMULATOR_HOST": emulator_host}
+    if profile is not None:
+        env["BENCH_PROFILE"] = str(profile)
+    pools = {
+        variant: InstancePool(f"bench-{target}", FUNCTIONS, target, 1, env, log_dir)
+        for variant, target in VARIANTS.items()
+    }
+    job = f"bench-{uuid.uuid4().hex[:8]}"
+    # Distinct runs, all well inside the retention and far from counting as forced.
+    base = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    sequence = iter(range(10**9))
+    latencies: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    failures = dict.fromkeys(VARIANTS, 0)
+    try:
+        for pool in pools.values():
+            pool.start()
+        urls = {variant: pool.instances[0].url for variant, pool in pools.items()}
+        with requests.Session() as session:
+            session.trust_env = False
+
+            def send(variant: str) -> tuple[float, bool]:
+                headers = {
+                    "X-CloudScheduler-JobName": job,
+                    "X-CloudScheduler-ScheduleTime": rfc3339(base + timedelta(seconds=next(sequence))),
+                }
+                started = time.perf_counter()
+                response = session.post(urls[variant], headers=headers, data=b"", timeout=30)
+                return (time.perf_counter() - started) * 1000, _happy(variant, response)
+
+            names = list(VARIANTS)
+            warm_rounds = -(-warmup // batch)
+            for round_ in range(warm_rounds + max(1, -(-runs // batch))):
+                order = names[round_ % len(names) :] + names[: round_ % len(names)]
+                for variant in order:
+                    for _ in range(batch):
+                        ms, ok = send(variant)
+                        if round_ >= warm_rounds:
+                            latencies[variant].append(ms)
+                            failures[variant] += not ok
+            if profile is not None:
+                session.get(urls[RUNONCE] + "profile", timeout=30).raise_for_status()
+    finally:
+        for pool in pools.values():
+            pool.stop()
+    return Measurement(latencies, failures)
+
+
+def render(result: Measurement, batch: int) -> str:
+    """The report: medians, overheads above the floor, the ratio against the target."""
+    count = len(result.latencies["floor"])
+    lines = [
+        f"End to end over HTTP: one functions-framework process per variant (gunicorn, 1 worker, "
+        f"1 thread), one emulator; median of {count} requests each, in interleaved batches of {batch}",
+        f"  {'variant':<24}{'median':>10}{'over floor':>14}{'p10':>10}{'over floor':>14}{'not happy':>11}",
+    ]
+    for variant in VARIANTS:
+        over, over10 = (
+            ("", "")
+            if variant == "floor"
+            else (
+                f"{result.overhead(variant):11.2f} ms",
+                f"{result.overhead(variant, Measurement.p10):11.2f} ms",
+            )
+        )
+        lines.append(
+            f"  {variant:<24}{result.median(variant):7.2f} ms{over:>14}"
+            f"{result.p10(variant):7.2f} ms{over10:>14}{result.failures[variant]:>11}"
+        )
+    lines.append(
+        f"  ratio runonce overhead / seed overhead  {result.ratio:.2f}x at the median (target <= "
+        f"{TARGET_RATIO}x), {result.ratio_at(Measurement.p10):.2f}x at the 10th percentile"
+    )
+    return "\n".join(lines)
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """Sizes of the measurement; the defaults take about a minute."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.endtoend", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--runs", type=int, default=400, help="timed requests per variant (default 400)")
+    parser.add_argument(
+        "--warmup", type=int, default=300, help="untimed requests per variant first (default 300)"
+    )
+    parser.add_argument("--batch", type=int, default=20, help="requests per variant in a row (default 20)")
+    parser.add_argument("--profile", type=Path, help="write a cProfile of runonce's handler here")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start an emulator, measure, print; exit 1 if the ratio misses the target or a request failed."""
+    args = arguments(argv)
+    with FirestoreEmulator() as emulator:
+        result = measure(
+            emulator.host,
+            args.runs,
+            args.warmup,
+            args.batch,
+            Path(tempfile.mkdtemp(prefix="runonce-bench-")),
+            args.profile,
+        )
+    print(render(result, args.batch))
+    met = result.ratio <= TARGET_RATIO and not any(result.failures.values())
+    print(f"verdict: {'target met' if met else 'TARGET MISSED'} (ratio {result.ratio:.2f}x)")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
