@@ -127,9 +127,11 @@ class FaultMix:
         """The fault that hits this run's first attempt (Fault.NONE for most).
 
         A forced run is spared the faults that kill its instance: its retries would then wait
-        out the lease and come within forced_skew of its ScheduleTime, where runonce today
-        takes them for the scheduled run (issue 8, defect 2: a run's identity must not depend
-        on arrival time). Its other faults still apply.
+        out the lease and come within forced_skew of its ScheduleTime, where runonce takes them
+        for the scheduled run by design (README, "Forced runs": where the headers cannot tell,
+        a forced run merges into the scheduled one, and the two take effect once between them;
+        tests/core/test_forced.py covers that merge). This suite's verdict wants one effect per
+        run key, so it keeps forced runs out of that documented window. Other faults apply.
         """
         draw = self._rng(run, "forced" if forced else "scheduled").random()
         for fault, rate in self.first_attempt_rates().items():
