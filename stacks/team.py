@@ -26,7 +26,7 @@ class Retry:
     """Cloud Scheduler's retry_config for one job (ranges are Scheduler's own).
 
     Retries are safe with runonce (a retry of a finished run is answered 200 without running),
-    so the default retries a failed or lost delivery three times instead of Scheduler's zero.
+    so the default retries a failed or lost delivery up to five times instead of Scheduler's zero.
     """
 
     retry_count: int = 5
