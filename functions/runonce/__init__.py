@@ -10,15 +10,26 @@ def handle(request):
 """
 
 from .clock import set_clock
+from .contract import RunStatus
 from .delivery import BadDelivery, Delivery, parse_delivery
-from .errors import ConfigError, NestedRunError, NotRunnable, PermanentError
-from .handler import deduplicated
+from .errors import (
+    ConfigError,
+    NestedRunError,
+    NotRunnable,
+    PermanentError,
+    StoreDenied,
+    StoreError,
+    StoreRejected,
+    StoreUnavailable,
+)
 from .keys import run_key
-from .ledger import Claim, Held, Ledger, RunStatus
+from .ledger import Claim, Held, Ledger
 from .outcomes import Outcome
 from .results import StoredResult
 from .run import Run, current_run
+from .scheduled import deduplicated
 from .settings import Settings, load_settings
+from .store import Store
 
 __all__ = [
     "BadDelivery",
@@ -34,6 +45,11 @@ __all__ = [
     "Run",
     "RunStatus",
     "Settings",
+    "Store",
+    "StoreDenied",
+    "StoreError",
+    "StoreRejected",
+    "StoreUnavailable",
     "StoredResult",
     "current_run",
     "deduplicated",

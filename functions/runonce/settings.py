@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
+from .contract import (
+    COLLECTION_VARIABLE,
+    DATABASE_VARIABLE,
+    DEFAULT_COLLECTION,
+    FORCED_SKEW_VARIABLE,
+    LEASE_VARIABLE,
+    PROJECT_VARIABLE,
+    RETENTION_VARIABLE,
+)
 from .errors import ConfigError
 from .text import clip
 
 DEFAULT_LEASE_SECONDS = 900
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600
-DEFAULT_COLLECTION = "scheduler_runs"
 DEFAULT_DATABASE = "(default)"
 # A ScheduleTime further ahead of the clock than this is a forced run ("Force run" sends the
 # next scheduled time); the allowance absorbs clock skew between Scheduler and the function.
@@ -80,13 +88,11 @@ def _collection_problem(collection: str) -> str | None:
     return None
 
 
-def load_settings(
-    overrides: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
-) -> Settings:
-    """Merge decorator overrides over RUNONCE_* environment variables and validate the result.
-
-    Raises ConfigError naming the setting and the fix; nothing is read from the store before.
-    """
+def _picker(
+    overrides: Mapping[str, object] | None, environ: Mapping[str, str] | None
+) -> Callable[[str, str, object], tuple[str, object]]:
+    """`pick(option, variable, default)`: (where the value came from, the value); a decorator
+    option that is not None wins over the environment variable."""
     env = os.environ if environ is None else environ
     given = {key: value for key, value in (overrides or {}).items() if value is not None}
 
@@ -95,11 +101,22 @@ def load_settings(
             return f"{option} (decorator option)", given[option]
         return variable, env.get(variable, default)
 
+    return pick
+
+
+def load_settings(
+    overrides: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Merge decorator overrides over RUNONCE_* environment variables and validate the result.
+
+    Raises ConfigError naming the setting and the fix; nothing is read from the store before.
+    """
+    pick = _picker(overrides, environ)
     lease = _seconds(
-        *pick("lease", "RUNONCE_LEASE_SECONDS", DEFAULT_LEASE_SECONDS), 1, 24 * 3600, DEFAULT_LEASE_SECONDS
+        *pick("lease", LEASE_VARIABLE, DEFAULT_LEASE_SECONDS), 1, 24 * 3600, DEFAULT_LEASE_SECONDS
     )
     retention = _seconds(
-        *pick("retention", "RUNONCE_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS),
+        *pick("retention", RETENTION_VARIABLE, DEFAULT_RETENTION_SECONDS),
         60,
         3650 * 24 * 3600,
         DEFAULT_RETENTION_SECONDS,
@@ -111,13 +128,13 @@ def load_settings(
             "or lower RUNONCE_LEASE_SECONDS"
         )
     skew = _seconds(
-        *pick("forced_skew", "RUNONCE_FORCED_SKEW_SECONDS", DEFAULT_FORCED_SKEW_SECONDS),
+        *pick("forced_skew", FORCED_SKEW_VARIABLE, DEFAULT_FORCED_SKEW_SECONDS),
         0,
         3600,
         DEFAULT_FORCED_SKEW_SECONDS,
     )
 
-    name, collection = pick("collection", "RUNONCE_COLLECTION", DEFAULT_COLLECTION)
+    name, collection = pick("collection", COLLECTION_VARIABLE, DEFAULT_COLLECTION)
     collection = str(collection)
     problem = _collection_problem(collection)
     if problem is not None:
@@ -126,7 +143,7 @@ def load_settings(
             f"digits, - or _, e.g. {DEFAULT_COLLECTION}"
         )
 
-    name, database = pick("database", "RUNONCE_DATABASE", DEFAULT_DATABASE)
+    name, database = pick("database", DATABASE_VARIABLE, DEFAULT_DATABASE)
     database = str(database)
     if database != DEFAULT_DATABASE and not _DATABASE_ID.fullmatch(database):
         raise ConfigError(
@@ -134,7 +151,7 @@ def load_settings(
             "lowercase letters, digits and hyphens starting with a letter"
         )
 
-    project = (str(given.get("project") or env.get("GOOGLE_CLOUD_PROJECT") or "")).strip() or None
+    project = str(pick("project", PROJECT_VARIABLE, "")[1] or "").strip() or None
     return Settings(
         lease=lease,
         retention=retention,
