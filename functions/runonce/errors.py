@@ -41,3 +41,12 @@ class StoreRejected(StoreError):
 
 class StoreDenied(StoreRejected):
     """The store refused this function's identity, or has no such database: a setup to fix."""
+
+
+class EventRetry(RuntimeError):
+    """Raised out of a CloudEvent function by `@deduplicated_event` so that the event is delivered
+    again (a CloudEvent function nacks by raising); `answer` is what a push request would get."""
+
+    def __init__(self, message: str, answer: object):
+        super().__init__(message)
+        self.answer = answer

@@ -38,6 +38,8 @@ class Outcome(Enum):
     MISCONFIGURED = ("misconfigured", 500)
     ERROR = ("error", 500)
     REJECTED = ("rejected", 400)
+    DEAD_LETTER_FAILED = ("dead_letter_failed", 500)
+    """Events only: a failed or too old event could not be forwarded to the dead-letter topic."""
 
     label: str
     """The body's `outcome` and the log line's `outcome`."""
