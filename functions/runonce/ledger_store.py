@@ -35,7 +35,10 @@ def _translated() -> Iterator[None]:
     except (gexc.RetryError, *TRANSIENT) as exc:
         raise StoreUnavailable(_problem(exc)) from exc
     except _DENIED as exc:
-        raise StoreDenied(_problem(exc)) from exc
+        raise StoreDenied(
+            f"{_problem(exc)}; check that the Firestore database (RUNONCE_DATABASE) exists and that the "
+            "function's service account may use it (roles/datastore.user)"
+        ) from exc
     except gexc.GoogleAPICallError as exc:
         raise StoreRejected(_problem(exc)) from exc
 
