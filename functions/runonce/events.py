@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from . import clock, logs
 from .connection import Connection, Setup
-from .contract import DEAD_LETTERED_AT_FIELD, MAX_EVENT_AGE_VARIABLE, DeadLetterReason, RunStatus
+from .contract import (
+    DEAD_LETTER_MESSAGE_ID_FIELD,
+    DEAD_LETTER_REASON_FIELD,
+    DEAD_LETTERED_AT_FIELD,
+    MAX_EVENT_AGE_VARIABLE,
+    DeadLetterReason,
+    RunStatus,
+)
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
 from .errors import ConfigError, EventRetry, StoreError
 from .event import BadEnvelope, Event, event_key, from_cloud_event, parse_push
@@ -136,9 +143,13 @@ def _forward(
             reason=reason.value,
         )
         return Outcome.DEAD_LETTER_FAILED.answer(run_key=key, reason=reason.value, error=problem)
-    marked = {DEAD_LETTERED_AT_FIELD: clock.now(), "dead_letter_reason": reason.value}
+    marks = {
+        DEAD_LETTERED_AT_FIELD: clock.now(),
+        DEAD_LETTER_REASON_FIELD: reason.value,
+        DEAD_LETTER_MESSAGE_ID_FIELD: message_id,
+    }
     try:
-        setup.base.store.annotate(key, {**marked, "dead_letter_message_id": message_id})
+        setup.base.store.annotate(key, marks)
     except Exception as exc:  # the copy is safe; only a later duplicate would forward it again
         log(logging.WARNING, f"dead-lettered but not marked in the ledger: {describe(exc, 500)}")
     log(
