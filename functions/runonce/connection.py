@@ -1,4 +1,4 @@
-"""The settings, Firestore client and run ledger of one decorated function, built at first use.
+"""The settings, Firestore client and run store of one decorated function, built at first use.
 
 Built lazily, so importing a module never fails or touches the network. Whatever stops them being
 built (an invalid setting, no project, no credentials) becomes a ConfigError naming what to set;
@@ -16,21 +16,22 @@ from google.cloud import firestore
 
 from .errors import ConfigError
 from .ledger import Ledger
+from .ledger_store import LedgerStore
 from .settings import Settings, load_settings
 from .text import describe
 
 
 @dataclass(frozen=True)
 class Setup:
-    """What a request needs: the settings, the ledger, and the project (for trace ids in logs)."""
+    """What a request needs: the settings, the store, and the project (for trace ids in logs)."""
 
     settings: Settings
-    ledger: Ledger
+    store: LedgerStore
     project: str | None
 
 
 class Connection:
-    """Builds the settings and ledger on first use and keeps them for the process."""
+    """Builds the settings and store on first use and keeps them for the process."""
 
     def __init__(self, overrides: dict[str, Any], client: firestore.Client | None):
         self._overrides = overrides
@@ -49,7 +50,7 @@ class Connection:
                 client = self._client or _client(settings)
                 self._setup = Setup(
                     settings,
-                    Ledger(client, settings.collection, settings.lease, settings.retention),
+                    LedgerStore(Ledger(client, settings.collection, settings.lease, settings.retention)),
                     getattr(client, "project", None),
                 )
             return self._setup

@@ -13,10 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from functools import cached_property
 
-JOB_HEADER = "X-CloudScheduler-JobName"
-TIME_HEADER = "X-CloudScheduler-ScheduleTime"
-PROJECT_HEADER = "X-Runonce-Project"
-LOCATION_HEADER = "X-Runonce-Location"
+from .contract import JOB_HEADER, LOCATION_HEADER, PROJECT_HEADER, TIME_HEADER
 
 # Scheduler job ids are at most 500 characters; the others are far shorter in practice.
 MAX_LENGTH = {JOB_HEADER: 500, TIME_HEADER: 64, PROJECT_HEADER: 100, LOCATION_HEADER: 100}

@@ -21,3 +21,32 @@ class NotRunnable(TypeError):
 class NestedRunError(RuntimeError):
     """A `@deduplicated` function was called while a `@deduplicated` job was running: it would claim
     the same delivery's run again and find it held. Call the undecorated function instead."""
+
+
+class StoreError(Exception):
+    """A call to the run store failed; `problem` says how, in words fit for a log line."""
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        self.problem = problem
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached, or did not answer in time: a retry may work."""
+
+
+class StoreRejected(StoreError):
+    """The store refused the call: retrying the same call will not help."""
+
+
+class StoreDenied(StoreRejected):
+    """The store refused this function's identity, or has no such database: a setup to fix."""
+
+
+class EventRetry(RuntimeError):
+    """Raised out of a CloudEvent function by `@deduplicated_event` so that the event is delivered
+    again (a CloudEvent function nacks by raising); `answer` is what a push request would get."""
+
+    def __init__(self, message: str, answer: object):
+        super().__init__(message)
+        self.answer = answer

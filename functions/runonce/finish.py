@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from google.api_core import exceptions as gexc
-
-from .ledger import TRANSIENT, Claim, Ledger
+from .errors import StoreError
+from .ledger import Claim
 from .logs import log
 from .outcomes import Answer, Outcome
 from .results import StoredResult
+from .store import Store
 from .text import describe, type_name
 
 T = TypeVar("T")
@@ -28,7 +28,7 @@ class Attempt:
     """What the outer guard must know to leave no claim needlessly held."""
 
     started: float
-    ledger: Ledger | None = None
+    store: Store | None = None
     claim: Claim | None = None
     succeeded: bool = False
     """The job returned a success (its completion must be recorded, never released)."""
@@ -41,11 +41,9 @@ class Attempt:
 
 
 def store_problem(exc: Exception) -> str:
-    """What went wrong with a store call, named for what it was."""
-    if isinstance(exc, (gexc.RetryError, *TRANSIENT)):
-        return f"the store was unavailable ({type_name(exc)}: {describe(exc, 500)})"
-    if isinstance(exc, gexc.GoogleAPICallError):
-        return f"the store rejected it ({type_name(exc)}: {describe(exc, 500)})"
+    """What went wrong with a store call: the store's own words, or why the call was not made."""
+    if isinstance(exc, StoreError):
+        return exc.problem
     return f"it could not be sent ({type_name(exc)}: {describe(exc, 500)})"
 
 
@@ -57,29 +55,30 @@ def _write(what: str, call: Callable[[], T]) -> tuple[T | None, str | None]:
         return None, f"{what} failed: {store_problem(exc)}"
 
 
-def fail(attempt: Attempt, claim: Claim, error: str) -> Answer:
-    """A permanent failure: record it, answer 2xx so Scheduler stops."""
-    assert attempt.ledger is not None
-    ledger = attempt.ledger
-    written, problem = _write("the failure write", lambda: ledger.fail(claim, error))
+def fail(attempt: Attempt, claim: Claim, error: str, outcome: Outcome = Outcome.FAILED) -> Answer:
+    """A permanent failure (or an event too old to run): record it, answer 2xx so delivery stops."""
+    assert attempt.store is not None
+    store = attempt.store
+    written, problem = _write("the failure write", lambda: store.fail(claim, error))
     attempt.finished = True
     if written is False:
         problem = "the failure write found the run taken over by another attempt"
     log(
         logging.ERROR,
-        f"job failed permanently: {error}" + (f"; not recorded: {problem}" if problem else ""),
-        outcome=Outcome.FAILED.label,
+        f"{'not run' if outcome is Outcome.TOO_OLD else 'job failed permanently'}: {error}"
+        + (f"; not recorded: {problem}" if problem else ""),
+        outcome=outcome.label,
         recorded=problem is None,
         latency_ms=attempt.ms(),
     )
-    return Outcome.FAILED.answer(run_key=claim.key, error=error, recorded=problem is None)
+    return outcome.answer(run_key=claim.key, error=error, recorded=problem is None)
 
 
 def release(attempt: Attempt, claim: Claim) -> tuple[bool, str | None]:
     """Give the claim back so a retry runs at once: whether that worked, and if not, why."""
-    assert attempt.ledger is not None
-    ledger = attempt.ledger
-    released, problem = _write("the release", lambda: ledger.release(claim))
+    assert attempt.store is not None
+    store = attempt.store
+    released, problem = _write("the release", lambda: store.release(claim))
     attempt.finished = True
     if released is False:
         problem = "the release found the run taken over by another attempt"
@@ -103,9 +102,9 @@ def retry(attempt: Attempt, claim: Claim, error: str, exc: BaseException | None)
 
 def complete(attempt: Attempt, claim: Claim, stored: StoredResult) -> Answer:
     """Record the success: the job did run, so the answer is 2xx whatever the write does."""
-    assert attempt.ledger is not None
-    ledger = attempt.ledger
-    recorded, problem = _write("the completion write", lambda: ledger.record_result(claim, stored))
+    assert attempt.store is not None
+    store = attempt.store
+    recorded, problem = _write("the completion write", lambda: store.complete(claim, stored))
     attempt.finished = True
     if recorded is not None:
         stored = recorded  # what the record holds is what later duplicates are told

@@ -20,7 +20,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import Enum
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -29,6 +28,7 @@ from google.cloud import firestore
 
 from . import clock
 from .budget import Budget
+from .contract import RunStatus
 from .logs import log
 from .results import StoredResult
 from .text import MAX_ERROR_CHARS, clip, describe
@@ -57,14 +57,6 @@ RELEASE_SECONDS = 10.0
 ABANDONED_CLAIM_CHECKS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
 
-class RunStatus(str, Enum):
-    """Where a run stands in the ledger."""
-
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
-
 @dataclass(frozen=True)
 class Claim:
     """This attempt holds the run: it may execute the job, then finish or release the claim."""
@@ -73,6 +65,8 @@ class Claim:
     attempt_id: str
     attempt: int
     update_time: datetime
+    """The fencing token: the record's update time when this attempt last wrote it. Opaque outside
+    the ledger, which guards every finishing write by it."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +215,11 @@ class Ledger:
         """The stored record of a run, or None."""
         snapshot = self._collection.document(key).get(**Budget(CLAIM_SECONDS, self._claim_retry).call())
         return snapshot.to_dict() if snapshot.exists else None
+
+    def annotate(self, key: str, fields: dict[str, Any]) -> None:
+        """Add `fields` to a finished run's record (nothing takes a finished run over, so no guard)."""
+        budget = Budget(FINISH_SECONDS, self._finish_retry)
+        self._collection.document(key).update(fields, **budget.call())
 
     def remove_if_ours(self, key: str, attempt_id: str) -> bool | None:
         """Delete the run's record if it is still `attempt_id`'s claim, in progress.

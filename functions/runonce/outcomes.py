@@ -1,17 +1,28 @@
-"""What Scheduler is answered: every outcome with its HTTP status (README's status table).
+"""What a delivery is answered: every outcome with its HTTP status (README's status tables).
 
-Cloud Scheduler retries any non-2xx, so 2xx means "do not deliver this run again" (done, a
-duplicate of a finished run, a permanent failure), 409 means "another attempt holds it, try
-later", 500 means "a retry should run the job", 400 "this is not a delivery". Never 503, which
-the serving platform uses for its own overload.
+Cloud Scheduler retries any non-2xx and Pub/Sub push redelivers on anything but 102, 200, 201,
+202 and 204, so 2xx means "do not deliver this again" (done, a duplicate of a finished run, a
+permanent failure, too old), 409 means "another attempt holds it, try later", 500 means "a retry
+should run the job", 400 "this is not a delivery". Only 200 acknowledges on both (the Pub/Sub
+emulator nacks 202). Never 503, which the serving platform uses for its own overload.
 """
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
-Answer = tuple[dict[str, Any], int]
+
+class Answer(NamedTuple):
+    """The JSON body and status code functions-framework sends back (a plain 2-tuple to Flask)."""
+
+    body: dict[str, Any]
+    status: int
+
+    @property
+    def outcome(self) -> Outcome:
+        """The outcome the body names."""
+        return _BY_LABEL[self.body["outcome"]]
 
 
 class Outcome(Enum):
@@ -27,6 +38,8 @@ class Outcome(Enum):
     MISCONFIGURED = ("misconfigured", 500)
     ERROR = ("error", 500)
     REJECTED = ("rejected", 400)
+    DEAD_LETTER_FAILED = ("dead_letter_failed", 500)
+    """Events only: a failed or too old event could not be forwarded to the dead-letter topic."""
 
     label: str
     """The body's `outcome` and the log line's `outcome`."""
@@ -39,4 +52,7 @@ class Outcome(Enum):
 
     def answer(self, **body: Any) -> Answer:
         """The JSON body and status code functions-framework sends back."""
-        return {"outcome": self.label, **body}, self.status
+        return Answer({"outcome": self.label, **body}, self.status)
+
+
+_BY_LABEL = {outcome.label: outcome for outcome in Outcome}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import NestedRunError
+from .event import Event
 
 # Marks the request a job is running for, so a nested call is caught even from another thread.
 _ENVIRON_KEY = "runonce.run"
@@ -25,12 +26,14 @@ class Run:
     key: str
     job: str
     schedule_time: str
-    """Canonical RFC 3339 UTC form of the scheduled instant."""
+    """Canonical RFC 3339 UTC form of the scheduled instant (an event's publish or event time)."""
     project: str
     location: str
     forced: bool
     attempt_id: str
     attempt: int
+    event: Event | None = None
+    """The event being handled (`@deduplicated_event`); None for a scheduled run."""
 
 
 _current: contextvars.ContextVar[Run] = contextvars.ContextVar("runonce_current_run")

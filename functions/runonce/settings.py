@@ -4,20 +4,35 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
+from .contract import (
+    COLLECTION_VARIABLE,
+    DATABASE_VARIABLE,
+    DEAD_LETTER_TOPIC_VARIABLE,
+    DEFAULT_COLLECTION,
+    FORCED_SKEW_VARIABLE,
+    LEASE_VARIABLE,
+    MAX_EVENT_AGE_VARIABLE,
+    PROJECT_VARIABLE,
+    RETENTION_VARIABLE,
+)
 from .errors import ConfigError
 from .text import clip
 
 DEFAULT_LEASE_SECONDS = 900
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600
-DEFAULT_COLLECTION = "scheduler_runs"
 DEFAULT_DATABASE = "(default)"
 # A ScheduleTime further ahead of the clock than this is a forced run ("Force run" sends the
 # next scheduled time); the allowance absorbs clock skew between Scheduler and the function.
 DEFAULT_FORCED_SKEW_SECONDS = 60
+# An event older than this is not run but dead-lettered: Google's "end condition" for retried
+# events, so one that keeps failing does not loop until its retention ends.
+DEFAULT_MAX_EVENT_AGE_SECONDS = 24 * 3600
+# Pub/Sub keeps an unacknowledged message 7 days at most: no retry window is longer.
+MAX_RETRY_WINDOW_SECONDS = 7 * 24 * 3600
 
 _DATABASE_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
 _WHOLE_NUMBER = re.compile(r"-?[0-9]+")
@@ -80,13 +95,11 @@ def _collection_problem(collection: str) -> str | None:
     return None
 
 
-def load_settings(
-    overrides: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
-) -> Settings:
-    """Merge decorator overrides over RUNONCE_* environment variables and validate the result.
-
-    Raises ConfigError naming the setting and the fix; nothing is read from the store before.
-    """
+def _picker(
+    overrides: Mapping[str, object] | None, environ: Mapping[str, str] | None
+) -> Callable[[str, str, object], tuple[str, object]]:
+    """`pick(option, variable, default)`: (where the value came from, the value); a decorator
+    option that is not None wins over the environment variable."""
     env = os.environ if environ is None else environ
     given = {key: value for key, value in (overrides or {}).items() if value is not None}
 
@@ -95,11 +108,22 @@ def load_settings(
             return f"{option} (decorator option)", given[option]
         return variable, env.get(variable, default)
 
+    return pick
+
+
+def load_settings(
+    overrides: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Merge decorator overrides over RUNONCE_* environment variables and validate the result.
+
+    Raises ConfigError naming the setting and the fix; nothing is read from the store before.
+    """
+    pick = _picker(overrides, environ)
     lease = _seconds(
-        *pick("lease", "RUNONCE_LEASE_SECONDS", DEFAULT_LEASE_SECONDS), 1, 24 * 3600, DEFAULT_LEASE_SECONDS
+        *pick("lease", LEASE_VARIABLE, DEFAULT_LEASE_SECONDS), 1, 24 * 3600, DEFAULT_LEASE_SECONDS
     )
     retention = _seconds(
-        *pick("retention", "RUNONCE_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS),
+        *pick("retention", RETENTION_VARIABLE, DEFAULT_RETENTION_SECONDS),
         60,
         3650 * 24 * 3600,
         DEFAULT_RETENTION_SECONDS,
@@ -111,13 +135,13 @@ def load_settings(
             "or lower RUNONCE_LEASE_SECONDS"
         )
     skew = _seconds(
-        *pick("forced_skew", "RUNONCE_FORCED_SKEW_SECONDS", DEFAULT_FORCED_SKEW_SECONDS),
+        *pick("forced_skew", FORCED_SKEW_VARIABLE, DEFAULT_FORCED_SKEW_SECONDS),
         0,
         3600,
         DEFAULT_FORCED_SKEW_SECONDS,
     )
 
-    name, collection = pick("collection", "RUNONCE_COLLECTION", DEFAULT_COLLECTION)
+    name, collection = pick("collection", COLLECTION_VARIABLE, DEFAULT_COLLECTION)
     collection = str(collection)
     problem = _collection_problem(collection)
     if problem is not None:
@@ -126,7 +150,7 @@ def load_settings(
             f"digits, - or _, e.g. {DEFAULT_COLLECTION}"
         )
 
-    name, database = pick("database", "RUNONCE_DATABASE", DEFAULT_DATABASE)
+    name, database = pick("database", DATABASE_VARIABLE, DEFAULT_DATABASE)
     database = str(database)
     if database != DEFAULT_DATABASE and not _DATABASE_ID.fullmatch(database):
         raise ConfigError(
@@ -134,7 +158,7 @@ def load_settings(
             "lowercase letters, digits and hyphens starting with a letter"
         )
 
-    project = (str(given.get("project") or env.get("GOOGLE_CLOUD_PROJECT") or "")).strip() or None
+    project = str(pick("project", PROJECT_VARIABLE, "")[1] or "").strip() or None
     return Settings(
         lease=lease,
         retention=retention,
@@ -143,3 +167,68 @@ def load_settings(
         project=str(project) if project else None,
         forced_skew=skew,
     )
+
+
+# Pub/Sub topic ids: 3-255 characters, a letter first, not starting with "goog".
+_TOPIC_ID = re.compile(r"[A-Za-z][A-Za-z0-9._~+%-]{2,254}")
+_TOPIC_PATH = re.compile(r"projects/(?P<project>[^/]+)/topics/(?P<topic>[^/]+)")
+
+
+@dataclass(frozen=True)
+class EventSettings:
+    """What an event function needs beyond `Settings`."""
+
+    max_event_age: timedelta
+    """An event older than this (from its publish or event time) is dead-lettered, not run."""
+    dead_letter_topic: str
+    """Full topic path (`projects/P/topics/T`) that failed and too old events are forwarded to."""
+
+
+def load_event_settings(
+    settings: Settings,
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+    project: str | None = None,
+) -> EventSettings:
+    """The event settings, validated against `settings`; ConfigError names the setting and the fix.
+
+    `project` completes a dead-letter topic given by its id alone (the settings' project wins).
+    """
+    pick = _picker(overrides, environ)
+    max_age = _seconds(
+        *pick("max_event_age", MAX_EVENT_AGE_VARIABLE, DEFAULT_MAX_EVENT_AGE_SECONDS),
+        1,
+        MAX_RETRY_WINDOW_SECONDS,
+        DEFAULT_MAX_EVENT_AGE_SECONDS,
+    )
+    if settings.retention <= max_age:
+        raise ConfigError(
+            f"retention ({int(settings.retention.total_seconds())} s) must be longer than the maximum "
+            f"event age ({int(max_age.total_seconds())} s), or a redelivery of an event still young "
+            f"enough to run could find its record deleted and run it again: raise {RETENTION_VARIABLE} "
+            f"or lower {MAX_EVENT_AGE_VARIABLE}"
+        )
+    name, raw = pick("dead_letter_topic", DEAD_LETTER_TOPIC_VARIABLE, "")
+    topic = str(raw).strip()
+    if not topic:
+        raise ConfigError(
+            f"{DEAD_LETTER_TOPIC_VARIABLE} is not set: an event that fails permanently or arrives too "
+            "old is forwarded there so it is not lost; set it (or the dead_letter_topic option) to "
+            "projects/PROJECT/topics/TOPIC"
+        )
+    path = _TOPIC_PATH.fullmatch(topic)
+    topic_id = path["topic"] if path else topic
+    if not _TOPIC_ID.fullmatch(topic_id) or topic_id.lower().startswith("goog"):
+        raise ConfigError(
+            f"{name}={_shown(raw)} is not a Pub/Sub topic: use projects/PROJECT/topics/TOPIC, the topic "
+            "id being 3-255 letters, digits and - _ . ~ + %, starting with a letter, not with goog"
+        )
+    if path is None:
+        owner = settings.project or project
+        if not owner:
+            raise ConfigError(
+                f"{name}={_shown(raw)} names no project and none is known: write "
+                f"projects/PROJECT/topics/{topic_id}, or set {PROJECT_VARIABLE}"
+            )
+        topic = f"projects/{owner}/topics/{topic_id}"
+    return EventSettings(max_event_age=max_age, dead_letter_topic=topic)

@@ -1,0 +1,72 @@
+"""The names the library, the stacks and the local scheduler must agree on, in one place.
+
+Plain constants and one enum, no imports beyond the standard library, so the stacks (which never
+load the Google clients) and the local scheduler can import this module alone. Change a name here
+and every layer changes with it; a record written under an old name would no longer be read.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+# Headers of a scheduled delivery. Cloud Scheduler sends the first two; the stack adds the others
+# so that same-named jobs of several projects or regions are different runs.
+JOB_HEADER = "X-CloudScheduler-JobName"
+TIME_HEADER = "X-CloudScheduler-ScheduleTime"
+PROJECT_HEADER = "X-Runonce-Project"
+LOCATION_HEADER = "X-Runonce-Location"
+
+# Environment variables the library reads (decorator options override them).
+LEASE_VARIABLE = "RUNONCE_LEASE_SECONDS"
+RETENTION_VARIABLE = "RUNONCE_RETENTION_SECONDS"
+COLLECTION_VARIABLE = "RUNONCE_COLLECTION"
+DATABASE_VARIABLE = "RUNONCE_DATABASE"
+FORCED_SKEW_VARIABLE = "RUNONCE_FORCED_SKEW_SECONDS"
+MAX_EVENT_AGE_VARIABLE = "RUNONCE_MAX_EVENT_AGE_SECONDS"
+DEAD_LETTER_TOPIC_VARIABLE = "RUNONCE_DEAD_LETTER_TOPIC"
+PROJECT_VARIABLE = "GOOGLE_CLOUD_PROJECT"
+
+DEFAULT_COLLECTION = "scheduler_runs"
+"""The ledger's collection when RUNONCE_COLLECTION is not set."""
+
+EXPIRE_AT_FIELD = "expire_at"
+"""The record field holding when the record may be deleted: the Firestore TTL policy's field."""
+STATUS_FIELD = "status"
+"""The record field holding the run's `RunStatus` value."""
+DEAD_LETTERED_AT_FIELD = "dead_lettered_at"
+"""On an event's record: when its copy was forwarded to the dead-letter topic."""
+DEAD_LETTER_REASON_FIELD = "dead_letter_reason"
+"""On an event's record: why it was dead-lettered (a `DeadLetterReason` value)."""
+DEAD_LETTER_MESSAGE_ID_FIELD = "dead_letter_message_id"
+"""On an event's record: the messageId of its copy in the dead-letter topic."""
+
+# Attributes runonce adds to an event's copy in the dead-letter topic (the original ones are kept).
+DEAD_LETTER_REASON_ATTRIBUTE = "runonce_reason"
+"""Why the event was dead-lettered: one of the `DeadLetterReason` values."""
+DEAD_LETTER_RUN_KEY_ATTRIBUTE = "runonce_run_key"
+"""The event's run key: the ledger record's id."""
+DEAD_LETTER_ATTEMPT_ATTRIBUTE = "runonce_attempt"
+"""The ledger attempt that dead-lettered it (1 for the first)."""
+DEAD_LETTER_ERROR_ATTRIBUTE = "runonce_error"
+"""The failure, as recorded (cut short)."""
+DEAD_LETTER_ORIGIN_ATTRIBUTE = "runonce_origin"
+"""The push subscription, or the CloudEvent source, the event came from."""
+DEAD_LETTER_EVENT_ID_ATTRIBUTE = "runonce_event_id"
+"""The Pub/Sub messageId or CloudEvent id the event had (the copy gets a new messageId)."""
+
+
+class RunStatus(str, Enum):
+    """Where a run stands in the ledger (the record's `status` field)."""
+
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class DeadLetterReason(str, Enum):
+    """Why runonce forwarded an event to the dead-letter topic."""
+
+    PERMANENT_FAILURE = "permanent_failure"
+    """The job raised PermanentError (or returned a permanent 4xx)."""
+    TOO_OLD = "too_old"
+    """The event was older than RUNONCE_MAX_EVENT_AGE_SECONDS when delivered; it did not run."""

@@ -1,0 +1,160 @@
+"""What one event says, read from a Pub/Sub push request or a CloudEvent, and its run key.
+
+Both shapes become one `Event`, so a job reads the same fields whatever delivered it. Nothing
+here touches the store: a push body that is not a push envelope is rejected before any write.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .delivery import parse_instant
+from .keys import KEY_VERSION
+
+# The CloudEvent type Eventarc gives a Pub/Sub message; its data is a push envelope.
+PUBSUB_CLOUDEVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
+# Generous bounds on what becomes part of a run key or a log line.
+MAX_ID_LENGTH = 1024
+MAX_ORIGIN_LENGTH = 1024
+
+
+class BadEnvelope(ValueError):
+    """The request body is not a Pub/Sub push envelope; answered 400, nothing is written."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Event:
+    """The event a job receives, from Pub/Sub push or a CloudEvent alike."""
+
+    id: str
+    """Pub/Sub messageId, or the CloudEvent id."""
+    source: str
+    """The push subscription (`projects/P/subscriptions/S`), or the CloudEvent source."""
+    time: datetime | None
+    """When it was published (publishTime) or happened (CloudEvent time), in UTC; None if unknown."""
+    attributes: dict[str, str] = field(default_factory=dict)
+    """The message attributes (Pub/Sub), or the CloudEvent's context attributes."""
+    data: bytes = b""
+    """The payload: the message data decoded from base64, or the CloudEvent data as sent."""
+    delivery_attempt: int | None = None
+    """Pub/Sub's count of deliveries (only with a dead-letter policy, never on the emulator)."""
+    kind: str = "pubsub"
+    """`pubsub` (a push request) or `cloudevent`."""
+
+    def json(self) -> Any:
+        """The data decoded as UTF-8 JSON; ValueError if it is not JSON."""
+        return json.loads(self.data.decode("utf-8"))
+
+    def text(self) -> str:
+        """The data decoded as UTF-8 (undecodable bytes replaced)."""
+        return self.data.decode("utf-8", "replace")
+
+
+def event_key(event: Event) -> str:
+    """SHA-256 of the JSON list [version, kind, source, id]: two subscriptions are two consumers."""
+    parts = [KEY_VERSION, event.kind, event.source, event.id]
+    encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(encoded).hexdigest()
+
+
+def _text(value: object, where: str, limit: int, required: bool = True) -> str:
+    if value is None or value == "":
+        if required:
+            raise BadEnvelope(where, "missing; is this a Pub/Sub push request?")
+        return ""
+    if not isinstance(value, str):
+        raise BadEnvelope(where, f"is a {type(value).__name__}, not a string")
+    if len(value) > limit:
+        raise BadEnvelope(where, f"{len(value)} characters, more than the {limit} allowed")
+    return value
+
+
+def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str], bytes]:
+    """(messageId, publishTime, attributes, data) of a push envelope's `message`."""
+    if not isinstance(message, Mapping):
+        raise BadEnvelope(where, "missing or not an object; is this a Pub/Sub push request?")
+    # The real service sends both spellings of the id and the time; the emulator sends camelCase.
+    message_id = _text(message.get("messageId") or message.get("message_id"), f"{where}.messageId", 200)
+    raw_time = _text(message.get("publishTime") or message.get("publish_time"), f"{where}.publishTime", 64)
+    try:
+        published = parse_instant(raw_time).utc
+    except ValueError as exc:
+        raise BadEnvelope(f"{where}.publishTime", str(exc)) from None
+    attributes = message.get("attributes") or {}
+    if not isinstance(attributes, Mapping) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in attributes.items()
+    ):
+        raise BadEnvelope(f"{where}.attributes", "is not an object of string values")
+    raw_data = message.get("data") or ""
+    if not isinstance(raw_data, str):
+        raise BadEnvelope(f"{where}.data", f"is a {type(raw_data).__name__}, not a base64 string")
+    try:
+        data = base64.b64decode(raw_data, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadEnvelope(f"{where}.data", "is not valid base64") from None
+    return message_id, published, dict(attributes), data
+
+
+def parse_push(body: bytes) -> Event:
+    """Read a Pub/Sub push request body; BadEnvelope names the field and what is wrong."""
+    try:
+        envelope = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise BadEnvelope("body", "is not JSON; a Pub/Sub push request sends a JSON envelope") from None
+    if not isinstance(envelope, Mapping):
+        raise BadEnvelope("body", "is not a JSON object; is this a Pub/Sub push request?")
+    message_id, published, attributes, data = _message(envelope.get("message"), "message")
+    subscription = _text(envelope.get("subscription"), "subscription", MAX_ORIGIN_LENGTH)
+    attempt = envelope.get("deliveryAttempt")
+    if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1):
+        raise BadEnvelope("deliveryAttempt", f"{attempt!r} is not a whole number of at least 1")
+    return Event(message_id, subscription, published, attributes, data, attempt, "pubsub")
+
+
+def from_cloud_event(cloud_event: Any) -> Event:
+    """The Event of a `cloudevents` CloudEvent (what `@functions_framework.cloud_event` passes).
+
+    A Pub/Sub CloudEvent is unwrapped: its data and attributes are the message's. Any other
+    CloudEvent's data is kept as bytes (JSON-encoded if it arrived decoded) with its context
+    attributes as the attributes.
+    """
+    context = {key: str(value) for key, value in cloud_event.get_attributes().items()}
+    event_id, source = context.get("id", ""), context.get("source", "")
+    if not event_id or not source:
+        raise BadEnvelope("id" if not event_id else "source", "missing from the CloudEvent")
+    time = None
+    if context.get("time"):
+        try:
+            time = parse_instant(context["time"]).utc
+        except ValueError as exc:
+            raise BadEnvelope("time", str(exc)) from None
+    payload = cloud_event.data
+    if context.get("type") == PUBSUB_CLOUDEVENT_TYPE and isinstance(payload, Mapping):
+        try:
+            _, _, attributes, data = _message(payload.get("message"), "data.message")
+        except BadEnvelope:
+            pass  # not the shape Eventarc documents: keep the CloudEvent as it is
+        else:
+            return Event(event_id, source, time, attributes, data, None, "cloudevent")
+    return Event(event_id, source, time, context, _bytes(payload), None, "cloudevent")
+
+
+def _bytes(payload: Any) -> bytes:
+    if payload is None:
+        return b""
+    if isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, str):
+        return payload.encode("utf-8")
+    return json.dumps(payload, separators=(",", ":"), default=str).encode("utf-8")

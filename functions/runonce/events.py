@@ -1,0 +1,285 @@
+"""`@deduplicated_event`, the event adapters: a Pub/Sub push request or a CloudEvent -> the core.
+
+Both shapes become one `Event` and one run key (subscription + messageId, or CloudEvent source +
+id) and go through `handler.run_once` like a scheduled run. What events add is the end: an event
+that failed permanently, or arrived older than the maximum event age (recorded failed, never
+run), is forwarded to the dead-letter topic BEFORE it is acknowledged, and if that forwarding
+fails it is not acknowledged, so Pub/Sub keeps it. A duplicate of a failed event whose copy never
+reached the dead-letter topic is forwarded then.
+
+Push: the core's answer is the HTTP answer (see `outcomes`; only 200 acknowledges on both the
+service and the emulator). CloudEvent: returning acknowledges, raising `EventRetry` redelivers.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from . import clock, logs
+from .connection import Connection, Setup
+from .contract import (
+    DEAD_LETTER_MESSAGE_ID_FIELD,
+    DEAD_LETTER_REASON_FIELD,
+    DEAD_LETTERED_AT_FIELD,
+    MAX_EVENT_AGE_VARIABLE,
+    DeadLetterReason,
+    RunStatus,
+)
+from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
+from .errors import ConfigError, EventRetry, StoreError
+from .event import BadEnvelope, Event, event_key, from_cloud_event, parse_push
+from .finish import Attempt
+from .handler import Occurrence, claim_failed, misconfigured, run_once, serve
+from .ledger import Claim
+from .logs import log
+from .outcomes import Answer, Outcome
+from .returns import refuse_unrunnable
+from .run import Run, refuse_nested
+from .settings import EventSettings, load_event_settings
+from .text import describe, type_name
+from .trace import trace_fields
+
+if TYPE_CHECKING:
+    from google.cloud import firestore
+
+# The recorded error of an event that was too old to run starts with this, so a duplicate of it
+# is dead-lettered for the right reason.
+TOO_OLD_ERROR = "too old: "
+
+
+@dataclass(frozen=True)
+class EventSetup:
+    """What an event request needs: the scheduled path's setup, the event settings, the forwarder."""
+
+    base: Setup
+    settings: EventSettings
+    dead_letters: DeadLetters
+
+
+class EventConnection:
+    """Builds the event setup on first use (ConfigError until it can be built) and keeps it."""
+
+    def __init__(self, overrides: dict[str, Any], client: firestore.Client | None):
+        self._overrides = overrides
+        self._connection = Connection(overrides, client)
+        self._lock = threading.Lock()
+        self._setup: EventSetup | None = None
+
+    def get(self) -> EventSetup:
+        """The setup; ConfigError if a setting is invalid or Pub/Sub cannot be used."""
+        setup = self._setup
+        if setup is not None:
+            return setup
+        with self._lock:
+            if self._setup is None:
+                base = self._connection.get()
+                settings = load_event_settings(base.settings, self._overrides, project=base.project)
+                self._setup = EventSetup(
+                    base, settings, DeadLetters(settings.dead_letter_topic, publisher_client())
+                )
+            return self._setup
+
+
+def _rfc3339(time: datetime | None) -> str:
+    return time.isoformat().replace("+00:00", "Z") if time is not None else ""
+
+
+def _occurrence(event: Event, key: str, expired: str | None) -> Occurrence:
+    fields = {
+        "event_kind": event.kind,
+        "event_source": event.source,
+        "event_id": event.id,
+        "event_time": event.time,
+    }
+
+    def run(claim: Claim) -> Run:
+        return Run(
+            key=claim.key,
+            job=event.source,
+            schedule_time=_rfc3339(event.time),
+            project="",
+            location="",
+            forced=False,
+            attempt_id=claim.attempt_id,
+            attempt=claim.attempt,
+            event=event,
+        )
+
+    return Occurrence(key, fields, run, expired)
+
+
+def _expired(event: Event, settings: EventSettings) -> str | None:
+    """Why the event is too old to run, or None (an event without a time is never too old)."""
+    if event.time is None:
+        return None
+    age = clock.now() - event.time
+    if age <= settings.max_event_age:
+        return None
+    return (
+        f"{TOO_OLD_ERROR}the event is {int(age.total_seconds())} s old, more than "
+        f"{MAX_EVENT_AGE_VARIABLE} ({int(settings.max_event_age.total_seconds())} s); it was not run"
+    )
+
+
+def _forward(
+    setup: EventSetup, event: Event, key: str, reason: DeadLetterReason, attempt: int, answer: Answer
+) -> Answer:
+    """Forward the event, mark its record, and acknowledge; or refuse to acknowledge."""
+    error = str(answer.body.get("error") or "")
+    try:
+        message_id = setup.dead_letters.forward(event, reason, key, attempt, error)
+    except DeadLetterFailed as exc:
+        problem = describe(exc, 1024)
+        log(
+            logging.ERROR,
+            f"event not dead-lettered, so not acknowledged: {problem}",
+            outcome=Outcome.DEAD_LETTER_FAILED.label,
+            reason=reason.value,
+        )
+        return Outcome.DEAD_LETTER_FAILED.answer(run_key=key, reason=reason.value, error=problem)
+    marks = {
+        DEAD_LETTERED_AT_FIELD: clock.now(),
+        DEAD_LETTER_REASON_FIELD: reason.value,
+        DEAD_LETTER_MESSAGE_ID_FIELD: message_id,
+    }
+    try:
+        setup.base.store.annotate(key, marks)
+    except Exception as exc:  # the copy is safe; only a later duplicate would forward it again
+        log(logging.WARNING, f"dead-lettered but not marked in the ledger: {describe(exc, 500)}")
+    log(
+        logging.ERROR,
+        f"event dead-lettered to {setup.dead_letters.topic} ({reason.value})",
+        outcome=answer.outcome.label,
+        dead_letter_message_id=message_id,
+    )
+    return Answer({**answer.body, "dead_lettered": True, "dead_letter_message_id": message_id}, answer.status)
+
+
+def _finish_event(setup: EventSetup, event: Event, key: str, attempt: Attempt, answer: Answer) -> Answer:
+    """The core's answer, once a failed or too old event is safely in the dead-letter topic."""
+    outcome = answer.outcome
+    if outcome in (Outcome.FAILED, Outcome.TOO_OLD):
+        reason = (
+            DeadLetterReason.TOO_OLD if outcome is Outcome.TOO_OLD else DeadLetterReason.PERMANENT_FAILURE
+        )
+        number = attempt.claim.attempt if attempt.claim is not None else 0
+        return _forward(setup, event, key, reason, number, answer)
+    if outcome is not Outcome.DUPLICATE or answer.body.get("status") != RunStatus.FAILED.value:
+        return answer
+    try:
+        record = setup.base.store.read(key) or {}
+    except StoreError as exc:
+        return claim_failed(exc, key, attempt)
+    if record.get(DEAD_LETTERED_AT_FIELD) is not None:
+        return answer
+    too_old = str(record.get("error") or "").startswith(TOO_OLD_ERROR)
+    reason = DeadLetterReason.TOO_OLD if too_old else DeadLetterReason.PERMANENT_FAILURE
+    return _forward(setup, event, key, reason, int(record.get("attempts") or 0), answer)
+
+
+def _handle_event(
+    job: Callable[[Event], Any],
+    read: Callable[[], Event],
+    carrier: Any,
+    headers: Mapping[str, str],
+    connection: EventConnection,
+    attempt: Attempt,
+) -> Answer:
+    try:
+        setup = connection.get()
+    except ConfigError as exc:
+        return misconfigured(exc, attempt)
+    trace = trace_fields(headers, setup.base.project)
+    if trace:
+        logs.bind(**trace)
+    try:
+        event = read()
+    except BadEnvelope as exc:
+        error = describe(exc, 1024)
+        log(
+            logging.WARNING,
+            f"rejected event: {error}",
+            outcome=Outcome.REJECTED.label,
+            field=exc.field,
+            latency_ms=attempt.ms(),
+        )
+        return Outcome.REJECTED.answer(error=error)
+    key = event_key(event)
+    logs.bind(run_key=key, event_id=event.id, event_source=event.source, event_kind=event.kind)
+    occurrence = _occurrence(event, key, _expired(event, setup.settings))
+    answer = run_once(setup.base.store, occurrence, lambda: job(event), attempt, carrier)
+    return _finish_event(setup, event, key, attempt, answer)
+
+
+def _is_cloud_event(argument: Any) -> bool:
+    return callable(getattr(argument, "get_attributes", None)) and hasattr(argument, "data")
+
+
+def deduplicated_event(
+    func: Callable | None = None,
+    *,
+    lease: int | None = None,
+    retention: int | None = None,
+    collection: str | None = None,
+    database: str | None = None,
+    max_event_age: int | None = None,
+    dead_letter_topic: str | None = None,
+    client: firestore.Client | None = None,
+):
+    """Run an event function exactly once per event: `def handle(event)` receives an `Event`.
+
+    Place it under `@functions_framework.http` for a Pub/Sub push subscription (the request body
+    is the push envelope; the key is subscription + messageId) or under
+    `@functions_framework.cloud_event` for a CloudEvent (the key is source + id). Use bare or with
+    options (seconds and names) that override the RUNONCE_* variables. The job may call
+    `current_run()` (its `.event` is the event) and returns JSON-like data stored as the result.
+    `PermanentError`, and an event older than `max_event_age`, are recorded failed and forwarded
+    to `dead_letter_topic` (required) before the event is acknowledged; any other exception
+    releases the claim and has the event delivered again. `client` replaces the Firestore client.
+    """
+    overrides = {
+        "lease": lease,
+        "retention": retention,
+        "collection": collection,
+        "database": database,
+        "max_event_age": max_event_age,
+        "dead_letter_topic": dead_letter_topic,
+    }
+
+    def decorate(job: Callable) -> Callable:
+        refuse_unrunnable(job)
+        connection = EventConnection(overrides, client)
+        name = getattr(job, "__qualname__", None) or type_name(job)
+
+        @functools.wraps(job)
+        def handler(argument: Any):
+            refuse_nested(argument, name)
+            if not _is_cloud_event(argument):  # a push request
+                return serve(
+                    lambda attempt: _handle_event(
+                        job,
+                        lambda: parse_push(argument.get_data()),
+                        argument,
+                        argument.headers,
+                        connection,
+                        attempt,
+                    )
+                )
+            answer = serve(
+                lambda attempt: _handle_event(
+                    job, lambda: from_cloud_event(argument), argument, {}, connection, attempt
+                )
+            )
+            if answer.status >= 300:  # a CloudEvent is delivered again only if the function raises
+                raise EventRetry(f"{answer.outcome.label}: {answer.body.get('error', '')}", answer)
+            return answer.body
+
+        return handler
+
+    return decorate(func) if func is not None else decorate

@@ -1,0 +1,164 @@
+"""`@deduplicated`, the Cloud Scheduler adapter: headers -> run key -> the core -> answer.
+
+It reads a Scheduler delivery from the request's headers, decides what the core cannot (a
+delivery too old to deduplicate, a forced run whose scheduled twin already has a record), and
+hands the rest to `handler.run_once`; the core's answer goes back to Scheduler as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import clock, logs
+from .connection import Connection
+from .delivery import BadDelivery, Delivery, parse_delivery
+from .errors import ConfigError, StoreError
+from .finish import Attempt
+from .handler import Occurrence, claim_failed, misconfigured, run_once, serve
+from .keys import run_key
+from .ledger import Claim
+from .logs import log
+from .outcomes import Answer, Outcome
+from .returns import refuse_unrunnable
+from .run import Run, refuse_nested
+from .store import Store
+from .text import describe, type_name
+from .trace import trace_fields
+
+if TYPE_CHECKING:
+    from google.cloud import firestore
+
+
+def _scheduled_if_recorded(store: Store, delivery: Delivery) -> Delivery:
+    """A delivery that looks forced is the scheduled run if that run already has a record.
+
+    A scheduled run's deliveries are sent at or after its time, so its record existing means the
+    time has come by another instance's clock: this one's clock is behind, or this is a forced
+    run's retry near the time. Taking it for the scheduled run never runs that run twice.
+    """
+    scheduled = dataclasses.replace(delivery, forced=False)
+    if not store.exists(run_key(scheduled)):
+        return delivery
+    log(
+        logging.WARNING,
+        "ScheduleTime is ahead of this clock but the scheduled run already has a record: "
+        "taking the delivery for the scheduled run",
+    )
+    return scheduled
+
+
+def _occurrence(delivery: Delivery, key: str) -> Occurrence:
+    fields = {
+        "job": delivery.job,
+        "schedule_time": delivery.schedule_time.rfc3339(),
+        "forced": delivery.forced,
+        "project": delivery.project,
+        "location": delivery.location,
+    }
+
+    def run(claim: Claim) -> Run:
+        return Run(
+            key=claim.key,
+            job=delivery.job,
+            schedule_time=delivery.schedule_time.rfc3339(),
+            project=delivery.project,
+            location=delivery.location,
+            forced=delivery.forced,
+            attempt_id=claim.attempt_id,
+            attempt=claim.attempt,
+        )
+
+    return Occurrence(key, fields, run)
+
+
+def _handle(job: Callable[[Any], Any], request: Any, connection: Connection, attempt: Attempt) -> Answer:
+    try:
+        setup = connection.get()
+    except ConfigError as exc:
+        return misconfigured(exc, attempt)
+    trace = trace_fields(request.headers, setup.project)
+    if trace:
+        logs.bind(**trace)
+    settings, store = setup.settings, setup.store
+    now = clock.now()
+    try:
+        delivery = parse_delivery(request.headers, now, settings.forced_skew)
+    except BadDelivery as exc:
+        error = describe(exc, 1024)
+        log(
+            logging.WARNING,
+            f"rejected delivery: {error}",
+            outcome=Outcome.REJECTED.label,
+            header=exc.header,
+            latency_ms=attempt.ms(),
+        )
+        return Outcome.REJECTED.answer(error=error)
+    key = run_key(delivery)
+    logs.bind(
+        run_key=key, job=delivery.job, schedule_time=delivery.schedule_time.rfc3339(), forced=delivery.forced
+    )
+    if delivery.schedule_time.utc < now - settings.retention:
+        # Its record may already be gone (TTL), so a second run could not be told apart.
+        log(
+            logging.ERROR,
+            "delivery older than the retention period; not running it",
+            outcome=Outcome.TOO_OLD.label,
+            latency_ms=attempt.ms(),
+        )
+        return Outcome.TOO_OLD.answer(run_key=key)
+    if delivery.forced:
+        try:
+            delivery = _scheduled_if_recorded(store, delivery)
+        except StoreError as exc:
+            return claim_failed(exc, key, attempt)
+        if not delivery.forced:
+            key = run_key(delivery)
+            logs.bind(run_key=key, forced=False)
+    return run_once(store, _occurrence(delivery, key), lambda: job(request), attempt, request)
+
+
+def deduplicated(
+    func: Callable | None = None,
+    *,
+    lease: int | None = None,
+    retention: int | None = None,
+    collection: str | None = None,
+    database: str | None = None,
+    forced_skew: int | None = None,
+    client: firestore.Client | None = None,
+):
+    """Run a functions-framework HTTP function at most once per scheduled run.
+
+    Use bare (`@deduplicated`) or with options in seconds/names that override the RUNONCE_*
+    environment variables; place it under `@functions_framework.http`. The function receives
+    the Flask request, may call `current_run()`, and returns JSON-like data stored as the run's
+    result, or a Flask-style status: a returned 5xx (or 408, 429) is retried like an exception,
+    another 4xx fails permanently. Raise PermanentError for failures a retry cannot fix. `async
+    def` and generator functions are refused (NotRunnable). `client` replaces the Firestore client
+    built from the settings (its project and database then win).
+    """
+    overrides = {
+        "lease": lease,
+        "retention": retention,
+        "collection": collection,
+        "database": database,
+        "forced_skew": forced_skew,
+    }
+
+    def decorate(job: Callable) -> Callable:
+        refuse_unrunnable(job)
+        connection = Connection(overrides, client)
+        name = getattr(job, "__qualname__", None) or type_name(job)
+
+        @functools.wraps(job)
+        def handler(request: Any):
+            refuse_nested(request, name)
+            return serve(lambda attempt: _handle(job, request, connection, attempt))
+
+        return handler
+
+    return decorate(func) if func is not None else decorate

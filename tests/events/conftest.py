@@ -1,0 +1,260 @@
+"""Fixtures for the event tests: a real Pub/Sub emulator (next to the real Firestore emulator),
+topics and subscriptions on it, push envelopes shaped as the emulator sends them, a decorated job
+served by Flask (test client, or a real HTTP server the emulator pushes to)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import flask
+import pytest
+from werkzeug.serving import make_server
+
+import runonce
+from emulator.process import EmulatorUnavailable, free_port
+from emulator.pubsub import PubSubEmulator
+from emulator.wire import TappedClient, WireTap
+from tests.conftest import PROJECT
+
+
+@pytest.fixture(scope="session")
+def pubsub_emulator():
+    """A running Pub/Sub emulator; PUBSUB_EMULATOR_HOST points at it for the whole session."""
+    try:
+        emulator = PubSubEmulator().start()
+    except EmulatorUnavailable as exc:
+        pytest.fail(f"cannot run the Pub/Sub tests: {exc}", pytrace=False)
+    saved = os.environ.get("PUBSUB_EMULATOR_HOST")
+    os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
+    yield emulator
+    emulator.stop()
+    if saved is None:
+        os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+    else:
+        os.environ["PUBSUB_EMULATOR_HOST"] = saved
+
+
+class PubSub:
+    """Topics and subscriptions on the emulator, named per test, and a way to read them."""
+
+    def __init__(self):
+        from google.cloud import pubsub_v1
+
+        self.publisher = pubsub_v1.PublisherClient()
+        self.subscriber = pubsub_v1.SubscriberClient()
+        self.suffix = uuid.uuid4().hex[:8]
+
+    def topic_path(self, name: str) -> str:
+        return self.publisher.topic_path(PROJECT, f"{name}-{self.suffix}")
+
+    def subscription_path(self, name: str) -> str:
+        return self.subscriber.subscription_path(PROJECT, f"{name}-{self.suffix}")
+
+    def topic(self, name: str) -> str:
+        """Create a topic; its full path."""
+        path = self.topic_path(name)
+        self.publisher.create_topic(request={"name": path})
+        return path
+
+    def pull_subscription(self, name: str, topic: str) -> str:
+        path = self.subscription_path(name)
+        self.subscriber.create_subscription(request={"name": path, "topic": topic})
+        return path
+
+    def push_subscription(self, name: str, topic: str, endpoint: str) -> str:
+        """A push subscription retrying nacks after 1-2 s (the emulator honours the retry policy)."""
+        path = self.subscription_path(name)
+        self.subscriber.create_subscription(
+            request={
+                "name": path,
+                "topic": topic,
+                "push_config": {"push_endpoint": endpoint},
+                "ack_deadline_seconds": 10,
+                "retry_policy": {"minimum_backoff": {"seconds": 1}, "maximum_backoff": {"seconds": 2}},
+            }
+        )
+        return path
+
+    def publish(self, topic: str, data: bytes, **attributes: str) -> str:
+        return self.publisher.publish(topic, data, **attributes).result(timeout=30)
+
+    def pull(self, subscription: str, expected: int, timeout: float = 30.0) -> list:
+        """Pull and ack until `expected` messages came, then a little longer for any extra one."""
+        received: list = []
+        deadline = time.monotonic() + timeout
+        settle = None
+        while time.monotonic() < deadline:
+            with warnings.catch_warnings():  # the emulator still honours the deprecated flag
+                warnings.simplefilter("ignore", DeprecationWarning)
+                response = self.subscriber.pull(
+                    request={"subscription": subscription, "max_messages": 10, "return_immediately": True},
+                    timeout=10,
+                )
+            if response.received_messages:
+                received += [item.message for item in response.received_messages]
+                self.subscriber.acknowledge(
+                    request={
+                        "subscription": subscription,
+                        "ack_ids": [item.ack_id for item in response.received_messages],
+                    }
+                )
+            if len(received) >= expected and settle is None:
+                settle = time.monotonic() + 1.0
+            if settle is not None and time.monotonic() >= settle:
+                break
+            time.sleep(0.2)
+        return received
+
+
+@pytest.fixture
+def pubsub(pubsub_emulator, firestore_emulator) -> PubSub:
+    return PubSub()
+
+
+class EventProbe:
+    """The job body: records every execution (event and current run), then does what the test asks."""
+
+    def __init__(self):
+        self.events: list[runonce.Event] = []
+        self.runs: list[runonce.Run] = []
+        self.behaviour: Callable[[runonce.Event], object] = lambda event: {"seen": event.id}
+        self._lock = threading.Lock()
+
+    def __call__(self, event):
+        with self._lock:
+            self.events.append(event)
+            self.runs.append(runonce.current_run())
+        return self.behaviour(event)
+
+    @property
+    def count(self) -> int:
+        return len(self.events)
+
+
+@pytest.fixture
+def probe() -> EventProbe:
+    return EventProbe()
+
+
+@pytest.fixture
+def collection() -> str:
+    return f"events_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def tap() -> WireTap:
+    return WireTap()
+
+
+@pytest.fixture
+def tapped_client(firestore_emulator, tap):
+    return TappedClient(tap, project=PROJECT)
+
+
+@pytest.fixture
+def records(tapped_client, collection):
+    """Every record of this test's collection, by run key."""
+
+    def read() -> dict[str, dict]:
+        return {snap.id: snap.to_dict() for snap in tapped_client.collection(collection).stream()}
+
+    return read
+
+
+def envelope(
+    data: bytes = b'{"order": 7}',
+    message_id: str = "1001",
+    subscription: str = "projects/runonce-local/subscriptions/orders-push",
+    attributes: dict[str, str] | None = None,
+    publish_time: datetime | None = None,
+    **extra,
+) -> dict:
+    """A push body as Pub/Sub sends it (publishTime now unless given)."""
+    published = (publish_time or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
+    return {
+        "message": {
+            "data": base64.b64encode(data).decode(),
+            "attributes": attributes if attributes is not None else {"kind": "order"},
+            "messageId": message_id,
+            "publishTime": published,
+        },
+        "subscription": subscription,
+        **extra,
+    }
+
+
+def post(client, body) -> flask.Response:
+    payload = body if isinstance(body, bytes | str) else json.dumps(body)
+    return client.post("/", data=payload, content_type="application/json")
+
+
+def serve_app(handler) -> flask.Flask:
+    """A Flask app that calls `handler` with the request, as functions-framework's http does."""
+    app = flask.Flask(f"runonce-events-{uuid.uuid4().hex[:6]}")
+    app.add_url_rule("/", "handle", lambda: handler(flask.request._get_current_object()), methods=["POST"])
+    return app
+
+
+@pytest.fixture
+def push_app(pubsub, tapped_client, collection, probe):
+    """Build the app serving the probe under @deduplicated_event, dead-lettering to a new topic."""
+
+    def build(dead_letter_topic: str | None = None, **options) -> flask.Flask:
+        options.setdefault("lease", 60)
+        topic = dead_letter_topic or pubsub.topic("dead")
+        handler = runonce.deduplicated_event(
+            collection=collection, client=tapped_client, dead_letter_topic=topic, **options
+        )(probe)
+        return serve_app(handler)
+
+    return build
+
+
+class Server:
+    """A real HTTP server on a free port, in a thread, so the emulator can push to it."""
+
+    def __init__(self, app: flask.Flask):
+        self.port = free_port()
+        self._server = make_server("127.0.0.1", self.port, app, threaded=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[flask.Flask], Server]]:
+    started: list[Server] = []
+
+    def start(app: flask.Flask) -> Server:
+        server = Server(app)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 30.0) -> None:
+    """Poll until `condition()` is true; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"condition not met within {timeout} s")

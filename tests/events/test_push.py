@@ -1,0 +1,248 @@
+"""@deduplicated_event under functions_framework.http, driven directly with push envelopes: every
+answer of the events status table, the envelope checks, and the dead-letter copies (read back from
+a real subscription on the real Pub/Sub emulator). The store is the real Firestore emulator."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import runonce
+from runonce import PermanentError
+from runonce.event import event_key, parse_push
+
+from .conftest import envelope, post
+
+
+def _key(body: dict) -> str:
+    import json
+
+    return event_key(parse_push(json.dumps(body).encode()))
+
+
+def test_an_event_runs_once_and_is_answered_200_with_its_result(push_app, probe, records):
+    client = push_app().test_client()
+    response = post(client, envelope())
+    assert response.status_code == 200 and response.json["outcome"] == "completed"
+    assert response.json["result"] == {"seen": "1001"}
+    [event] = probe.events
+    assert event.data == b'{"order": 7}' and event.json() == {"order": 7}
+    assert event.attributes == {"kind": "order"} and event.kind == "pubsub"
+    assert event.source == "projects/runonce-local/subscriptions/orders-push" and event.id == "1001"
+    assert event.delivery_attempt is None and event.time is not None
+    [record] = records().values()
+    assert record["status"] == "completed" and record["event_id"] == "1001"
+
+
+def test_current_run_carries_the_event_and_the_ledger_attempt(push_app, probe):
+    post(push_app().test_client(), envelope(deliveryAttempt=3))
+    [run] = probe.runs
+    assert run.event is probe.events[0] and run.event.delivery_attempt == 3
+    assert run.attempt == 1 and run.key == _key(envelope())
+    assert run.job == "projects/runonce-local/subscriptions/orders-push"
+
+
+def test_a_duplicate_message_id_is_answered_200_without_running(push_app, probe):
+    client = push_app().test_client()
+    first = post(client, envelope())
+    again = post(client, envelope(data=b"changed"))
+    assert again.status_code == 200 and again.json["outcome"] == "duplicate"
+    assert again.json["result"] == first.json["result"] and again.json["status"] == "completed"
+    assert probe.count == 1
+
+
+def test_the_same_message_id_on_another_subscription_is_another_event(push_app, probe):
+    client = push_app().test_client()
+    post(client, envelope())
+    other = post(client, envelope(subscription="projects/runonce-local/subscriptions/audit-push"))
+    assert other.json["outcome"] == "completed" and probe.count == 2
+
+
+def test_the_happy_path_is_two_firestore_round_trips(push_app, tap):
+    client = push_app().test_client()
+    post(client, envelope(message_id="warm"))
+    tap.reset()
+    assert post(client, envelope(message_id="counted")).json["outcome"] == "completed"
+    assert tap.total() == 2
+
+
+def test_an_event_held_by_a_live_lease_is_answered_409_without_running(push_app, probe):
+    client = push_app().test_client()
+    inside, release = threading.Event(), threading.Event()
+    probe.behaviour = lambda event: (inside.set(), release.wait(10), "done")[-1]
+    first: list = []
+    worker = threading.Thread(target=lambda: first.append(post(client, envelope())))
+    worker.start()
+    assert inside.wait(10)
+    second = post(client, envelope())
+    release.set()
+    worker.join()
+    assert second.status_code == 409 and second.json["outcome"] == "in_progress"
+    assert first[0].status_code == 200 and probe.count == 1
+
+
+def test_any_other_exception_is_answered_500_and_releases_the_claim(push_app, probe, records):
+    client = push_app().test_client()
+    probe.behaviour = lambda event: 1 / 0
+    response = post(client, envelope())
+    assert response.status_code == 500 and response.json["outcome"] == "retry"
+    assert records() == {}
+    probe.behaviour = lambda event: "second time lucky"
+    assert post(client, envelope()).json["result"] == "second time lucky"
+    assert probe.count == 2
+
+
+def test_a_permanent_failure_is_recorded_dead_lettered_with_runonce_attributes_then_acked(
+    pubsub, push_app, probe, records
+):
+    dead = pubsub.topic("dead")
+    letters = pubsub.pull_subscription("dead-letters", dead)
+    client = push_app(dead_letter_topic=dead).test_client()
+
+    def refuse(event):
+        raise PermanentError("order 7 does not exist")
+
+    probe.behaviour = refuse
+    body = envelope(attributes={"kind": "order", "tenant": "acme"})
+    response = post(client, body)
+    assert response.status_code == 200 and response.json["outcome"] == "failed"
+    assert response.json["dead_lettered"] is True
+    [copy] = pubsub.pull(letters, 1)
+    assert copy.data == b'{"order": 7}'
+    assert dict(copy.attributes) == {
+        "kind": "order",
+        "tenant": "acme",
+        "runonce_reason": "permanent_failure",
+        "runonce_run_key": _key(body),
+        "runonce_attempt": "1",
+        "runonce_error": "order 7 does not exist",
+        "runonce_origin": "projects/runonce-local/subscriptions/orders-push",
+        "runonce_event_id": "1001",
+    }
+    [record] = records().values()
+    assert record["status"] == "failed" and record["dead_letter_reason"] == "permanent_failure"
+    assert record["dead_letter_message_id"] == copy.message_id
+    # A redelivery (a lost ack) neither runs the job nor forwards a second copy.
+    again = post(client, body)
+    assert again.status_code == 200 and again.json["outcome"] == "duplicate"
+    assert pubsub.pull(letters, 0, timeout=1.5) == [] and probe.count == 1
+
+
+def test_an_event_older_than_the_maximum_age_is_dead_lettered_and_not_run(pubsub, push_app, probe, records):
+    dead = pubsub.topic("dead")
+    letters = pubsub.pull_subscription("dead-letters", dead)
+    client = push_app(dead_letter_topic=dead, max_event_age=600).test_client()
+    old = envelope(publish_time=datetime.now(UTC) - timedelta(seconds=700))
+    response = post(client, old)
+    assert response.status_code == 200 and response.json["outcome"] == "too_old"
+    assert probe.count == 0
+    [copy] = pubsub.pull(letters, 1)
+    assert copy.attributes["runonce_reason"] == "too_old"
+    assert "RUNONCE_MAX_EVENT_AGE_SECONDS (600 s)" in copy.attributes["runonce_error"]
+    [record] = records().values()
+    assert record["status"] == "failed" and record["error"].startswith("too old: ")
+
+
+def test_a_failed_forwarding_is_answered_500_and_the_next_delivery_forwards_it(pubsub, push_app, probe):
+    dead = pubsub.topic_path("not-yet")  # the topic does not exist yet: publishing fails
+    client = push_app(dead_letter_topic=dead).test_client()
+
+    def refuse(event):
+        raise PermanentError("bad order")
+
+    probe.behaviour = refuse
+    response = post(client, envelope())
+    assert response.status_code == 500 and response.json["outcome"] == "dead_letter_failed"
+    assert response.json["reason"] == "permanent_failure" and "NotFound" in response.json["error"]
+    pubsub.publisher.create_topic(request={"name": dead})
+    letters = pubsub.pull_subscription("dead-letters", dead)
+    again = post(client, envelope())
+    assert again.status_code == 200 and again.json["outcome"] == "duplicate"
+    assert again.json["dead_lettered"] is True
+    [copy] = pubsub.pull(letters, 1)
+    assert copy.attributes["runonce_reason"] == "permanent_failure"
+    assert copy.attributes["runonce_error"] == "bad order"
+    assert probe.count == 1  # the job itself never ran again
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b"not json", "body"),
+        (b"[1, 2]", "body"),
+        ({"subscription": "projects/p/subscriptions/s"}, "message"),
+        ({"message": {"publishTime": "2026-11-29T03:00:00Z"}, "subscription": "s"}, "message.messageId"),
+        ({"message": {"messageId": "1"}, "subscription": "s"}, "message.publishTime"),
+        (
+            {"message": {"messageId": "1", "publishTime": "yesterday"}, "subscription": "s"},
+            "message.publishTime",
+        ),
+        ({"message": {"messageId": 1, "publishTime": "2026-11-29T03:00:00Z"}}, "message.messageId"),
+        (
+            {
+                "message": {"messageId": "1", "publishTime": "2026-11-29T03:00:00Z", "data": "%%%"},
+                "subscription": "s",
+            },
+            "message.data",
+        ),
+        (
+            {"message": {"messageId": "1", "publishTime": "2026-11-29T03:00:00Z", "attributes": {"a": 1}}},
+            "message.attributes",
+        ),
+        ({"message": {"messageId": "1", "publishTime": "2026-11-29T03:00:00Z"}}, "subscription"),
+        (
+            {
+                "message": {"messageId": "1", "publishTime": "2026-11-29T03:00:00Z"},
+                "subscription": "s",
+                "deliveryAttempt": 0,
+            },
+            "deliveryAttempt",
+        ),
+    ],
+    ids=[
+        "not JSON",
+        "not an object",
+        "no message",
+        "no messageId",
+        "no publishTime",
+        "publishTime not RFC 3339",
+        "messageId not a string",
+        "data not base64",
+        "attribute not a string",
+        "no subscription",
+        "deliveryAttempt zero",
+    ],
+)
+def test_a_body_that_is_not_a_push_envelope_is_answered_400_naming_the_field(
+    push_app, probe, records, body, field
+):
+    response = post(push_app().test_client(), body)
+    assert response.status_code == 400 and response.json["outcome"] == "rejected"
+    assert response.json["error"].startswith(f"{field}: ")
+    assert probe.count == 0 and records() == {}
+
+
+def test_the_real_service_snake_case_fields_are_read_too(push_app, probe):
+    body = {
+        "message": {
+            "data": base64.b64encode(b"x").decode(),
+            "message_id": "42",
+            "publish_time": datetime.now(UTC).isoformat(),
+        },
+        "subscription": "projects/p/subscriptions/s",
+    }
+    assert post(push_app().test_client(), body).json["outcome"] == "completed"
+    assert probe.events[0].id == "42" and probe.events[0].data == b"x"
+
+
+def test_no_dead_letter_topic_is_misconfigured_naming_what_to_set(pubsub, tapped_client, collection, probe):
+    from .conftest import serve_app
+
+    handler = runonce.deduplicated_event(collection=collection, client=tapped_client)(probe)
+    response = post(serve_app(handler).test_client(), envelope())
+    assert response.status_code == 500 and response.json["outcome"] == "misconfigured"
+    assert "RUNONCE_DEAD_LETTER_TOPIC is not set" in response.json["error"]
+    assert probe.count == 0
