@@ -11,9 +11,9 @@ This reads attributes the Firestore client does not make public (google-cloud-fi
 pinned): `_firestore_api` (its gapic client, whose transport holds the channel),
 `_database_string` and `_rpc_metadata`. They are looked up once, when the ledger is built; if any
 is missing or of an unexpected type, every write goes through the public API instead, and that is
-logged (once: a process builds its ledger once). A write whose fields the direct path does not encode (anything but plain str, int,
-float, bool, None and datetime values under plain field names) goes through the public API too,
-so the library alone decides what it accepts.
+logged (once: a process builds its ledger once). A write whose fields the direct path does not
+encode (anything but plain str, int, float, bool, None and datetime values under plain field
+names) goes through the public API too, so the library alone decides what it accepts.
 """
 
 from __future__ import annotations
