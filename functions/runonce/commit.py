@@ -24,12 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import grpc  # type: ignore[import-untyped]
-from google.api_core import datetime_helpers, gapic_v1
-from google.api_core.exceptions import from_grpc_error
+from google.api_core import datetime_helpers, gapic_v1, grpc_helpers
 from google.api_core.timeout import TimeToDeadlineTimeout
 from google.cloud import firestore
-from proto.datetime_helpers import DatetimeWithNanoseconds  # type: ignore[import-untyped]
 
 from .logs import log
 
@@ -51,6 +48,8 @@ class _Channel:
     database: str
     metadata: tuple[tuple[str, str], ...]
     request_type: Any
+    precondition_type: Any
+    result_type: Any
 
 
 class Writes:
@@ -87,9 +86,7 @@ class Writes:
 
         Fails with FailedPrecondition (or NotFound) when it was written since, or deleted.
         """
-        # Only an update time as the store gave it (proto-plus's type, nanoseconds and all) is
-        # sent directly; the library truncates any other datetime, and decides it alone.
-        if self._channel is not None and isinstance(last_update_time, DatetimeWithNanoseconds):
+        if self._channel is not None:
             try:
                 request = self._request(doc, data)
             except _Unsupported:
@@ -97,7 +94,10 @@ class Writes:
             else:
                 write = request.writes[0]
                 write.update_mask.field_paths.extend(data)
-                write.current_document.update_time.CopyFrom(last_update_time.timestamp_pb())
+                # Converted by proto-plus, as the library converts it (nanoseconds kept).
+                precondition_type = self._channel.precondition_type
+                precondition = precondition_type(update_time=last_update_time)
+                write.current_document.CopyFrom(precondition_type.pb(precondition))
                 return self._send(self._channel, request, timeout, retry)
         option = self._client.write_option(last_update_time=last_update_time)
         return doc.update(data, option=option, timeout=timeout, retry=retry).update_time
@@ -117,17 +117,15 @@ class Writes:
     @staticmethod
     def _send(channel: _Channel, request: Any, timeout: float, retry: Any) -> datetime:
         def attempt(timeout: float | None = None) -> Any:
-            try:
-                return channel.commit(request, timeout=timeout, metadata=channel.metadata)
-            except grpc.RpcError as exc:
-                raise from_grpc_error(exc) from exc
+            return channel.commit(request, timeout=timeout, metadata=channel.metadata)
 
         # As the gapic wrapper does: each try gets the time left, and the retry wraps the tries.
         call = TimeToDeadlineTimeout(timeout=timeout)(attempt) if timeout is not None else attempt
         if retry is not None:
             call = retry(call)
         response = call()
-        return _timestamp(response.write_results[0].update_time)
+        # Read through proto-plus, the update time has the type the library returns.
+        return channel.result_type.wrap(response.write_results[0]).update_time
 
 
 def _encode(value: Any, out: Any) -> None:
@@ -156,22 +154,17 @@ def _encode(value: Any, out: Any) -> None:
         raise _Unsupported(kind.__name__)
 
 
-def _timestamp(pb: Any) -> datetime:
-    """A Timestamp protobuf as the library returns an update time (nanoseconds kept)."""
-    return DatetimeWithNanoseconds.from_timestamp_pb(pb)
-
-
 def _direct_channel(client: Any) -> _Channel | None:
     """What a direct Commit needs from `client`, or None (logged once) if it does not have it."""
     try:
         from google.cloud.firestore_v1.services.firestore.transports.base import DEFAULT_CLIENT_INFO
-        from google.cloud.firestore_v1.types import CommitRequest, CommitResponse
+        from google.cloud.firestore_v1.types import CommitRequest, CommitResponse, Precondition, WriteResult
 
         channel = client._firestore_api.transport.grpc_channel
         database = client._database_string
         metadata = tuple(client._rpc_metadata)
         if not (
-            isinstance(channel, grpc.Channel)
+            callable(getattr(channel, "unary_unary", None))
             and isinstance(database, str)
             and database.startswith("projects/")
             and all(
@@ -181,10 +174,13 @@ def _direct_channel(client: Any) -> _Channel | None:
         ):
             raise TypeError("the client's channel, database or metadata is not what this path expects")
         request_type, response_type = CommitRequest.pb(), CommitResponse.pb()
-        commit = channel.unary_unary(
-            COMMIT_METHOD,
-            request_serializer=request_type.SerializeToString,
-            response_deserializer=response_type.FromString,
+        # Errors mapped to google.api_core exceptions, as the gapic transport maps them.
+        commit = grpc_helpers.wrap_errors(
+            channel.unary_unary(
+                COMMIT_METHOD,
+                request_serializer=request_type.SerializeToString,
+                response_deserializer=response_type.FromString,
+            )
         )
         # The metadata the gapic client sends with a Commit: its client info, the client's
         # resource prefix (and the emulator's token), and the routing header.
@@ -193,7 +189,7 @@ def _direct_channel(client: Any) -> _Channel | None:
             *metadata,
             gapic_v1.routing_header.to_grpc_metadata((("database", database),)),
         )
-        return _Channel(commit, database, sent, request_type)
+        return _Channel(commit, database, sent, request_type, Precondition, WriteResult)
     except Exception as exc:  # whatever a different client version does differently
         # Logged once per ledger, and a process builds its ledger once.
         log(
