@@ -28,6 +28,7 @@ from google.cloud import firestore
 
 from . import clock
 from .budget import Budget
+from .commit import Writes
 from .contract import RunStatus
 from .logs import log
 from .results import StoredResult
@@ -100,6 +101,7 @@ class Ledger:
         self._retention = retention
         self._finish_retry = finish_retry
         self._claim_retry = claim_retry
+        self._writes = Writes(client)  # the claim and the finishing write: see `commit`
 
     def exists(self, key: str) -> bool:
         """Whether the run has a record, in any state."""
@@ -137,8 +139,8 @@ class Ledger:
             }
             try:
                 sent.append(True)
-                written = doc.create({**fields, **lease, "attempts": 1}, **budget.call())
-                return Claim(key, attempt_id, 1, written.update_time)
+                written_at = self._writes.create(doc, {**fields, **lease, "attempts": 1}, **budget.call())
+                return Claim(key, attempt_id, 1, written_at)
             except gexc.AlreadyExists:
                 pass
             except gexc.Aborted:
@@ -270,9 +272,7 @@ class Ledger:
         doc = self._collection.document(claim.key)
         update = {**fields, "status": status.value, "finished_at": now, "expire_at": now + self._retention}
         try:
-            doc.update(
-                update, option=self._client.write_option(last_update_time=claim.update_time), **budget.call()
-            )
+            self._writes.update(doc, update, claim.update_time, **budget.call())
             return True
         except (gexc.FailedPrecondition, gexc.NotFound):
             # Either another attempt took the run over, or an earlier try of this very write
