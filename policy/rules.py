@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from stacks.defaults import RETIRING_ACCOUNT
+
 
 class Verdict(Enum):
     """Outcome of one rule on one resource."""
@@ -120,21 +122,131 @@ def role_scoped_to_one_resource(resource: Resource) -> Verdict:
     return Verdict.COMPLIANT if scoped else Verdict.NON_COMPLIANT
 
 
+# Where each resource type names the service account a component runs or calls as, and which
+# component that is: a function's (or service's) runtime, a function's build, or a Scheduler
+# job's token. Blocks may be objects or lists in the JSON, `_values_at` reads both.
+IDENTITY_PATHS: dict[str, dict[tuple[str, ...], str]] = {
+    "google_cloudfunctions2_function": {
+        ("service_config", "service_account_email"): "runtime",
+        ("build_config", "service_account"): "build",
+    },
+    "google_cloudfunctions_function": {
+        ("service_account_email",): "runtime",
+        ("build_service_account",): "build",
+    },
+    "google_cloud_run_v2_service": {("template", "service_account"): "runtime"},
+    "google_cloud_run_v2_job": {("template", "template", "service_account"): "runtime"},
+    "google_cloud_scheduler_job": {
+        ("http_target", "oidc_token", "service_account_email"): "scheduler",
+        ("http_target", "oauth_token", "service_account_email"): "scheduler",
+    },
+}
+
+
+def _values_at(value: Any, path: tuple[str, ...]) -> Iterator[Any]:
+    """Every value at `path` inside a resource config (through objects and lists of blocks)."""
+    if isinstance(value, list):
+        for item in value:
+            yield from _values_at(item, path)
+    elif not path:
+        yield value
+    elif isinstance(value, Mapping) and path[0] in value:
+        yield from _values_at(value[path[0]], path[1:])
+
+
+def identity_uses(stack: Mapping[str, Any], account: str) -> set[tuple[str, str]]:
+    """(component kind, resource address) of every component that runs or calls as the
+    `google_service_account` named `account` ("runtime", "build", "scheduler", or the resource
+    type for a use this module does not classify)."""
+    reference = f"${{google_service_account.{account}."
+    uses: set[tuple[str, str]] = set()
+    for kind, resources in stack.get("resource", {}).items():
+        paths = IDENTITY_PATHS.get(kind)
+        for name, config in resources.items():
+            if paths is not None:
+                found = [
+                    role
+                    for path, role in paths.items()
+                    for value in _values_at(config, path)
+                    if isinstance(value, str) and reference in value
+                ]
+            else:
+                found = [
+                    kind
+                    for key, value in _walk(config)
+                    if key in IDENTITY_ARGUMENTS and isinstance(value, str) and reference in value
+                ]
+            uses.update((role, f"{kind}.{name}") for role in found)
+    return uses
+
+
 def service_account_used_by_one_component(resource: Resource) -> Verdict:
-    """Each service account is the identity of exactly one component (function, build or job)."""
+    """Every service account serves one kind of component: a runtime account exactly one function
+    (the account that holds data access is never shared), a build account only builds, an invoker
+    account only signs Scheduler jobs' tokens (the team's shared build and invoker accounts serve
+    many). An account nobody uses is flagged, except one kept for a migration's single apply."""
     if resource.type != "google_service_account":
         return Verdict.NOT_APPLICABLE
-    reference = f"${{google_service_account.{resource.name}."
-    users = {
-        f"{kind}.{name}"
-        for kind, resources in resource.stack.get("resource", {}).items()
-        for name, config in resources.items()
-        if any(
-            key in IDENTITY_ARGUMENTS and isinstance(value, str) and reference in value
-            for key, value in _walk(config)
-        )
+    uses = identity_uses(resource.stack, resource.name)
+    kinds = {kind for kind, _ in uses}
+    if not uses:
+        retiring = resource.config.get("description") == RETIRING_ACCOUNT
+        return Verdict.COMPLIANT if retiring else Verdict.NON_COMPLIANT
+    if len(kinds) != 1:
+        return Verdict.NON_COMPLIANT
+    return Verdict.COMPLIANT if kinds != {"runtime"} or len(uses) == 1 else Verdict.NON_COMPLIANT
+
+
+INVOKER_ROLES = {"roles/run.invoker", "roles/run.servicesInvoker", "roles/cloudfunctions.invoker"}
+# Grants on one Cloud Run service (or gen2 function), and the argument naming it.
+SERVICE_IAM_TARGETS = {
+    "google_cloud_run_v2_service_iam_member": "name",
+    "google_cloud_run_v2_service_iam_binding": "name",
+    "google_cloud_run_service_iam_member": "service",
+    "google_cloud_run_service_iam_binding": "service",
+    "google_cloudfunctions2_function_iam_member": "cloud_function",
+    "google_cloudfunctions2_function_iam_binding": "cloud_function",
+}
+# A service of this stack: the one a function created, or a Cloud Run service's own name.
+OWN_SERVICE = re.compile(
+    r"^\$\{(google_cloudfunctions2_function\.[^.}]+\.(service_config\[0\]\.service|name)"
+    r"|google_cloud_run_v2_service\.[^.}]+\.name)\}$"
+)
+
+
+MEMBER_ACCOUNT = re.compile(r"\$\{google_service_account\.([^.}]+)\.(email|member)\}")
+
+
+def _scheduler_accounts(stack: Mapping[str, Any]) -> set[str]:
+    """The names of the `google_service_account`s that Scheduler jobs of this stack sign as."""
+    return {
+        account.group(1)
+        for config in stack.get("resource", {}).get("google_cloud_scheduler_job", {}).values()
+        for path in IDENTITY_PATHS["google_cloud_scheduler_job"]
+        for value in _values_at(config, path)
+        if (account := MEMBER_ACCOUNT.search(str(value)))
     }
-    return Verdict.COMPLIANT if len(users) == 1 else Verdict.NON_COMPLIANT
+
+
+def _member_accounts(resource: Resource) -> set[str]:
+    """The names of the stack's service accounts an IAM grant is to."""
+    return {found.group(1) for member in _members(resource) if (found := MEMBER_ACCOUNT.search(member))}
+
+
+def invoker_only_on_own_services(resource: Resource) -> Verdict:
+    """The invoker role is granted on one of this stack's own services, never at project level
+    (nor on a service named by a literal, another team's); and an account that Scheduler jobs
+    sign as holds nothing but that role."""
+    if not _is_iam(resource):
+        return Verdict.NOT_APPLICABLE
+    invoker_role = resource.config.get("role") in INVOKER_ROLES
+    invokers = _member_accounts(resource) & _scheduler_accounts(resource.stack)
+    if not invoker_role and not invokers:
+        return Verdict.NOT_APPLICABLE
+    if not invoker_role or resource.type not in SERVICE_IAM_TARGETS:
+        return Verdict.NON_COMPLIANT
+    target = str(resource.config.get(SERVICE_IAM_TARGETS[resource.type], ""))
+    return Verdict.COMPLIANT if OWN_SERVICE.match(target) else Verdict.NON_COMPLIANT
 
 
 def no_service_account_keys(resource: Resource) -> Verdict:

@@ -162,6 +162,23 @@ class Team:
     force_destroy: bool = False
     """Let `destroy` delete the source bucket with every archive in it (throwaway sandbox teams;
     with delete_protection=False the whole stack can then be destroyed)."""
+    share_functions: bool = True
+    """Jobs with the same source, entry point and function settings run on one deployed function
+    (and its one runtime account); their runs stay apart because the run key includes the job
+    name. False gives every job a function and runtime account of its own (more service
+    accounts: see `stacks/quotas.py`; also the first step of a migration, docs/stacks.md)."""
+    keep_per_job_accounts: bool = False
+    """Migration step 1 of 2 for a team deployed before accounts were shared (docs/stacks.md,
+    "Migration"): this apply moves every Scheduler job to the team's invoker and every build to
+    the team's build account, one function per job, and keeps each job's old build and invoker
+    accounts (with the build grants) untouched, so nothing a job still uses is deleted before it
+    is repointed. Remove it (step 2) and apply again: the old accounts go, and jobs with equal
+    settings start sharing functions."""
+    quotas: dict[str, int] = field(default_factory=dict)
+    """The project's quotas where they differ from Google's defaults, by the keys of
+    `stacks.quotas.QUOTAS` (e.g. {"service_accounts": 300} after an increase was granted, or
+    lower, to leave room for what else the project holds). Synth fails when the teams of one
+    project would need more than this."""
 
     @property
     def location(self) -> str:

@@ -22,10 +22,12 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
-from stacks import function_limits, locations, naming
+from stacks import function_limits, locations, naming, sharing
 from stacks.cron_check import schedule_issue
 from stacks.entry_point import handler_issue, missing_requirements
 from stacks.problem import InvalidConfig, Problem
+from stacks.quotas import declared_problems, quota_problems
+from stacks.sharing import crowded_start, shared_functions
 from stacks.team import FUNCTIONS_DIR, LEASE_MARGIN_SECONDS, Job, Retry, Team
 
 __all__ = ["InvalidConfig", "Problem", "find_problems", "retry_window_seconds", "validate"]
@@ -68,7 +70,9 @@ def find_problems(teams: Sequence[Team], files: Sequence[str] | None = None) -> 
         problems = list(_team(team))
         for job in team.jobs:
             problems.extend(_job(team, job))
+        problems.extend(_sharing(team))
         found.extend(_in_file(problem, file) for problem in problems)
+    found.extend(quota_problems(teams, shown))
     return found
 
 
@@ -127,11 +131,17 @@ def _derived_names(team: Team) -> Iterator[tuple[str | None, str, str, str]]:
     yield None, "source bucket", "global", naming.bucket_name(team.project, team.name)
     yield None, "Artifact Registry repository", region, naming.repository_id(team.name)
     yield None, "Firestore database", project, team.database
+    for role in naming.TEAM_ROLES:
+        yield None, "service account", project, naming.team_account_id(team.name, role)
+    for function in shared_functions(team):
+        yield function.name, "function", region, naming.function_name(team.name, function.name)
+        runtime = naming.account_id(team.name, function.name, naming.RUNTIME_ROLE)
+        yield function.name, "service account", project, runtime
     for job in team.jobs:
-        yield job.name, "function", region, naming.function_name(team.name, job.name)
         yield job.name, "Scheduler job", region, naming.scheduler_job_name(team.name, job.name)
-        for role in naming.ACCOUNT_ROLES:
-            yield job.name, "service account", project, naming.account_id(team.name, job.name, role)
+        if team.keep_per_job_accounts:  # the old accounts, kept for one apply
+            for role in naming.TEAM_ROLES:
+                yield job.name, "service account", project, naming.account_id(team.name, job.name, role)
 
 
 def _name_collisions(teams: Sequence[Team], files: list[str]) -> Iterator[Problem]:
@@ -223,6 +233,32 @@ def _team(team: Team) -> Iterator[Problem]:
                 "give every job of a team its own name",
             )
     yield from _labels(team.name, None, team.labels, set())
+    yield from declared_problems(team)
+
+
+def _sharing(team: Team) -> Iterator[Problem]:
+    """Jobs sharing a function must not start more requests at once than it has instances."""
+    for function in shared_functions(team):
+        crowded = crowded_start(function)
+        if crowded is None:
+            continue
+        limit = function.settings.max_instances
+        starting = [job.name for job in crowded.jobs]
+        yield Problem(
+            team.name,
+            starting[-1],
+            "max_instances",
+            f"jobs {sharing.names(function.job_names)} share the function "
+            f"{naming.function_name(team.name, function.name)} (same {function.settings.code} and "
+            f"settings), and {len(starting)} of them ({sharing.names(starting)}) start at "
+            f"{crowded.at:%a %H:%M} UTC: an instance serves one request at a time and the "
+            f"function has max_instances={limit}, so the deliveries beyond the first {limit} wait "
+            "at most 10 s for an instance and are then refused (429), spending the retries a "
+            "crashed run needs",
+            f"set max_instances={crowded.peak} on all {len(function.jobs)} of them (they keep "
+            "sharing one function), start some of them in another minute, or give one a "
+            "different setting so that it gets a function of its own",
+        )
 
 
 def _region(team: Team, problem: ProblemAt) -> Iterator[Problem]:
@@ -557,7 +593,7 @@ def _labels(team: str, job: str | None, labels: dict[str, str], inherited: set[s
     (a job's labels are merged over the `inherited` team labels)."""
     for key, value in labels.items():
         google = key.startswith(function_limits.RESERVED_LABEL_PREFIX)
-        if google or key in function_limits.RUNONCE_LABELS:
+        if google or key in function_limits.RESERVED_RUNONCE_LABELS:
             owner = "Google reserves the goog- prefix" if google else "the stack sets it"
             yield Problem(
                 team,
