@@ -108,6 +108,14 @@ LEAST_PRIVILEGE = [
         "service named by a literal; the Scheduler invoker account holds that role and nothing else.",
     ),
     Rule(
+        "RO-IAM-8",
+        rules.proxy_account_holds_only_its_target,
+        "error",
+        "A proxy's runtime account holds the ledger grant and its target's role on the narrowest "
+        "resource (the Cloud Run job itself; the workflow's or trigger's project; the team's project "
+        "for a generic call's declared role), nothing else; give every proxy that grant.",
+    ),
+    Rule(
         "RO-IAM-6",
         rules.build_account_reads_gcf_sources,
         "error",

@@ -8,6 +8,7 @@ together (names two stacks share, state they share) are in `policy.stack_set`.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -116,6 +117,8 @@ def role_scoped_to_one_resource(resource: Resource) -> Verdict:
     if not _is_iam(resource):
         return Verdict.NOT_APPLICABLE
     if not BROAD_IAM_TYPES.match(resource.type) or resource.config.get("role") in PROJECT_ONLY_ROLES:
+        return Verdict.COMPLIANT
+    if _is_target_grant(resource):  # the narrowest level the target's API offers (RO-IAM-8)
         return Verdict.COMPLIANT
     expression = resource.config.get("condition", {}).get("expression", "").strip()
     scoped = ONE_DATABASE_CONDITION.match(expression) or ONE_BUCKET_CONDITION.match(expression)
@@ -316,6 +319,7 @@ APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
         "cloudbuild.googleapis.com",
     ),
     "google_cloud_run_v2_service_iam_member": ("run.googleapis.com",),
+    "google_cloud_run_v2_job_iam_member": ("run.googleapis.com",),
     "google_cloud_scheduler_job": ("cloudscheduler.googleapis.com",),
 }
 
@@ -398,3 +402,117 @@ def build_account_reads_gcf_sources(resource: Resource) -> Verdict:
         and grants & set(_config_at(resource.stack, address).get("depends_on", []))
     }
     return Verdict.COMPLIANT if grants and waits else Verdict.NON_COMPLIANT
+
+
+# A proxy (functions/proxy, deployed for a job's Google API target) reads its target from this
+# variable; its runtime account may start that target and use the ledger, nothing else. The role
+# and where it is granted, per target kind (stacks/target_access.py, docs/targets.md).
+TARGET_VARIABLE = "RUNONCE_TARGET"
+TARGET_ROLES = {
+    "workflow": "roles/workflows.invoker",
+    "cloud_run_job": "roles/run.developer",
+    "build_trigger": "roles/cloudbuild.builds.editor",
+}
+TARGET_FIELDS = {"workflow": "workflow", "cloud_run_job": "job", "build_trigger": "trigger"}
+"""The field of each target kind that names the resource it starts."""
+TARGET_NAME = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/[a-z]+/(?P<name>[^/]+)$"
+)
+
+
+def _proxy_targets(stack: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
+    """The targets of the stack's proxies, by the name of the runtime account each runs as (an
+    unreadable target is kept as {} so that its proxy is flagged)."""
+    found: dict[str, list[Mapping[str, Any]]] = {}
+    for config in stack.get("resource", {}).get("google_cloudfunctions2_function", {}).values():
+        raw = next(
+            iter(_values_at(config, ("service_config", "environment_variables", TARGET_VARIABLE))), None
+        )
+        account = next(iter(_values_at(config, ("service_config", "service_account_email"))), "")
+        named = MEMBER_ACCOUNT.search(str(account))
+        if raw is None or named is None:
+            continue
+        try:
+            target = json.loads(raw)
+        except ValueError:
+            target = {}
+        found.setdefault(named.group(1), []).append(target if isinstance(target, Mapping) else {})
+    return found
+
+
+def _grants_target(resource: Resource, target: Mapping[str, Any]) -> bool:
+    """Whether this grant is the one that lets a proxy start `target`, on the narrowest resource."""
+    config, kind = resource.config, target.get("kind")
+    if kind == "googleapis":
+        project = _provider_project(resource.stack)
+        return (
+            resource.type == "google_project_iam_member"
+            and config.get("role") == target.get("role")
+            and config.get("project", project) == project
+            and "condition" not in config
+        )
+    name = str(target.get(TARGET_FIELDS.get(str(kind), ""), ""))
+    parts = TARGET_NAME.match(name)
+    if kind not in TARGET_ROLES or parts is None or config.get("role") != TARGET_ROLES[kind]:
+        return False
+    if kind == "cloud_run_job":
+        return resource.type == "google_cloud_run_v2_job_iam_member" and (
+            config.get("project"),
+            config.get("location"),
+            config.get("name"),
+        ) == (parts["project"], parts["location"], parts["name"])
+    return resource.type == "google_project_iam_member" and config.get("project") == parts["project"]
+
+
+def _provider_project(stack: Mapping[str, Any]) -> str:
+    providers = stack.get("provider", {}).get("google", [{}])
+    return str((providers[0] if isinstance(providers, list) and providers else {}).get("project", ""))
+
+
+def _is_target_grant(resource: Resource) -> bool:
+    targets = _proxy_targets(resource.stack)
+    return any(
+        _grants_target(resource, target)
+        for account in _member_accounts(resource)
+        for target in targets.get(account, [])
+    )
+
+
+def proxy_account_holds_only_its_target(resource: Resource) -> Verdict:
+    """A proxy's runtime account holds the ledger grant and the role of its one target on the
+    narrowest resource the target's API offers, nothing else; and every proxy has that grant."""
+    targets = _proxy_targets(resource.stack)
+    if resource.type == "google_cloudfunctions2_function":
+        raw = next(
+            iter(_values_at(resource.config, ("service_config", "environment_variables", TARGET_VARIABLE))),
+            None,
+        )
+        if raw is None:
+            return Verdict.NOT_APPLICABLE
+        account = MEMBER_ACCOUNT.search(
+            str(next(iter(_values_at(resource.config, ("service_config", "service_account_email"))), ""))
+        )
+        if account is None:
+            return Verdict.NON_COMPLIANT
+        grants = [
+            Resource(kind, name, config, resource.stack)
+            for kind, group in resource.stack.get("resource", {}).items()
+            if kind.endswith("_iam_member")
+            for name, config in group.items()
+        ]
+        own = [grant for grant in grants if account.group(1) in _member_accounts(grant)]
+        granted = all(
+            any(_grants_target(grant, target) for grant in own) for target in targets[account.group(1)]
+        )
+        return Verdict.COMPLIANT if granted else Verdict.NON_COMPLIANT
+    if not _is_iam(resource):
+        return Verdict.NOT_APPLICABLE
+    proxies = _member_accounts(resource) & set(targets)
+    if not proxies:
+        return Verdict.NOT_APPLICABLE
+    ledger = resource.config.get("role") == "roles/datastore.user" and ONE_DATABASE_CONDITION.match(
+        resource.config.get("condition", {}).get("expression", "").strip()
+    )
+    if ledger:
+        return Verdict.COMPLIANT
+    return Verdict.COMPLIANT if _is_target_grant(resource) else Verdict.NON_COMPLIANT

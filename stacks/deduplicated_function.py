@@ -23,6 +23,7 @@ from stacks.provider import (
 )
 from stacks.required_apis import RequiredApis
 from stacks.sharing import SharedFunction
+from stacks.targets import TARGET_VARIABLE
 from stacks.team import FUNCTIONS_DIR, REPO_ROOT, Job, Team
 
 ARCHIVE_DIR = REPO_ROOT / "build" / "sources"
@@ -53,14 +54,18 @@ class DeduplicatedFunctionProps:
 
 def runonce_environment(team: Team, function: SharedFunction) -> dict[str, str]:
     """The RUNONCE_* variables runonce reads, from the team and the function's jobs: the lease
-    from the timeout they share, the longest retention among them."""
-    return {
+    from the timeout they share, the longest retention among them, and for the proxy the
+    target its jobs share (`RUNONCE_TARGET`, docs/targets.md)."""
+    environment = {
         "GOOGLE_CLOUD_PROJECT": team.project,
         "RUNONCE_DATABASE": team.database,
         "RUNONCE_COLLECTION": team.collection,
         "RUNONCE_LEASE_SECONDS": str(function.first.lease_seconds),
         "RUNONCE_RETENTION_SECONDS": str(function.retention_seconds),
     }
+    if function.settings.target:
+        environment[TARGET_VARIABLE] = function.settings.target
+    return environment
 
 
 def job_archive(job: Job, out_dir: Path) -> Archive:
@@ -88,7 +93,7 @@ class DeduplicatedFunction(Construct):
         """The runtime account and its ledger grant."""
         self.archive = props.archive
         """The deterministic source archive (path and digest)."""
-        self.source_object = props.build.upload(self.archive, job.source)
+        self.source_object = props.build.upload(self.archive, job.code_source)
         """The `google_storage_bucket_object` holding the archive (shared by jobs with the same files)."""
 
         self.function = Cloudfunctions2Function(

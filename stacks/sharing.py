@@ -39,6 +39,7 @@ from cronsim import CronSim, CronSimError
 
 from stacks import naming
 from stacks.cron_check import schedule_issue
+from stacks.targets import target_json
 from stacks.team import Job, Team
 
 # Where the starts of the jobs of one function are compared: one week from a Monday, in UTC,
@@ -64,12 +65,14 @@ class FunctionSettings:
     max_instances: int
     env: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]
+    target: str
+    """The Google API target the proxy starts (its RUNONCE_TARGET JSON), or "" for the team's code."""
 
     @classmethod
     def of(cls, job: Job) -> FunctionSettings:
         """The settings of one job's function."""
         return cls(
-            source=job.source,
+            source=job.code_source,
             entry_point=job.entry_point,
             runtime=job.runtime,
             timeout_seconds=job.timeout_seconds,
@@ -78,6 +81,7 @@ class FunctionSettings:
             max_instances=job.max_instances,
             env=tuple(sorted(job.env.items())),
             labels=tuple(sorted(job.labels.items())),
+            target=target_json(job.target) if job.target is not None else "",
         )
 
     @property

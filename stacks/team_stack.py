@@ -27,6 +27,7 @@ from stacks.required_apis import RequiredApis, RequiredApisProps
 from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
 from stacks.sharing import shared_functions
 from stacks.state import local_state_file, missing_local_state
+from stacks.target_access import grant_target, target_apis
 from stacks.team import REPO_ROOT, Team
 from stacks.team_identity import TeamIdentity, TeamIdentityProps
 
@@ -51,7 +52,12 @@ class TeamStack(TerraformStack):
         TimeProvider(self, "time")
         # As an override: cdktf would rewrite the label keys' hyphens to underscores.
         provider.add_override("default_labels", {**team.labels, "runonce-team": team.name})
-        self.apis = RequiredApis(self, "apis", RequiredApisProps(project=team.project))
+        # Every API the stacks call, and the ones the team's proxies call for their targets.
+        target_services = {
+            api for job in team.jobs if job.target is not None for api in target_apis(job.target)
+        }
+        services = (*defaults.REQUIRED_APIS, *sorted(target_services - set(defaults.REQUIRED_APIS)))
+        self.apis = RequiredApis(self, "apis", RequiredApisProps(project=team.project, services=services))
         """The enabled APIs."""
         self.store = DedupStore(
             self,
@@ -99,6 +105,21 @@ class TeamStack(TerraformStack):
             )
             for function in self.shared_functions
         }
+        # A proxy's account may start its target (and nothing else): granted before the proxy
+        # exists, so that the grant has settled before its first run (a 403 is a permanent failure).
+        self.target_grants = {
+            function.name: grant_target(
+                self,
+                f"{function.name}-identity",
+                team,
+                function.first.target,
+                identities[function.name].runtime_email,
+                self.apis,
+            )
+            for function in self.shared_functions
+            if function.first.target is not None
+        }
+        """The grant that lets each proxy's account start its target, by function name."""
         self.iam_settled = Sleep(
             self,
             "iam-settled",
@@ -109,6 +130,7 @@ class TeamStack(TerraformStack):
             depends_on=[
                 *self.identity.build_grants,
                 *(identity.ledger_grant for identity in identities.values()),
+                *self.target_grants.values(),
             ],
         )
         """The `time_sleep` after every grant of the build account and of every runtime account;

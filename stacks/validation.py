@@ -14,7 +14,7 @@ import difflib
 import itertools
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
-from stacks import function_limits, locations, naming, sharing
+from stacks import function_limits, locations, naming, sharing, targets
 from stacks.cron_check import schedule_issue
 from stacks.entry_point import handler_issue, missing_requirements
 from stacks.problem import InvalidConfig, Problem
@@ -46,7 +46,13 @@ DATABASE_ID = re.compile(r"^[a-z][a-z0-9-]{2,61}[a-z0-9]$")
 COLLECTION_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 # Set by the stack from the team and job config; a job may not override them. A job may only
 # lengthen its lease with RUNONCE_LEASE_SECONDS (checked against the timeout below).
-STACK_ENV = ("RUNONCE_DATABASE", "RUNONCE_COLLECTION", "RUNONCE_RETENTION_SECONDS", "GOOGLE_CLOUD_PROJECT")
+STACK_ENV = (
+    "RUNONCE_DATABASE",
+    "RUNONCE_COLLECTION",
+    "RUNONCE_RETENTION_SECONDS",
+    "GOOGLE_CLOUD_PROJECT",
+    *targets.STACK_ENV,
+)
 LEASE_ENV = "RUNONCE_LEASE_SECONDS"
 TEMPLATE_PLACEHOLDERS = {"name": "my-team", "project": "my-gcp-project"}
 """Values teams/_template.py ships with; a copy that still has them was not edited."""
@@ -320,7 +326,8 @@ def _job(team: Team, job: Job) -> Iterator[Problem]:
     yield from ranges
     if not ranges:  # cross-layer rules only make sense (and give sane hints) on in-range values
         yield from _cross_layer(job, problem)
-    yield from _source(job, problem)
+    if (yield from _code(job, problem)):
+        yield from _source(job, problem)
     yield from _env(job, problem)
     yield from _labels(team.name, job.name, job.labels, set(team.labels))
 
@@ -532,6 +539,57 @@ def _shortest_gap_seconds(job: Job) -> int | None:
     return int(min((later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)))
 
 
+def _code(job: Job, problem: ProblemAt) -> Generator[Problem, None, bool]:
+    """The job names its own code or a Google API target, and a target fits the proxy that starts
+    it; returns whether there is a function folder to check."""
+    target = job.target
+    if target is None:
+        if not job.source:
+            yield problem(
+                "source",
+                "the job names neither source (its folder under functions/) nor target (a Google API)",
+                'set source="<folder>" or target=Workflow(...) (stacks/targets.py)',
+            )
+            return False
+        return True
+    if job.source:
+        yield problem(
+            "target",
+            f"the job names both source ({job.source!r}) and a target: a target job runs the "
+            "idempotent proxy shipped with runonce, not the team's code",
+            "remove source= (or target=)",
+        )
+    if job.entry_point != Job.entry_point:
+        yield problem("entry_point", "a target job runs the proxy's `handle`", "remove entry_point=")
+    if job.body:
+        yield problem(
+            "body",
+            "the proxy does not read the request body: its target is fixed when it is deployed",
+            "move the data into the target (argument, overrides, substitutions or body)",
+        )
+    for field, message, fix in targets.target_problems(target):
+        yield problem(field, message, fix)
+    raw = job.env.get(targets.CALL_TIMEOUT_ENV, str(targets.CALL_TIMEOUT_SECONDS))
+    if not raw.isdigit() or int(raw) < 1:
+        yield problem(
+            "env", f"{targets.CALL_TIMEOUT_ENV}={raw!r} is not a whole number of seconds", "give it 1 or more"
+        )
+        return True
+    worst = targets.CALLS_PER_ATTEMPT * int(raw)
+    if job.attempt_deadline_seconds < worst:
+        yield problem(
+            "attempt_deadline_seconds",
+            f"{job.attempt_deadline_seconds} s is shorter than one proxy attempt can take: up to "
+            f"{targets.CALLS_PER_ATTEMPT} calls to the API (look for an earlier start, start, look "
+            f"again after a lost answer) of at most {raw} s each, {worst} s. Scheduler would give "
+            "up and retry while the attempt still waits on the API, and the function could be "
+            "stopped after the API started the target but before the run is recorded",
+            f"set attempt_deadline_seconds (and timeout_seconds) to at least {worst}, or lower "
+            f"{targets.CALL_TIMEOUT_ENV} in env",
+        )
+    return True
+
+
 def _source(job: Job, problem: ProblemAt) -> Iterator[Problem]:
     """The function folder exists, its entry point is a deduplicated handler, and its
     requirements.txt lists what the handler and the bundled runonce import."""
@@ -539,7 +597,7 @@ def _source(job: Job, problem: ProblemAt) -> Iterator[Problem]:
     if not main.is_file() or not (job.source_dir / "requirements.txt").is_file():
         yield problem(
             "source",
-            f"functions/{job.source}/ needs main.py and requirements.txt",
+            f"functions/{job.code_source}/ needs main.py and requirements.txt",
             "point source at a folder under functions/ that has both",
         )
         return
@@ -549,9 +607,9 @@ def _source(job: Job, problem: ProblemAt) -> Iterator[Problem]:
     for name, distribution in _missing_requirements(job.source_dir):
         yield problem(
             "source",
-            f"functions/{job.source}/requirements.txt does not list {distribution}, which "
+            f"functions/{job.code_source}/requirements.txt does not list {distribution}, which "
             f"`import {name}` needs: the function would fail at its first start",
-            f"add a pinned {distribution}==<version> line to functions/{job.source}/requirements.txt",
+            f"add a pinned {distribution}==<version> line to functions/{job.code_source}/requirements.txt",
         )
 
 

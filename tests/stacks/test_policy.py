@@ -62,6 +62,10 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
         ("RO-IAM-7", "bad/invoker-everywhere"),
         ("RO-IAM-3", "bad/invoker-everywhere"),
         ("RO-IAM-7", "bad/invoker-elsewhere"),
+        # A proxy whose account may build anything in the project but not start its workflow.
+        ("RO-IAM-8", "bad/proxy"),
+        ("RO-IAM-8", "bad/proxy-builds-anything"),
+        ("RO-IAM-3", "bad/proxy-builds-anything"),
         ("RO-IAM-5", "bad/shared-key"),
         ("RO-IAM-6", "bad/open-function"),
         ("RO-NET-1", "bad/open-function"),
@@ -84,6 +88,8 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
                 "twin-a",
                 "twin-b",
                 "invoker-elsewhere",
+                "proxy-account",
+                "proxy",
             )
         ),
     }
