@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 from stacks.problem import InvalidConfig
-from stacks.sharing import explain
 from stacks.stack_names import TEAMS_DIR_ENV
 from stacks.team import TEAMS_DIR
 from stacks.team_files import read_team_folder
@@ -21,17 +20,14 @@ from stacks.validation import find_problems
 
 
 def main() -> int:
-    """Validate every team, say which jobs share a function, then synthesize one stack per team
-    into cdktf.out/."""
+    """Validate every team, then synthesize one stack per team into cdktf.out/ (each stack says
+    which of its jobs share a function, as an info annotation)."""
     folder = read_team_folder(Path(os.environ.get(TEAMS_DIR_ENV) or TEAMS_DIR))
     problems = folder.problems + find_problems(folder.teams, [file.shown for file in folder.files])
     if problems:
         # Grouped by file (stable: each file's problems keep their team and job order).
         print(InvalidConfig(sorted(problems, key=lambda problem: problem.file)), file=sys.stderr)
         return 1
-    # Which jobs share a function, and which run the same code on functions of their own.
-    for team in folder.teams:
-        print("\n".join(explain(team)))
     # Imported only now: loading cdktf and the provider bindings takes seconds a failing run
     # does not need.
     from cdktf import App

@@ -25,7 +25,7 @@ from stacks.legacy_accounts import keep_job_accounts
 from stacks.provider import DataGoogleProject, GoogleProvider, Sleep, TimeProvider
 from stacks.required_apis import RequiredApis, RequiredApisProps
 from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
-from stacks.sharing import shared_functions
+from stacks.sharing import explain, shared_functions
 from stacks.state import local_state_file, missing_local_state
 from stacks.target_access import grant_target, target_apis
 from stacks.team import REPO_ROOT, Team
@@ -95,6 +95,8 @@ class TeamStack(TerraformStack):
         """The team's build account (with its grants) and its Scheduler invoker account."""
         self.shared_functions = shared_functions(team)
         """Which jobs run on which function (`stacks.sharing`), in team-file order."""
+        # Printed by `cdktf synth`: which jobs share a function, which code runs on several.
+        Annotations.of(self).add_info("\n".join(explain(team)))
         # Every account and grant first, then one wait after all grants, then the functions: a
         # build started before its grants settle cannot fetch its source.
         identities = {

@@ -236,3 +236,10 @@ def test_a_stack_with_shared_functions_builds_one_function_and_account_per_group
     grants = synth.resources("google_cloud_run_v2_service_iam_member")
     assert len(grants) == 3 and len({config["name"] for config in grants.values()}) == 3
     assert synth.stack.function_of["report-us"] is synth.stack.functions["report"]
+
+
+def test_synth_says_which_jobs_share_a_function(archive_dir):
+    team = load_team_file(TEAMS_DIR / "example.py")
+    stack = synthesize(team, archive_dir).stack
+    infos = [entry.data for entry in stack.node.metadata if entry.type == "@cdktf/info"]
+    assert infos == ["\n".join(explain(team))]
