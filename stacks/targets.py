@@ -130,8 +130,10 @@ TARGET_CLASSES: tuple[type, ...] = (Workflow, CloudRunJob, BuildTrigger, GoogleA
 
 
 def target_json(target: Target) -> str:
-    """`RUNONCE_TARGET`: the target as compact, key-sorted JSON (a stable function setting)."""
-    return json.dumps(target.as_json(), sort_keys=True, separators=(",", ":"))
+    """`RUNONCE_TARGET`: the target as compact, key-sorted JSON (a stable function setting). A
+    value JSON cannot hold is written as its repr, so that validation can still group the jobs;
+    `target_problems` reports it, and such a team is never deployed."""
+    return json.dumps(target.as_json(), sort_keys=True, separators=(",", ":"), default=repr)
 
 
 def target_problems(target: Target) -> list[tuple[str, str, str]]:

@@ -223,6 +223,7 @@ def test_a_target_role_granted_to_an_account_that_is_no_proxy_is_not_scoped(synt
         (GoogleApi("POST", "https://pubsub.googleapis.com.evil.example/v1/x", "roles/x"), "target.url"),
         (GoogleApi("FETCH", PUBLISH.url, "roles/pubsub.publisher"), "target.method"),
         (GoogleApi("POST", PUBLISH.url, "pubsub.publisher"), "target.role"),
+        (Workflow(ETL.workflow, {"when": object()}), "target.argument"),
     ],
 )
 def test_a_target_that_cannot_be_started_is_named(target, field):
