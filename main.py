@@ -20,7 +20,8 @@ from stacks.validation import find_problems
 
 
 def main() -> int:
-    """Validate every team, then synthesize one stack per team into cdktf.out/."""
+    """Validate every team, then synthesize one stack per team into cdktf.out/ (each stack says
+    which of its jobs share a function, as an info annotation)."""
     folder = read_team_folder(Path(os.environ.get(TEAMS_DIR_ENV) or TEAMS_DIR))
     problems = folder.problems + find_problems(folder.teams, [file.shown for file in folder.files])
     if problems:

@@ -63,8 +63,9 @@ LEAST_PRIVILEGE = [
         "RO-IAM-4",
         rules.service_account_used_by_one_component,
         "error",
-        "Give every function runtime, build and Scheduler job its own service account, so each "
-        "holds only its own permissions (and an unused account is removed).",
+        "Give every function its own runtime account, and keep the team's build account for "
+        "builds and its invoker account for Scheduler tokens only, so each holds only its own "
+        "permissions (and an unused account is removed).",
     ),
     Rule(
         "RO-IAM-5",
@@ -97,6 +98,22 @@ LEAST_PRIVILEGE = [
         "error",
         "Add the google_project_service of every API the resource calls, and the time_sleep after "
         "it, to depends_on (policy/rules.py APIS_OF_TYPE lists the API of each resource type).",
+    ),
+    Rule(
+        "RO-IAM-7",
+        rules.invoker_only_on_own_services,
+        "error",
+        "Grant roles/run.invoker on each of the team's own services (google_cloud_run_v2_service_"
+        "iam_member, name = the function's service_config.service), never on the project or a "
+        "service named by a literal; the Scheduler invoker account holds that role and nothing else.",
+    ),
+    Rule(
+        "RO-IAM-8",
+        rules.proxy_account_holds_only_its_target,
+        "error",
+        "A proxy's runtime account holds the ledger grant and its target's role on the narrowest "
+        "resource (the Cloud Run job itself; the workflow's or trigger's project; the team's project "
+        "for a generic call's declared role), nothing else; give every proxy that grant.",
     ),
     Rule(
         "RO-IAM-6",

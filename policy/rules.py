@@ -8,11 +8,14 @@ together (names two stacks share, state they share) are in `policy.stack_set`.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
+
+from stacks.defaults import RETIRING_ACCOUNT
 
 
 class Verdict(Enum):
@@ -115,26 +118,138 @@ def role_scoped_to_one_resource(resource: Resource) -> Verdict:
         return Verdict.NOT_APPLICABLE
     if not BROAD_IAM_TYPES.match(resource.type) or resource.config.get("role") in PROJECT_ONLY_ROLES:
         return Verdict.COMPLIANT
+    if _is_target_grant(resource):  # the narrowest level the target's API offers (RO-IAM-8)
+        return Verdict.COMPLIANT
     expression = resource.config.get("condition", {}).get("expression", "").strip()
     scoped = ONE_DATABASE_CONDITION.match(expression) or ONE_BUCKET_CONDITION.match(expression)
     return Verdict.COMPLIANT if scoped else Verdict.NON_COMPLIANT
 
 
+# Where each resource type names the service account a component runs or calls as, and which
+# component that is: a function's (or service's) runtime, a function's build, or a Scheduler
+# job's token. Blocks may be objects or lists in the JSON, `_values_at` reads both.
+IDENTITY_PATHS: dict[str, dict[tuple[str, ...], str]] = {
+    "google_cloudfunctions2_function": {
+        ("service_config", "service_account_email"): "runtime",
+        ("build_config", "service_account"): "build",
+    },
+    "google_cloudfunctions_function": {
+        ("service_account_email",): "runtime",
+        ("build_service_account",): "build",
+    },
+    "google_cloud_run_v2_service": {("template", "service_account"): "runtime"},
+    "google_cloud_run_v2_job": {("template", "template", "service_account"): "runtime"},
+    "google_cloud_scheduler_job": {
+        ("http_target", "oidc_token", "service_account_email"): "scheduler",
+        ("http_target", "oauth_token", "service_account_email"): "scheduler",
+    },
+}
+
+
+def _values_at(value: Any, path: tuple[str, ...]) -> Iterator[Any]:
+    """Every value at `path` inside a resource config (through objects and lists of blocks)."""
+    if isinstance(value, list):
+        for item in value:
+            yield from _values_at(item, path)
+    elif not path:
+        yield value
+    elif isinstance(value, Mapping) and path[0] in value:
+        yield from _values_at(value[path[0]], path[1:])
+
+
+def identity_uses(stack: Mapping[str, Any], account: str) -> set[tuple[str, str]]:
+    """(component kind, resource address) of every component that runs or calls as the
+    `google_service_account` named `account` ("runtime", "build", "scheduler", or the resource
+    type for a use this module does not classify)."""
+    reference = f"${{google_service_account.{account}."
+    uses: set[tuple[str, str]] = set()
+    for kind, resources in stack.get("resource", {}).items():
+        paths = IDENTITY_PATHS.get(kind)
+        for name, config in resources.items():
+            if paths is not None:
+                found = [
+                    role
+                    for path, role in paths.items()
+                    for value in _values_at(config, path)
+                    if isinstance(value, str) and reference in value
+                ]
+            else:
+                found = [
+                    kind
+                    for key, value in _walk(config)
+                    if key in IDENTITY_ARGUMENTS and isinstance(value, str) and reference in value
+                ]
+            uses.update((role, f"{kind}.{name}") for role in found)
+    return uses
+
+
 def service_account_used_by_one_component(resource: Resource) -> Verdict:
-    """Each service account is the identity of exactly one component (function, build or job)."""
+    """Every service account serves one kind of component: a runtime account exactly one function
+    (the account that holds data access is never shared), a build account only builds, an invoker
+    account only signs Scheduler jobs' tokens (the team's shared build and invoker accounts serve
+    many). An account nobody uses is flagged, except one kept for a migration's single apply."""
     if resource.type != "google_service_account":
         return Verdict.NOT_APPLICABLE
-    reference = f"${{google_service_account.{resource.name}."
-    users = {
-        f"{kind}.{name}"
-        for kind, resources in resource.stack.get("resource", {}).items()
-        for name, config in resources.items()
-        if any(
-            key in IDENTITY_ARGUMENTS and isinstance(value, str) and reference in value
-            for key, value in _walk(config)
-        )
+    uses = identity_uses(resource.stack, resource.name)
+    kinds = {kind for kind, _ in uses}
+    if not uses:
+        retiring = resource.config.get("description") == RETIRING_ACCOUNT
+        return Verdict.COMPLIANT if retiring else Verdict.NON_COMPLIANT
+    if len(kinds) != 1:
+        return Verdict.NON_COMPLIANT
+    return Verdict.COMPLIANT if kinds != {"runtime"} or len(uses) == 1 else Verdict.NON_COMPLIANT
+
+
+INVOKER_ROLES = {"roles/run.invoker", "roles/run.servicesInvoker", "roles/cloudfunctions.invoker"}
+# Grants on one Cloud Run service (or gen2 function), and the argument naming it.
+SERVICE_IAM_TARGETS = {
+    "google_cloud_run_v2_service_iam_member": "name",
+    "google_cloud_run_v2_service_iam_binding": "name",
+    "google_cloud_run_service_iam_member": "service",
+    "google_cloud_run_service_iam_binding": "service",
+    "google_cloudfunctions2_function_iam_member": "cloud_function",
+    "google_cloudfunctions2_function_iam_binding": "cloud_function",
+}
+# A service of this stack: the one a function created, or a Cloud Run service's own name.
+OWN_SERVICE = re.compile(
+    r"^\$\{(google_cloudfunctions2_function\.[^.}]+\.(service_config\[0\]\.service|name)"
+    r"|google_cloud_run_v2_service\.[^.}]+\.name)\}$"
+)
+
+
+MEMBER_ACCOUNT = re.compile(r"\$\{google_service_account\.([^.}]+)\.(email|member)\}")
+
+
+def _scheduler_accounts(stack: Mapping[str, Any]) -> set[str]:
+    """The names of the `google_service_account`s that Scheduler jobs of this stack sign as."""
+    return {
+        account.group(1)
+        for config in stack.get("resource", {}).get("google_cloud_scheduler_job", {}).values()
+        for path in IDENTITY_PATHS["google_cloud_scheduler_job"]
+        for value in _values_at(config, path)
+        if (account := MEMBER_ACCOUNT.search(str(value)))
     }
-    return Verdict.COMPLIANT if len(users) == 1 else Verdict.NON_COMPLIANT
+
+
+def _member_accounts(resource: Resource) -> set[str]:
+    """The names of the stack's service accounts an IAM grant is to."""
+    return {found.group(1) for member in _members(resource) if (found := MEMBER_ACCOUNT.search(member))}
+
+
+def invoker_only_on_own_services(resource: Resource) -> Verdict:
+    """The invoker role is granted on one of this stack's own services, never at project level
+    (nor on a service named by a literal, another team's); and an account that Scheduler jobs
+    sign as holds nothing but that role."""
+    if not _is_iam(resource):
+        return Verdict.NOT_APPLICABLE
+    invoker_role = resource.config.get("role") in INVOKER_ROLES
+    invokers = _member_accounts(resource) & _scheduler_accounts(resource.stack)
+    if not invoker_role and not invokers:
+        return Verdict.NOT_APPLICABLE
+    if not invoker_role or resource.type not in SERVICE_IAM_TARGETS:
+        return Verdict.NON_COMPLIANT
+    target = str(resource.config.get(SERVICE_IAM_TARGETS[resource.type], ""))
+    return Verdict.COMPLIANT if OWN_SERVICE.match(target) else Verdict.NON_COMPLIANT
 
 
 def no_service_account_keys(resource: Resource) -> Verdict:
@@ -204,6 +319,7 @@ APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
         "cloudbuild.googleapis.com",
     ),
     "google_cloud_run_v2_service_iam_member": ("run.googleapis.com",),
+    "google_cloud_run_v2_job_iam_member": ("run.googleapis.com",),
     "google_cloud_scheduler_job": ("cloudscheduler.googleapis.com",),
 }
 
@@ -286,3 +402,117 @@ def build_account_reads_gcf_sources(resource: Resource) -> Verdict:
         and grants & set(_config_at(resource.stack, address).get("depends_on", []))
     }
     return Verdict.COMPLIANT if grants and waits else Verdict.NON_COMPLIANT
+
+
+# A proxy (functions/proxy, deployed for a job's Google API target) reads its target from this
+# variable; its runtime account may start that target and use the ledger, nothing else. The role
+# and where it is granted, per target kind (stacks/target_access.py, docs/targets.md).
+TARGET_VARIABLE = "RUNONCE_TARGET"
+TARGET_ROLES = {
+    "workflow": "roles/workflows.invoker",
+    "cloud_run_job": "roles/run.developer",
+    "build_trigger": "roles/cloudbuild.builds.editor",
+}
+TARGET_FIELDS = {"workflow": "workflow", "cloud_run_job": "job", "build_trigger": "trigger"}
+"""The field of each target kind that names the resource it starts."""
+TARGET_NAME = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/[a-z]+/(?P<name>[^/]+)$"
+)
+
+
+def _proxy_targets(stack: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
+    """The targets of the stack's proxies, by the name of the runtime account each runs as (an
+    unreadable target is kept as {} so that its proxy is flagged)."""
+    found: dict[str, list[Mapping[str, Any]]] = {}
+    for config in stack.get("resource", {}).get("google_cloudfunctions2_function", {}).values():
+        raw = next(
+            iter(_values_at(config, ("service_config", "environment_variables", TARGET_VARIABLE))), None
+        )
+        account = next(iter(_values_at(config, ("service_config", "service_account_email"))), "")
+        named = MEMBER_ACCOUNT.search(str(account))
+        if raw is None or named is None:
+            continue
+        try:
+            target = json.loads(raw)
+        except ValueError:
+            target = {}
+        found.setdefault(named.group(1), []).append(target if isinstance(target, Mapping) else {})
+    return found
+
+
+def _grants_target(resource: Resource, target: Mapping[str, Any]) -> bool:
+    """Whether this grant is the one that lets a proxy start `target`, on the narrowest resource."""
+    config, kind = resource.config, target.get("kind")
+    if kind == "googleapis":
+        project = _provider_project(resource.stack)
+        return (
+            resource.type == "google_project_iam_member"
+            and config.get("role") == target.get("role")
+            and config.get("project", project) == project
+            and "condition" not in config
+        )
+    name = str(target.get(TARGET_FIELDS.get(str(kind), ""), ""))
+    parts = TARGET_NAME.match(name)
+    if kind not in TARGET_ROLES or parts is None or config.get("role") != TARGET_ROLES[kind]:
+        return False
+    if kind == "cloud_run_job":
+        return resource.type == "google_cloud_run_v2_job_iam_member" and (
+            config.get("project"),
+            config.get("location"),
+            config.get("name"),
+        ) == (parts["project"], parts["location"], parts["name"])
+    return resource.type == "google_project_iam_member" and config.get("project") == parts["project"]
+
+
+def _provider_project(stack: Mapping[str, Any]) -> str:
+    providers = stack.get("provider", {}).get("google", [{}])
+    return str((providers[0] if isinstance(providers, list) and providers else {}).get("project", ""))
+
+
+def _is_target_grant(resource: Resource) -> bool:
+    targets = _proxy_targets(resource.stack)
+    return any(
+        _grants_target(resource, target)
+        for account in _member_accounts(resource)
+        for target in targets.get(account, [])
+    )
+
+
+def proxy_account_holds_only_its_target(resource: Resource) -> Verdict:
+    """A proxy's runtime account holds the ledger grant and the role of its one target on the
+    narrowest resource the target's API offers, nothing else; and every proxy has that grant."""
+    targets = _proxy_targets(resource.stack)
+    if resource.type == "google_cloudfunctions2_function":
+        raw = next(
+            iter(_values_at(resource.config, ("service_config", "environment_variables", TARGET_VARIABLE))),
+            None,
+        )
+        if raw is None:
+            return Verdict.NOT_APPLICABLE
+        account = MEMBER_ACCOUNT.search(
+            str(next(iter(_values_at(resource.config, ("service_config", "service_account_email"))), ""))
+        )
+        if account is None:
+            return Verdict.NON_COMPLIANT
+        grants = [
+            Resource(kind, name, config, resource.stack)
+            for kind, group in resource.stack.get("resource", {}).items()
+            if kind.endswith("_iam_member")
+            for name, config in group.items()
+        ]
+        own = [grant for grant in grants if account.group(1) in _member_accounts(grant)]
+        granted = all(
+            any(_grants_target(grant, target) for grant in own) for target in targets[account.group(1)]
+        )
+        return Verdict.COMPLIANT if granted else Verdict.NON_COMPLIANT
+    if not _is_iam(resource):
+        return Verdict.NOT_APPLICABLE
+    proxies = _member_accounts(resource) & set(targets)
+    if not proxies:
+        return Verdict.NOT_APPLICABLE
+    ledger = resource.config.get("role") == "roles/datastore.user" and ONE_DATABASE_CONDITION.match(
+        resource.config.get("condition", {}).get("expression", "").strip()
+    )
+    if ledger:
+        return Verdict.COMPLIANT
+    return Verdict.COMPLIANT if _is_target_grant(resource) else Verdict.NON_COMPLIANT

@@ -1,4 +1,5 @@
-"""One job's function: a gen2 Cloud Run function built from the job's folder plus runonce."""
+"""One deployed function: a gen2 Cloud Run function built from a source folder plus runonce,
+serving one job or several with the same settings (`stacks.sharing`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from stacks import defaults, naming
 from stacks.archive import Archive, build_archive
 from stacks.build_storage import BuildStorage
 from stacks.function_identity import FunctionIdentity
-from stacks.identity import resource_id
+from stacks.identity import CREATE_BEFORE_DESTROY, resource_id
 from stacks.provider import (
     Cloudfunctions2Function,
     Cloudfunctions2FunctionBuildConfig,
@@ -21,6 +22,8 @@ from stacks.provider import (
     Sleep,
 )
 from stacks.required_apis import RequiredApis
+from stacks.sharing import SharedFunction
+from stacks.targets import TARGET_VARIABLE
 from stacks.team import FUNCTIONS_DIR, REPO_ROOT, Job, Team
 
 ARCHIVE_DIR = REPO_ROOT / "build" / "sources"
@@ -28,33 +31,41 @@ ARCHIVE_DIR = REPO_ROOT / "build" / "sources"
 
 @dataclass(frozen=True)
 class DeduplicatedFunctionProps:
-    """Everything one job's function is built from."""
+    """Everything one function is built from."""
 
     team: Team
-    """The job's team (project, region, ledger settings)."""
-    job: Job
-    """The job: source folder, entry point, timeout, memory, instances, env, labels."""
+    """The team (project, region, ledger settings)."""
+    function: SharedFunction
+    """The function's jobs and settings: source folder, entry point, timeout, memory, instances,
+    env, labels."""
     build: BuildStorage
     """The team's source bucket and image repository."""
     apis: RequiredApis
     """The stack's enabled APIs."""
     identity: FunctionIdentity
-    """The accounts the function builds and runs as, with their grants."""
+    """The account the function runs as, with its ledger grant."""
+    build_email: str
+    """The team's build account (its email), which every function of the team is built as."""
     iam_settled: Sleep
     """The stack's wait after every grant (`defaults.IAM_SETTLE`); the function is created after it."""
     archive: Archive
-    """The job's source archive (`job_archive`), built by the stack once per source folder."""
+    """The source archive (`job_archive`), built by the stack once per source folder."""
 
 
-def runonce_environment(team: Team, job: Job) -> dict[str, str]:
-    """The RUNONCE_* variables runonce reads, from the team and job config."""
-    return {
+def runonce_environment(team: Team, function: SharedFunction) -> dict[str, str]:
+    """The RUNONCE_* variables runonce reads, from the team and the function's jobs: the lease
+    from the timeout they share, the longest retention among them, and for the proxy the
+    target its jobs share (`RUNONCE_TARGET`, docs/targets.md)."""
+    environment = {
         "GOOGLE_CLOUD_PROJECT": team.project,
         "RUNONCE_DATABASE": team.database,
         "RUNONCE_COLLECTION": team.collection,
-        "RUNONCE_LEASE_SECONDS": str(job.lease_seconds),
-        "RUNONCE_RETENTION_SECONDS": str(job.retention_seconds),
+        "RUNONCE_LEASE_SECONDS": str(function.first.lease_seconds),
+        "RUNONCE_RETENTION_SECONDS": str(function.retention_seconds),
     }
+    if function.settings.target:
+        environment[TARGET_VARIABLE] = function.settings.target
+    return environment
 
 
 def job_archive(job: Job, out_dir: Path) -> Archive:
@@ -65,19 +76,24 @@ def job_archive(job: Job, out_dir: Path) -> Archive:
 
 
 class DeduplicatedFunction(Construct):
-    """A gen2 function built and run as the job's own accounts (`FunctionIdentity`), internal
-    ingress only. The source is uploaded under its content digest, so only a change redeploys.
-    The function is created only after the stack's IAM wait (`iam_settled`), so the build finds
-    its grants in force."""
+    """A gen2 function run as its own runtime account (`FunctionIdentity`) and built as the
+    team's build account, internal ingress only. The source is uploaded under its content digest,
+    so only a change redeploys. The function is created only after the stack's IAM wait
+    (`iam_settled`), so the build finds its grants in force, and with create_before_destroy: a
+    function its jobs move away from is destroyed only after their Scheduler jobs point elsewhere
+    (docs/stacks.md, "Migration")."""
 
     def __init__(self, scope: Construct, id: str, props: DeduplicatedFunctionProps) -> None:
         super().__init__(scope, id)
-        team, job, identity = props.team, props.job, props.identity
+        team, shared, identity = props.team, props.function, props.identity
+        job = shared.first
+        self.shared = shared
+        """Which jobs it serves, and its settings."""
         self.identity = identity
-        """The runtime and build accounts and their grants."""
+        """The runtime account and its ledger grant."""
         self.archive = props.archive
         """The deterministic source archive (path and digest)."""
-        self.source_object = props.build.upload(self.archive, job.source)
+        self.source_object = props.build.upload(self.archive, job.code_source)
         """The `google_storage_bucket_object` holding the archive (shared by jobs with the same files)."""
 
         self.function = Cloudfunctions2Function(
@@ -85,13 +101,13 @@ class DeduplicatedFunction(Construct):
             "function",
             project=team.project,
             location=team.region,
-            name=naming.function_name(team.name, job.name),
+            name=naming.function_name(team.name, shared.name),
             description=job.description or None,
-            labels={**job.labels, "runonce-job": job.name},
+            labels={**job.labels, defaults.FUNCTION_LABEL: shared.name},
             build_config=Cloudfunctions2FunctionBuildConfig(
                 runtime=job.runtime,
                 entry_point=job.entry_point,
-                service_account=resource_id(team.project, identity.build_email),
+                service_account=resource_id(team.project, props.build_email),
                 docker_repository=props.build.repository_id,
                 source=Cloudfunctions2FunctionBuildConfigSource(
                     storage_source=Cloudfunctions2FunctionBuildConfigSourceStorageSource(
@@ -107,8 +123,9 @@ class DeduplicatedFunction(Construct):
                 available_memory=job.memory,
                 min_instance_count=job.min_instances,
                 max_instance_count=job.max_instances,
-                environment_variables={**runonce_environment(team, job), **job.env},
+                environment_variables={**runonce_environment(team, shared), **job.env},
             ),
+            lifecycle=CREATE_BEFORE_DESTROY,
             depends_on=[
                 *props.apis.of(defaults.API_FUNCTIONS, defaults.API_RUN, defaults.API_CLOUD_BUILD),
                 self.source_object,
@@ -116,3 +133,13 @@ class DeduplicatedFunction(Construct):
             ],
         )
         """The `google_cloudfunctions2_function`; Scheduler calls `service_config.uri` (run.app)."""
+        # The run.app URI, not function.url (cloudfunctions.net): with internal-only ingress,
+        # Scheduler counts as internal only on the run.app URL, and Cloud Run accepts ID tokens
+        # whose audience is that URL. Read once per function (every job of it uses them), as
+        # string attributes, one jsii round trip each, instead of through the typed
+        # service_config block (three round trips).
+        self.uri: str = self.function.get_string_attribute("service_config[0].uri")
+        """The function's run.app URI (`service_config[0].uri`), which its Scheduler jobs call."""
+        self.service: str = self.function.get_string_attribute("service_config[0].service")
+        """The function's Cloud Run service name (`service_config[0].service`), which the
+        invoker grant is on."""

@@ -66,7 +66,8 @@ def handler_issue(main_py: Path, entry_point: str) -> HandlerIssue | None:
 
     Accepted: a top-level `def` decorated with `@deduplicated` or `@deduplicated(...)` (also as
     `runonce.deduplicated`), or `name = deduplicated(job)` / `deduplicated(...)(job)`, possibly
-    wrapped further (`functions_framework.http(deduplicated(job))`). The job must not be async:
+    wrapped further (`functions_framework.http(deduplicated(job))`); the job may be any callable
+    expression (`deduplicated(Proxy())`). The job must not be async:
     functions-framework and `deduplicated` call it synchronously, so a coroutine would never run.
     """
     where = f"{main_py.parent.name}/main.py"
@@ -145,12 +146,15 @@ class _DedupNames:
         )
 
     def wrapped_job(self, node: ast.AST) -> str | None:
-        """The job's name in `deduplicated(job)` or `deduplicated(...)(job)`, else None."""
-        if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Name):
+        """The job's name in `deduplicated(job)` or `deduplicated(...)(job)`; "" when the job is
+        another expression (a callable object, as the proxy's `deduplicated(Proxy())`); else None."""
+        if not isinstance(node, ast.Call) or not node.args:
             return None
         direct = isinstance(node.func, ast.Name | ast.Attribute) and self.is_dedup(node.func)
         configured = isinstance(node.func, ast.Call) and self.is_dedup(node.func)
-        return node.args[0].id if direct or configured else None
+        if not (direct or configured):
+            return None
+        return node.args[0].id if isinstance(node.args[0], ast.Name) else ""
 
 
 def _bound_names(node: ast.stmt) -> set[str]:

@@ -55,9 +55,14 @@ MAX_LABELS = 64
 RESERVED_LABEL_PREFIX = "goog-"
 """Label keys Google reserves for itself."""
 
-RUNONCE_LABELS = ("runonce-team", "runonce-job", "goog-terraform-provisioned")
-"""Labels a job's resources get besides the team's and job's: the stack's team and job labels and
-the one the google provider adds (`add_terraform_attribution_label`); they count against the 64."""
+RUNONCE_LABELS = ("runonce-team", "runonce-function", "goog-terraform-provisioned")
+"""Labels a job's function gets besides the team's and job's: the stack's team and function
+labels and the one the google provider adds (`add_terraform_attribution_label`); they count
+against the 64."""
+
+RESERVED_RUNONCE_LABELS = (*RUNONCE_LABELS, "runonce-job")
+"""Label keys a team or job may not set: runonce's own, and `runonce-job`, which functions
+carried before several jobs could share one."""
 
 LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")

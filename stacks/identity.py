@@ -1,26 +1,31 @@
-"""Service accounts: every component of a job (runtime, build, Scheduler) gets its own."""
+"""Service accounts: one runtime account per function, one build and one invoker account per team."""
 
 from __future__ import annotations
 
+from cdktf import TerraformResourceLifecycle
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import defaults
 from stacks.provider import ServiceAccount
 from stacks.required_apis import RequiredApis
-from stacks.team import Job, Team
+from stacks.team import Team
+
+CREATE_BEFORE_DESTROY = TerraformResourceLifecycle(create_before_destroy=True)
+"""`lifecycle { create_before_destroy = true }`: set on functions and invoker grants, so that a
+function or grant a Scheduler job stops using is destroyed only after that job has been
+repointed (docs/stacks.md, "Migration")."""
 
 
-def job_service_account(
-    scope: Construct, id: str, team: Team, job: Job, role: str, purpose: str, apis: RequiredApis
+def service_account(
+    scope: Construct, id: str, team: Team, account_id: str, display_name: str, apis: RequiredApis
 ) -> ServiceAccount:
-    """A service account used by one component of one job; `role` is a short suffix of its id
-    ("run", "build", "call") and `purpose` is shown as its display name."""
+    """A service account of the team's project, created once the IAM API is on."""
     return ServiceAccount(
         scope,
         id,
         project=team.project,
-        account_id=naming.account_id(team.name, job.name, role),
-        display_name=f"runonce {team.name}/{job.name} {purpose}",
+        account_id=account_id,
+        display_name=display_name,
         depends_on=apis.of(defaults.API_IAM),
     )
 

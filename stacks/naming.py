@@ -21,8 +21,10 @@ MAX_FUNCTION_NAME = 49
 MAX_ACCOUNT_ID = 30
 MIN_ACCOUNT_ID = 6
 DIGEST_LENGTH = 6
-ACCOUNT_ROLES = ("run", "build", "call")
-"""The roles a job has a service account for: function runtime, build, Scheduler invoker."""
+RUNTIME_ROLE = "run"
+"""Suffix of a function's runtime account (one per function)."""
+TEAM_ROLES = ("build", "call")
+"""Suffixes of the team's two shared accounts: the build account and the Scheduler invoker."""
 
 
 def function_name(team: str, job: str) -> str:
@@ -47,14 +49,22 @@ def repository_id(team: str) -> str:
 
 
 def account_id(team: str, job: str, role: str) -> str:
-    """A service account id for one role of one job: `team-job-role`, or a shortened stable
-    form `team-jo-1a2b3c-role` when that exceeds the 30-character limit."""
+    """A service account id for one role of one function (named after its first job):
+    `team-job-role`, or a shortened stable form `team-jo-1a2b3c-role` when that exceeds the
+    30-character limit."""
     full = f"{team}-{job}-{role}"
     if len(full) <= MAX_ACCOUNT_ID:
         return full
     digest = hashlib.sha256(f"{team}-{job}".encode()).hexdigest()[:DIGEST_LENGTH]
     room = MAX_ACCOUNT_ID - len(role) - DIGEST_LENGTH - 2
     return f"{f'{team}-{job}'[:room].rstrip('-')}-{digest}-{role}"
+
+
+def team_account_id(team: str, role: str) -> str:
+    """The id of one of the team's shared accounts (`TEAM_ROLES`): `team-build`, `team-call`. A
+    valid team name (at most 20 characters) keeps it within 6-30; a function's account ends in
+    `-run`, so the two never meet."""
+    return f"{team}-{role}"
 
 
 def source_object_name(digest: str) -> str:

@@ -46,6 +46,7 @@ from cdktf_cdktf_provider_google.artifact_registry_repository import (  # noqa: 
 from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import (  # noqa: E402
     ArtifactRegistryRepositoryIamMember,
 )
+from cdktf_cdktf_provider_google.cloud_run_v2_job_iam_member import CloudRunV2JobIamMember  # noqa: E402
 from cdktf_cdktf_provider_google.cloud_run_v2_service_iam_member import (  # noqa: E402
     CloudRunV2ServiceIamMember,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "ArtifactRegistryRepositoryCleanupPoliciesCondition",
     "ArtifactRegistryRepositoryCleanupPoliciesMostRecentVersions",
     "ArtifactRegistryRepositoryIamMember",
+    "CloudRunV2JobIamMember",
     "CloudRunV2ServiceIamMember",
     "CloudSchedulerJob",
     "CloudSchedulerJobHttpTarget",

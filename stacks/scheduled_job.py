@@ -1,15 +1,17 @@
-"""One job's trigger: a Cloud Scheduler job that POSTs to the function with an OIDC token."""
+"""One job's trigger: a Cloud Scheduler job that POSTs to its function with an OIDC token."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cdktf import ITerraformDependable
 from constructs import Construct
 
 from stacks import defaults, naming
 from stacks.deduplicated_function import DeduplicatedFunction
-from stacks.identity import job_service_account, member
+from stacks.identity import CREATE_BEFORE_DESTROY, member
 from stacks.provider import (
     CloudRunV2ServiceIamMember,
     CloudSchedulerJob,
@@ -28,14 +30,14 @@ LOCATION_HEADER = "X-Runonce-Location"
 
 @dataclass(frozen=True)
 class ScheduledJobProps:
-    """The job and the function it calls."""
+    """The job, and the team's invoker account its Scheduler job signs as."""
 
     team: Team
     """The job's team (project, region)."""
     job: Job
     """Schedule, time zone, attempt deadline, retry config, body, description."""
-    function: DeduplicatedFunction
-    """The function the job calls."""
+    invoker_email: str
+    """The team's invoker account (its email)."""
     apis: RequiredApis
     """The stack's enabled APIs."""
 
@@ -46,41 +48,49 @@ def seconds(value: int) -> str:
 
 
 class ScheduledJob(Construct):
-    """The Scheduler job plus a dedicated invoker account allowed to call this function only.
+    """A job's Scheduler job, built in two steps by `TeamStack`.
 
-    The invoker holds `roles/run.invoker` on the function's Cloud Run service (granted on the
-    service named by the function, never rebuilt from the function's name). The job POSTs to
-    the service's run.app URI with an OIDC token for that same audience, as the provider's
-    "cloudfunctions2 scheduler auth" example does. It does not wait for the invoker grant to
-    settle: a run fired while it propagates is refused (403) and retried like any failed attempt.
+    1. `grant_invoker`, on the construct of each function's first job only: the team's invoker
+       account gets `roles/run.invoker` on that function's Cloud Run service (the service named
+       by the function, never rebuilt from its name), with create_before_destroy. The grant sits
+       where a job's own invoker grant sat before functions were shared (`<job>-schedule/invoker`),
+       so on a deployed team the change of invoker is a replacement of that grant: the new one is
+       created, the Scheduler job is repointed, and only then the old one is removed.
+    2. `schedule`, on every job, once every invoker grant has settled: the Scheduler job POSTs to
+       its function's run.app URI with an OIDC token for that same audience, signed as the
+       invoker, as the provider's "cloudfunctions2 scheduler auth" example does.
     """
 
     def __init__(self, scope: Construct, id: str, props: ScheduledJobProps) -> None:
         super().__init__(scope, id)
-        team, job, function = props.team, props.job, props.function.function
-        # The run.app URI, not function.url (cloudfunctions.net): with internal-only ingress,
-        # Scheduler counts as internal only on the run.app URL, and Cloud Run accepts ID
-        # tokens whose audience is that URL. Read as string attributes, one jsii round trip
-        # each, instead of through the typed service_config block (three round trips).
-        uri = function.get_string_attribute("service_config[0].uri")
-        service = function.get_string_attribute("service_config[0].service")
-        self.invoker_account = job_service_account(
-            self, "invoker-account", team, job, "call", "scheduler invoker", props.apis
-        )
-        """The `google_service_account` whose OIDC token Scheduler sends."""
-        invoker_email = self.invoker_account.email
+        self.props = props
+        self.invoker_grant: CloudRunV2ServiceIamMember | None = None
+        """roles/run.invoker on the function's service, on the construct of the function's first
+        job (None on the others: one grant per function, never two for one binding)."""
+        self.job: CloudSchedulerJob | None = None
+        """The `google_cloud_scheduler_job`, once `schedule` ran."""
+
+    def grant_invoker(self, function: DeduplicatedFunction) -> CloudRunV2ServiceIamMember:
+        """roles/run.invoker for the team's invoker on this function's service only."""
+        team = self.props.team
         self.invoker_grant = CloudRunV2ServiceIamMember(
             self,
             "invoker",
             project=team.project,
             location=team.region,
-            name=service,
+            name=function.service,
             role=defaults.ROLE_INVOKER,
-            member=member(invoker_email),
-            depends_on=props.apis.of(defaults.API_RUN),
+            member=member(self.props.invoker_email),
+            depends_on=self.props.apis.of(defaults.API_RUN),
+            lifecycle=CREATE_BEFORE_DESTROY,
         )
-        """roles/run.invoker on the function's Cloud Run service only."""
-        retry = job.retry
+        return self.invoker_grant
+
+    def schedule(
+        self, function: DeduplicatedFunction, after: Sequence[ITerraformDependable]
+    ) -> CloudSchedulerJob:
+        """The Scheduler job calling `function`, created `after` its invoker grant has settled."""
+        team, job, retry = self.props.team, self.props.job, self.props.job.retry
         self.job = CloudSchedulerJob(
             self,
             "job",
@@ -99,14 +109,14 @@ class ScheduledJob(Construct):
                 max_doublings=retry.max_doublings,
             ),
             http_target=CloudSchedulerJobHttpTarget(
-                uri=uri,
+                uri=function.uri,
                 http_method="POST",
                 headers={PROJECT_HEADER: team.project, LOCATION_HEADER: team.region},
                 body=base64.b64encode(job.body.encode()).decode() if job.body else None,
                 oidc_token=CloudSchedulerJobHttpTargetOidcToken(
-                    service_account_email=invoker_email, audience=uri
+                    service_account_email=self.props.invoker_email, audience=function.uri
                 ),
             ),
-            depends_on=[*props.apis.of(defaults.API_SCHEDULER), self.invoker_grant],
+            depends_on=[*self.props.apis.of(defaults.API_SCHEDULER), *after],
         )
-        """The `google_cloud_scheduler_job`."""
+        return self.job

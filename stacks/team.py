@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stacks.state import GcsState
+from stacks.targets import Target
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEAMS_DIR = REPO_ROOT / "teams"
@@ -19,6 +20,8 @@ FUNCTIONS_DIR = REPO_ROOT / "functions"
 
 # Added to the function timeout to give the lease: a live attempt never loses its claim.
 LEASE_MARGIN_SECONDS = 60
+# The idempotent proxy shipped with runonce, which a job with a `target` runs (functions/proxy).
+PROXY_SOURCE = "proxy"
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,8 @@ class Retry:
 
 @dataclass(frozen=True)
 class Job:
-    """One scheduled job: a Cloud Scheduler job that calls one deduplicated function."""
+    """One scheduled job: a Cloud Scheduler job that calls one deduplicated function, either the
+    team's own code (`source`) or the idempotent proxy starting a Google API `target`."""
 
     name: str
     """Job id, also the function and Scheduler job name: lowercase letters, digits and
@@ -78,8 +82,9 @@ class Job:
     schedule: str
     """unix-cron expression, e.g. "0 3 * * *". App Engine style ("every 5 minutes") is rejected:
     Scheduler sends no X-CloudScheduler-ScheduleTime header for it, so runs cannot be told apart."""
-    source: str
-    """Folder under functions/ with main.py and requirements.txt; runonce is added to it."""
+    source: str = ""
+    """Folder under functions/ with main.py and requirements.txt; runonce is added to it. Give
+    either this or `target`."""
     entry_point: str = "handle"
     """Name of the decorated function in the folder's main.py."""
     time_zone: str = "Etc/UTC"
@@ -119,6 +124,11 @@ class Job:
     """True accepts that this run's retries may still be going at the next scheduled time, where
     Scheduler may skip that next run (Google's "Retry jobs" page) or stop the retries (its API
     reference). False (the default) requires the last retry to end before the next run."""
+    target: Target | None = None
+    """A Google API to start once per run instead of the team's own code (`stacks.targets`:
+    Workflow, CloudRunJob, BuildTrigger, GoogleApi): the stack deploys the idempotent proxy
+    shipped with runonce (functions/proxy) with RUNONCE_TARGET set, and its account gets only the
+    target's role (docs/targets.md). Give either this or `source`."""
 
     @property
     def lease_seconds(self) -> int:
@@ -126,9 +136,14 @@ class Job:
         return self.timeout_seconds + LEASE_MARGIN_SECONDS
 
     @property
+    def code_source(self) -> str:
+        """The folder under functions/ that is deployed: `source`, or the proxy for a target."""
+        return PROXY_SOURCE if self.target is not None else self.source
+
+    @property
     def source_dir(self) -> Path:
-        """Absolute path of the job's function folder."""
-        return FUNCTIONS_DIR / self.source
+        """Absolute path of the job's function folder (the proxy's for a target)."""
+        return FUNCTIONS_DIR / self.code_source
 
 
 @dataclass(frozen=True)
@@ -162,6 +177,23 @@ class Team:
     force_destroy: bool = False
     """Let `destroy` delete the source bucket with every archive in it (throwaway sandbox teams;
     with delete_protection=False the whole stack can then be destroyed)."""
+    share_functions: bool = True
+    """Jobs with the same source, entry point and function settings run on one deployed function
+    (and its one runtime account); their runs stay apart because the run key includes the job
+    name. False gives every job a function and runtime account of its own (more service
+    accounts: see `stacks/quotas.py`; also the first step of a migration, docs/stacks.md)."""
+    keep_per_job_accounts: bool = False
+    """Migration step 1 of 2 for a team deployed before accounts were shared (docs/stacks.md,
+    "Migration"): this apply moves every Scheduler job to the team's invoker and every build to
+    the team's build account, one function per job, and keeps each job's old build and invoker
+    accounts (with the build grants) untouched, so nothing a job still uses is deleted before it
+    is repointed. Remove it (step 2) and apply again: the old accounts go, and jobs with equal
+    settings start sharing functions."""
+    quotas: dict[str, int] = field(default_factory=dict)
+    """The project's quotas where they differ from Google's defaults, by the keys of
+    `stacks.quotas.QUOTAS` (e.g. {"service_accounts": 300} after an increase was granted, or
+    lower, to leave room for what else the project holds). Synth fails when the teams of one
+    project would need more than this."""
 
     @property
     def location(self) -> str:

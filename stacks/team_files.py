@@ -21,10 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from stacks.problem import Problem
+from stacks.targets import TARGET_CLASSES
 from stacks.team import REPO_ROOT, TEAMS_DIR, Job, Retry, Team, team_file_paths
 
-CONFIG_CLASSES: dict[str, type] = {"Team": Team, "Job": Job, "Retry": Retry}
+CONFIG_CLASSES: dict[str, type] = {
+    "Team": Team,
+    "Job": Job,
+    "Retry": Retry,
+    **{target.__name__: target for target in TARGET_CLASSES},
+}
 """The dataclasses a team file builds, by the name it calls them with."""
+FIELD_PREFIX = {"Retry": "retry.", **{target.__name__: "target." for target in TARGET_CLASSES}}
+"""How a field of a nested config is named in problems (`retry.retry_count`, `target.workflow`)."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,8 @@ class _Names:
 
 
 def _call_class(node: ast.AST) -> str | None:
-    """ "Team", "Job" or "Retry" when the node calls one of them (also as `team.Job`)."""
+    """ "Team", "Job", "Retry" or a target's class when the node calls one of them (also as
+    `team.Job`)."""
     if not isinstance(node, ast.Call):
         return None
     name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
@@ -175,7 +184,7 @@ def _call_problems(
 ) -> typing.Iterator[Problem]:
     fields = [f for f in dataclasses.fields(CONFIG_CLASSES[kind]) if f.init]
     known = [f.name for f in fields]
-    prefix = "retry." if kind == "Retry" else ""
+    prefix = FIELD_PREFIX.get(kind, "")
     meant: set[str] = set()  # fields a misspelling stands for: not reported missing as well
     for keyword in call.keywords:
         if keyword.arg is None or keyword.arg in known:
@@ -257,6 +266,8 @@ def _type_problems(team: Team, path: Path) -> typing.Iterator[Problem]:
         yield from _fields_of(job, "", team_name, job_name, path)
         if isinstance(job.retry, Retry):
             yield from _fields_of(job.retry, "retry.", team_name, job_name, path)
+        if isinstance(job.target, TARGET_CLASSES):
+            yield from _fields_of(job.target, "target.", team_name, job_name, path)
 
 
 def _fields_of(config: Any, prefix: str, team: str, job: str | None, path: Path) -> typing.Iterator[Problem]:
@@ -287,7 +298,7 @@ def _conforms(value: Any, hint: Any) -> bool:
         return value is None
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if hint in (str, bool, float) or hint in (Job, Retry, Team):
+    if hint in (str, bool, float) or hint in (Job, Retry, Team, *TARGET_CLASSES):
         return isinstance(value, hint)
     if origin is dict:
         key, item = args

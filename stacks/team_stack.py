@@ -1,5 +1,7 @@
-"""One team's stack: its own state, the ledger, the build storage, and a function plus a
-Scheduler job per job. Team config -> constructs -> resources, in that order only."""
+"""One team's stack: its own state, the ledger, the build storage, the team's build and invoker
+accounts, a function (with its runtime account) per group of jobs with the same code and settings
+(`stacks.sharing`), and a Scheduler job per job. Team config -> constructs -> resources, in that
+order only."""
 
 from __future__ import annotations
 
@@ -19,11 +21,15 @@ from stacks.deduplicated_function import (
     job_archive,
 )
 from stacks.function_identity import FunctionIdentity, FunctionIdentityProps
+from stacks.legacy_accounts import keep_job_accounts
 from stacks.provider import DataGoogleProject, GoogleProvider, Sleep, TimeProvider
 from stacks.required_apis import RequiredApis, RequiredApisProps
 from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
+from stacks.sharing import explain, shared_functions
 from stacks.state import local_state_file, missing_local_state
+from stacks.target_access import grant_target, target_apis
 from stacks.team import REPO_ROOT, Team
+from stacks.team_identity import TeamIdentity, TeamIdentityProps
 
 
 class TeamStack(TerraformStack):
@@ -46,7 +52,12 @@ class TeamStack(TerraformStack):
         TimeProvider(self, "time")
         # As an override: cdktf would rewrite the label keys' hyphens to underscores.
         provider.add_override("default_labels", {**team.labels, "runonce-team": team.name})
-        self.apis = RequiredApis(self, "apis", RequiredApisProps(project=team.project))
+        # Every API the stacks call, and the ones the team's proxies call for their targets.
+        target_services = {
+            api for job in team.jobs if job.target is not None for api in target_apis(job.target)
+        }
+        services = (*defaults.REQUIRED_APIS, *sorted(target_services - set(defaults.REQUIRED_APIS)))
+        self.apis = RequiredApis(self, "apis", RequiredApisProps(project=team.project, services=services))
         """The enabled APIs."""
         self.store = DedupStore(
             self,
@@ -77,58 +88,117 @@ class TeamStack(TerraformStack):
         self.project = DataGoogleProject(self, "project", project_id=team.project)
         """The `google_project` data source: the project number names Google's source bucket."""
         gcf_sources = naming.gcf_sources_bucket(self.project.number, team.region)
-        # Every job's accounts and grants first, then one wait after all grants, then the
-        # functions: a build started before its grants settle cannot fetch its source.
+        self.identity = TeamIdentity(
+            self,
+            TeamIdentityProps(team=team, build=self.build, apis=self.apis, gcf_sources_bucket=gcf_sources),
+        )
+        """The team's build account (with its grants) and its Scheduler invoker account."""
+        self.shared_functions = shared_functions(team)
+        """Which jobs run on which function (`stacks.sharing`), in team-file order."""
+        # Printed by `cdktf synth`: which jobs share a function, which code runs on several.
+        Annotations.of(self).add_info("\n".join(explain(team)))
+        # Every account and grant first, then one wait after all grants, then the functions: a
+        # build started before its grants settle cannot fetch its source.
         identities = {
-            job.name: FunctionIdentity(
+            function.name: FunctionIdentity(
                 self,
-                f"{job.name}-identity",
-                FunctionIdentityProps(
-                    team=team,
-                    job=job,
-                    store=self.store,
-                    build=self.build,
-                    apis=self.apis,
-                    gcf_sources_bucket=gcf_sources,
-                ),
+                f"{function.name}-identity",
+                FunctionIdentityProps(team=team, function=function, store=self.store, apis=self.apis),
             )
-            for job in team.jobs
+            for function in self.shared_functions
         }
+        # A proxy's account may start its target (and nothing else): granted before the proxy
+        # exists, so that the grant has settled before its first run (a 403 is a permanent failure).
+        self.target_grants = {
+            function.name: grant_target(
+                self,
+                f"{function.name}-identity",
+                team,
+                function.first.target,
+                identities[function.name].runtime_email,
+                self.apis,
+            )
+            for function in self.shared_functions
+            if function.first.target is not None
+        }
+        """The grant that lets each proxy's account start its target, by function name."""
         self.iam_settled = Sleep(
             self,
             "iam-settled",
             create_duration=defaults.IAM_SETTLE,
-            # A time_sleep waits on create only; a changed trigger re-creates it, so a job added
-            # later waits for its own grants too.
-            triggers={"jobs": ",".join(sorted(identities))},
-            depends_on=[grant for identity in identities.values() for grant in identity.grants],
+            # A time_sleep waits on create only; a changed trigger re-creates it, so a function
+            # added later waits for its own grants too.
+            triggers={"functions": ",".join(sorted(identities))},
+            depends_on=[
+                *self.identity.build_grants,
+                *(identity.ledger_grant for identity in identities.values()),
+                *self.target_grants.values(),
+            ],
         )
-        """The `time_sleep` after every grant of every job; each function waits for it. It waits
-        again whenever the set of jobs changes."""
+        """The `time_sleep` after every grant of the build account and of every runtime account;
+        each function waits for it. It waits again whenever the set of functions changes."""
         self.functions: dict[str, DeduplicatedFunction] = {}
-        """Each job's function, by job name."""
-        self.jobs: dict[str, ScheduledJob] = {}
-        """Each job's Scheduler job, by job name."""
+        """Each function, by its name (the name of its first job)."""
         archives: dict[str, Archive] = {}  # one per source folder: zipping and hashing cost time
-        for job in team.jobs:
-            if job.source not in archives:
-                archives[job.source] = job_archive(job, archive_dir)
-            function = DeduplicatedFunction(
+        for shared in self.shared_functions:
+            source = shared.settings.source
+            if source not in archives:
+                archives[source] = job_archive(shared.first, archive_dir)
+            self.functions[shared.name] = DeduplicatedFunction(
                 self,
-                f"{job.name}-function",
+                f"{shared.name}-function",
                 DeduplicatedFunctionProps(
                     team=team,
-                    job=job,
+                    function=shared,
                     build=self.build,
                     apis=self.apis,
-                    identity=identities[job.name],
+                    identity=identities[shared.name],
+                    build_email=self.identity.build_email,
                     iam_settled=self.iam_settled,
-                    archive=archives[job.source],
+                    archive=archives[source],
                 ),
             )
-            self.functions[job.name] = function
-            self.jobs[job.name] = ScheduledJob(
+        self.function_of: dict[str, DeduplicatedFunction] = {
+            job.name: self.functions[shared.name] for shared in self.shared_functions for job in shared.jobs
+        }
+        """The function each job's Scheduler job calls, by job name."""
+        self.jobs: dict[str, ScheduledJob] = {
+            job.name: ScheduledJob(
                 self,
                 f"{job.name}-schedule",
-                ScheduledJobProps(team=team, job=job, function=function, apis=self.apis),
+                ScheduledJobProps(
+                    team=team, job=job, invoker_email=self.identity.invoker_email, apis=self.apis
+                ),
             )
+            for job in team.jobs
+        }
+        """Each job's Scheduler job, by job name."""
+        self.retiring_accounts = [
+            account
+            for job in team.jobs
+            if team.keep_per_job_accounts
+            for account in keep_job_accounts(
+                self, self.jobs[job.name], team, job, self.build, self.apis, gcf_sources
+            )
+        ]
+        """Migration step 1 only (`Team.keep_per_job_accounts`): each job's old build and invoker
+        accounts, kept unused for this one apply (`stacks.legacy_accounts`)."""
+        # The invoker's grant on each function sits on the construct of the function's first job,
+        # where that job's own invoker grant sat before functions were shared (ScheduledJob).
+        invoker_grants = {
+            shared.name: self.jobs[shared.name].grant_invoker(self.functions[shared.name])
+            for shared in self.shared_functions
+        }
+        self.invoker_settled = Sleep(
+            self,
+            "invoker-settled",
+            create_duration=defaults.IAM_SETTLE,
+            triggers={"functions": ",".join(sorted(invoker_grants))},
+            depends_on=list(invoker_grants.values()),
+        )
+        """The `time_sleep` after every invoker grant: a Scheduler job is created, or repointed
+        to another function or invoker, only once the grant it needs has had time to settle."""
+        for shared in self.shared_functions:
+            function, grant = self.functions[shared.name], invoker_grants[shared.name]
+            for job in shared.jobs:
+                self.jobs[job.name].schedule(function, after=[grant, self.invoker_settled])

@@ -14,7 +14,7 @@ import difflib
 import itertools
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -22,10 +22,12 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
-from stacks import function_limits, locations, naming
+from stacks import function_limits, locations, naming, sharing, targets
 from stacks.cron_check import schedule_issue
 from stacks.entry_point import handler_issue, missing_requirements
 from stacks.problem import InvalidConfig, Problem
+from stacks.quotas import declared_problems, quota_problems
+from stacks.sharing import crowded_start, shared_functions
 from stacks.team import FUNCTIONS_DIR, LEASE_MARGIN_SECONDS, Job, Retry, Team
 
 __all__ = ["InvalidConfig", "Problem", "find_problems", "retry_window_seconds", "validate"]
@@ -44,7 +46,13 @@ DATABASE_ID = re.compile(r"^[a-z][a-z0-9-]{2,61}[a-z0-9]$")
 COLLECTION_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 # Set by the stack from the team and job config; a job may not override them. A job may only
 # lengthen its lease with RUNONCE_LEASE_SECONDS (checked against the timeout below).
-STACK_ENV = ("RUNONCE_DATABASE", "RUNONCE_COLLECTION", "RUNONCE_RETENTION_SECONDS", "GOOGLE_CLOUD_PROJECT")
+STACK_ENV = (
+    "RUNONCE_DATABASE",
+    "RUNONCE_COLLECTION",
+    "RUNONCE_RETENTION_SECONDS",
+    "GOOGLE_CLOUD_PROJECT",
+    *targets.STACK_ENV,
+)
 LEASE_ENV = "RUNONCE_LEASE_SECONDS"
 TEMPLATE_PLACEHOLDERS = {"name": "my-team", "project": "my-gcp-project"}
 """Values teams/_template.py ships with; a copy that still has them was not edited."""
@@ -68,7 +76,9 @@ def find_problems(teams: Sequence[Team], files: Sequence[str] | None = None) -> 
         problems = list(_team(team))
         for job in team.jobs:
             problems.extend(_job(team, job))
+        problems.extend(_sharing(team))
         found.extend(_in_file(problem, file) for problem in problems)
+    found.extend(quota_problems(teams, shown))
     return found
 
 
@@ -127,11 +137,17 @@ def _derived_names(team: Team) -> Iterator[tuple[str | None, str, str, str]]:
     yield None, "source bucket", "global", naming.bucket_name(team.project, team.name)
     yield None, "Artifact Registry repository", region, naming.repository_id(team.name)
     yield None, "Firestore database", project, team.database
+    for role in naming.TEAM_ROLES:
+        yield None, "service account", project, naming.team_account_id(team.name, role)
+    for function in shared_functions(team):
+        yield function.name, "function", region, naming.function_name(team.name, function.name)
+        runtime = naming.account_id(team.name, function.name, naming.RUNTIME_ROLE)
+        yield function.name, "service account", project, runtime
     for job in team.jobs:
-        yield job.name, "function", region, naming.function_name(team.name, job.name)
         yield job.name, "Scheduler job", region, naming.scheduler_job_name(team.name, job.name)
-        for role in naming.ACCOUNT_ROLES:
-            yield job.name, "service account", project, naming.account_id(team.name, job.name, role)
+        if team.keep_per_job_accounts:  # the old accounts, kept for one apply
+            for role in naming.TEAM_ROLES:
+                yield job.name, "service account", project, naming.account_id(team.name, job.name, role)
 
 
 def _name_collisions(teams: Sequence[Team], files: list[str]) -> Iterator[Problem]:
@@ -223,6 +239,32 @@ def _team(team: Team) -> Iterator[Problem]:
                 "give every job of a team its own name",
             )
     yield from _labels(team.name, None, team.labels, set())
+    yield from declared_problems(team)
+
+
+def _sharing(team: Team) -> Iterator[Problem]:
+    """Jobs sharing a function must not start more requests at once than it has instances."""
+    for function in shared_functions(team):
+        crowded = crowded_start(function)
+        if crowded is None:
+            continue
+        limit = function.settings.max_instances
+        starting = [job.name for job in crowded.jobs]
+        yield Problem(
+            team.name,
+            starting[-1],
+            "max_instances",
+            f"jobs {sharing.names(function.job_names)} share the function "
+            f"{naming.function_name(team.name, function.name)} (same {function.settings.code} and "
+            f"settings), and {len(starting)} of them ({sharing.names(starting)}) start at "
+            f"{crowded.at:%a %H:%M} UTC: an instance serves one request at a time and the "
+            f"function has max_instances={limit}, so the deliveries beyond the first {limit} wait "
+            "at most 10 s for an instance and are then refused (429), spending the retries a "
+            "crashed run needs",
+            f"set max_instances={crowded.peak} on all {len(function.jobs)} of them (they keep "
+            "sharing one function), start some of them in another minute, or give one a "
+            "different setting so that it gets a function of its own",
+        )
 
 
 def _region(team: Team, problem: ProblemAt) -> Iterator[Problem]:
@@ -284,7 +326,8 @@ def _job(team: Team, job: Job) -> Iterator[Problem]:
     yield from ranges
     if not ranges:  # cross-layer rules only make sense (and give sane hints) on in-range values
         yield from _cross_layer(job, problem)
-    yield from _source(job, problem)
+    if (yield from _code(job, problem)):
+        yield from _source(job, problem)
     yield from _env(job, problem)
     yield from _labels(team.name, job.name, job.labels, set(team.labels))
 
@@ -496,6 +539,57 @@ def _shortest_gap_seconds(job: Job) -> int | None:
     return int(min((later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)))
 
 
+def _code(job: Job, problem: ProblemAt) -> Generator[Problem, None, bool]:
+    """The job names its own code or a Google API target, and a target fits the proxy that starts
+    it; returns whether there is a function folder to check."""
+    target = job.target
+    if target is None:
+        if not job.source:
+            yield problem(
+                "source",
+                "the job names neither source (its folder under functions/) nor target (a Google API)",
+                'set source="<folder>" or target=Workflow(...) (stacks/targets.py)',
+            )
+            return False
+        return True
+    if job.source:
+        yield problem(
+            "target",
+            f"the job names both source ({job.source!r}) and a target: a target job runs the "
+            "idempotent proxy shipped with runonce, not the team's code",
+            "remove source= (or target=)",
+        )
+    if job.entry_point != Job.entry_point:
+        yield problem("entry_point", "a target job runs the proxy's `handle`", "remove entry_point=")
+    if job.body:
+        yield problem(
+            "body",
+            "the proxy does not read the request body: its target is fixed when it is deployed",
+            "move the data into the target (argument, overrides, substitutions or body)",
+        )
+    for field, message, fix in targets.target_problems(target):
+        yield problem(field, message, fix)
+    raw = job.env.get(targets.CALL_TIMEOUT_ENV, str(targets.CALL_TIMEOUT_SECONDS))
+    if not raw.isdigit() or int(raw) < 1:
+        yield problem(
+            "env", f"{targets.CALL_TIMEOUT_ENV}={raw!r} is not a whole number of seconds", "give it 1 or more"
+        )
+        return True
+    worst = targets.CALLS_PER_ATTEMPT * int(raw)
+    if job.attempt_deadline_seconds < worst:
+        yield problem(
+            "attempt_deadline_seconds",
+            f"{job.attempt_deadline_seconds} s is shorter than one proxy attempt can take: up to "
+            f"{targets.CALLS_PER_ATTEMPT} calls to the API (look for an earlier start, start, look "
+            f"again after a lost answer) of at most {raw} s each, {worst} s. Scheduler would give "
+            "up and retry while the attempt still waits on the API, and the function could be "
+            "stopped after the API started the target but before the run is recorded",
+            f"set attempt_deadline_seconds (and timeout_seconds) to at least {worst}, or lower "
+            f"{targets.CALL_TIMEOUT_ENV} in env",
+        )
+    return True
+
+
 def _source(job: Job, problem: ProblemAt) -> Iterator[Problem]:
     """The function folder exists, its entry point is a deduplicated handler, and its
     requirements.txt lists what the handler and the bundled runonce import."""
@@ -503,7 +597,7 @@ def _source(job: Job, problem: ProblemAt) -> Iterator[Problem]:
     if not main.is_file() or not (job.source_dir / "requirements.txt").is_file():
         yield problem(
             "source",
-            f"functions/{job.source}/ needs main.py and requirements.txt",
+            f"functions/{job.code_source}/ needs main.py and requirements.txt",
             "point source at a folder under functions/ that has both",
         )
         return
@@ -513,9 +607,9 @@ def _source(job: Job, problem: ProblemAt) -> Iterator[Problem]:
     for name, distribution in _missing_requirements(job.source_dir):
         yield problem(
             "source",
-            f"functions/{job.source}/requirements.txt does not list {distribution}, which "
+            f"functions/{job.code_source}/requirements.txt does not list {distribution}, which "
             f"`import {name}` needs: the function would fail at its first start",
-            f"add a pinned {distribution}==<version> line to functions/{job.source}/requirements.txt",
+            f"add a pinned {distribution}==<version> line to functions/{job.code_source}/requirements.txt",
         )
 
 
@@ -557,7 +651,7 @@ def _labels(team: str, job: str | None, labels: dict[str, str], inherited: set[s
     (a job's labels are merged over the `inherited` team labels)."""
     for key, value in labels.items():
         google = key.startswith(function_limits.RESERVED_LABEL_PREFIX)
-        if google or key in function_limits.RUNONCE_LABELS:
+        if google or key in function_limits.RESERVED_RUNONCE_LABELS:
             owner = "Google reserves the goog- prefix" if google else "the stack sets it"
             yield Problem(
                 team,

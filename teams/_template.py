@@ -26,6 +26,8 @@ team = Team(
             schedule="0 3 * * *",  # unix-cron only ("every 5 minutes" is rejected)
             time_zone="Europe/Berlin",
             source="report",  # set: a folder under functions/ with main.py and requirements.txt
+            # ... or, to start a Google API once per run instead of your own code, no source but
+            # target=Workflow("projects/P/locations/L/workflows/W") (stacks/targets.py, docs/targets.md)
             entry_point="handle",  # the @deduplicated handler in that main.py
             timeout_seconds=300,  # at most 3600; the lease is this plus a margin
             attempt_deadline_seconds=180,  # 15-1800 and at most timeout_seconds

@@ -23,12 +23,16 @@ def ref(synth, kind: str, attribute: str, **match) -> str:
     return f"${{{kind}.{ids[0]}.{attribute}}}"
 
 
-def account(synth, job: str, role: str, attribute: str = "member") -> str:
-    """A job's service account for one role (run, build, call): its email reference, or the IAM
-    principal ("member") built from it."""
-    email = ref(
-        synth, "google_service_account", "email", account_id=naming.account_id(synth.team.name, job, role)
+def account(synth, job: str | None, role: str, attribute: str = "member") -> str:
+    """A service account: a function's runtime account (role "run", the function named after
+    `job`) or the team's build or invoker account (role "build" or "call", job None); its email
+    reference, or the IAM principal ("member") built from it."""
+    account_id = (
+        naming.account_id(synth.team.name, job, role)
+        if job
+        else naming.team_account_id(synth.team.name, role)
     )
+    email = ref(synth, "google_service_account", "email", account_id=account_id)
     if attribute == "member":
         return f"serviceAccount:{email}"
     return email
@@ -150,7 +154,9 @@ def test_apis_settle_for_sixty_seconds_after_all_of_them_are_enabled(example):
         ("google_storage_bucket", {"name": "runonce-example-example-sources"}, ["storage"]),
         ("google_storage_bucket_object", {}, ["storage"]),
         ("google_artifact_registry_repository", {"repository_id": "example-functions"}, ["artifactregistry"]),
-        ("google_service_account", {"account_id": "example-report-build"}, ["iam"]),
+        ("google_service_account", {"account_id": "example-build"}, ["iam"]),
+        ("google_service_account", {"account_id": "example-call"}, ["iam"]),
+        ("google_service_account", {"account_id": "example-report-run"}, ["iam"]),
         (
             "google_cloudfunctions2_function",
             {"name": "example-report"},
@@ -162,7 +168,7 @@ def test_apis_settle_for_sixty_seconds_after_all_of_them_are_enabled(example):
 )
 def test_resources_wait_for_their_api_and_the_settling_after_it(example, kind, match, apis):
     if kind == "google_cloud_run_v2_service_iam_member":
-        match = {**match, "member": account(example, "report", "call")}
+        match = {**match, "name": function_ref(example, "report", "service_config[0].service")}
     listed = depends_on(example, kind, **match)
     settled = address(
         example,
@@ -177,7 +183,7 @@ def test_resources_wait_for_their_api_and_the_settling_after_it(example, kind, m
     assert settled in listed
 
 
-def test_functions_are_created_sixty_seconds_after_every_grant_of_every_job(example):
+def test_functions_are_created_sixty_seconds_after_every_grant_of_the_build_and_runtime_accounts(example):
     grants = [
         f"{kind}.{name}"
         for kind in example.document["resource"]
@@ -186,10 +192,11 @@ def test_functions_are_created_sixty_seconds_after_every_grant_of_every_job(exam
     ]
     iam_settled = example.resources("time_sleep")["iam-settled"]
     assert iam_settled["create_duration"] == "60s"
-    # Adding or removing a job changes the trigger, so the sleep is re-created and waits again.
-    assert iam_settled["triggers"] == {"jobs": "ledger-close,report,sync"}
+    # Adding or removing a function changes the trigger, so the sleep is re-created and waits again.
+    assert iam_settled["triggers"] == {"functions": "ledger-close,report,sync"}
     assert sorted(iam_settled["depends_on"]) == sorted(grants)
-    assert len(grants) == 5 * len(EXAMPLE_JOBS)
+    # The team's build account has four grants, each function's runtime account one.
+    assert len(grants) == 4 + len(EXAMPLE_JOBS)
     for config in example.resources("google_cloudfunctions2_function").values():
         assert "time_sleep.iam-settled" in config["depends_on"]
 
@@ -312,14 +319,14 @@ def test_build_images_go_to_the_team_repository(example):
     )
 
 
-@pytest.mark.parametrize("job", EXAMPLE_JOBS)
-def test_each_job_has_three_service_accounts_of_its_own(example, job):
-    for role in ("run", "build", "call"):
-        assert CdktfTesting.to_have_resource_with_properties(
-            example.json,
-            "google_service_account",
-            {"project": "runonce-example", "account_id": f"example-{job}-{role}"},
-        )
+def test_each_function_has_a_runtime_account_and_the_team_one_build_and_one_invoker_account(example):
+    ids = sorted(config["account_id"] for config in example.resources("google_service_account").values())
+    # The example's three jobs differ in their timeouts, so each has a function of its own.
+    assert ids == sorted(["example-build", "example-call", *(f"example-{job}-run" for job in EXAMPLE_JOBS)])
+    assert all(
+        config["project"] == "runonce-example"
+        for config in example.resources("google_service_account").values()
+    )
 
 
 @pytest.mark.parametrize("job", EXAMPLE_JOBS)
@@ -334,12 +341,13 @@ def test_function_is_gen2_internal_only_and_runs_as_its_runtime_account(example,
             "project": "runonce-example",
             "location": "europe-west1",
             "description": config.description,
-            "labels": {"runonce-job": job},
+            "labels": {"runonce-function": job},
+            "lifecycle": {"create_before_destroy": True},
             "build_config": {
                 "runtime": "python312",
                 "entry_point": "handle",
                 "service_account": "projects/runonce-example/serviceAccounts/"
-                f"{account(example, job, 'build', 'email')}",
+                f"{account(example, None, 'build', 'email')}",
                 "docker_repository": ref(
                     example, "google_artifact_registry_repository", "id", repository_id="example-functions"
                 ),
@@ -427,15 +435,14 @@ def test_runtime_account_may_use_the_ledger_database_only(example, job):
 GCF_SOURCES = "projects/_/buckets/gcf-v2-sources-${data.google_project.project.number}-europe-west1"
 
 
-@pytest.mark.parametrize("job", EXAMPLE_JOBS)
-def test_build_account_reads_googles_gcf_v2_sources_bucket_of_the_region_only(example, job):
+def test_build_account_reads_googles_gcf_v2_sources_bucket_of_the_region_only(example):
     assert CdktfTesting.to_have_resource_with_properties(
         example.json,
         "google_project_iam_member",
         {
             "project": "runonce-example",
             "role": "roles/storage.objectViewer",
-            "member": account(example, job, "build"),
+            "member": account(example, None, "build"),
             "condition": {
                 "title": "runonce-gcf-sources-only",
                 "expression": f'resource.name == "{GCF_SOURCES}" || '
@@ -445,9 +452,8 @@ def test_build_account_reads_googles_gcf_v2_sources_bucket_of_the_region_only(ex
     )
 
 
-@pytest.mark.parametrize("job", EXAMPLE_JOBS)
-def test_build_account_reads_sources_pushes_images_and_writes_logs(example, job):
-    member = account(example, job, "build")
+def test_build_account_reads_sources_pushes_images_and_writes_logs(example):
+    member = account(example, None, "build")
     assert CdktfTesting.to_have_resource_with_properties(
         example.json,
         "google_storage_bucket_iam_member",
@@ -475,8 +481,8 @@ def test_build_account_reads_sources_pushes_images_and_writes_logs(example, job)
     )
 
 
-def test_build_account_holds_nothing_else(example):
-    build_members = {account(example, job, "build") for job in EXAMPLE_JOBS}
+def test_build_account_holds_nothing_else_and_every_function_is_built_as_it(example):
+    build_members = {account(example, None, "build")}
     grants = [
         (kind, config["role"])
         for kind in example.document["resource"]
@@ -491,12 +497,14 @@ def test_build_account_holds_nothing_else(example):
             ("google_artifact_registry_repository_iam_member", "roles/artifactregistry.writer"),
             ("google_project_iam_member", "roles/logging.logWriter"),
         ]
-        * len(EXAMPLE_JOBS)
     )
+    build = f"projects/runonce-example/serviceAccounts/{account(example, None, 'build', 'email')}"
+    functions = example.resources("google_cloudfunctions2_function").values()
+    assert [config["build_config"]["service_account"] for config in functions] == [build] * len(EXAMPLE_JOBS)
 
 
 @pytest.mark.parametrize("job", EXAMPLE_JOBS)
-def test_invoker_may_call_its_function_service_only(example, job):
+def test_the_team_invoker_may_call_each_function_service_and_is_replaced_new_grant_first(example, job):
     assert CdktfTesting.to_have_resource_with_properties(
         example.json,
         "google_cloud_run_v2_service_iam_member",
@@ -505,9 +513,50 @@ def test_invoker_may_call_its_function_service_only(example, job):
             "location": "europe-west1",
             "name": function_ref(example, job, "service_config[0].service"),
             "role": "roles/run.invoker",
-            "member": account(example, job, "call"),
+            "member": account(example, None, "call"),
+            "lifecycle": {"create_before_destroy": True},
         },
     )
+
+
+def test_the_invoker_holds_run_invoker_on_the_teams_services_and_nothing_else(example):
+    invoker = account(example, None, "call")
+    grants = [
+        (kind, config["role"], config.get("name"))
+        for kind in example.document["resource"]
+        if kind.endswith("_iam_member")
+        for config in example.resources(kind).values()
+        if config["member"] == invoker
+    ]
+    assert sorted(grants) == sorted(
+        (
+            "google_cloud_run_v2_service_iam_member",
+            "roles/run.invoker",
+            function_ref(example, job, "service_config[0].service"),
+        )
+        for job in EXAMPLE_JOBS
+    )
+
+
+def test_scheduler_jobs_are_created_or_repointed_sixty_seconds_after_every_invoker_grant(example):
+    grants = [
+        f"google_cloud_run_v2_service_iam_member.{name}"
+        for name in example.resources("google_cloud_run_v2_service_iam_member")
+    ]
+    settled = example.resources("time_sleep")["invoker-settled"]
+    assert settled["create_duration"] == "60s"
+    assert settled["triggers"] == {"functions": "ledger-close,report,sync"}
+    assert sorted(settled["depends_on"]) == sorted(grants)
+    for job in EXAMPLE_JOBS:
+        listed = depends_on(example, "google_cloud_scheduler_job", name=f"example-{job}")
+        assert "time_sleep.invoker-settled" in listed
+        (own_grant,) = [
+            grant
+            for grant in grants
+            if example.resources("google_cloud_run_v2_service_iam_member")[grant.split(".")[1]]["name"]
+            == function_ref(example, job, "service_config[0].service")
+        ]
+        assert own_grant in listed
 
 
 def test_scheduler_job_posts_to_the_run_app_uri_with_an_oidc_token_for_it_and_runonce_headers(example):
@@ -535,7 +584,7 @@ def test_scheduler_job_posts_to_the_run_app_uri_with_an_oidc_token_for_it_and_ru
                 "http_method": "POST",
                 "headers": {"X-Runonce-Project": "runonce-example", "X-Runonce-Location": "europe-west1"},
                 "oidc_token": {
-                    "service_account_email": account(example, "sync", "call", "email"),
+                    "service_account_email": account(example, None, "call", "email"),
                     "audience": url,
                 },
             },
@@ -568,17 +617,20 @@ def test_constructs_expose_the_resources_they_create(example):
         stack.build.repository: provider.ArtifactRegistryRepository,
         function.function: provider.Cloudfunctions2Function,
         function.identity.runtime_account: provider.ServiceAccount,
-        function.identity.build_account: provider.ServiceAccount,
         function.identity.ledger_grant: provider.ProjectIamMember,
+        stack.identity.build_account: provider.ServiceAccount,
+        stack.identity.invoker_account: provider.ServiceAccount,
         stack.iam_settled: provider.Sleep,
+        stack.invoker_settled: provider.Sleep,
         stack.apis.settled: provider.Sleep,
         stack.project: provider.DataGoogleProject,
         function.source_object: provider.StorageBucketObject,
         job.job: provider.CloudSchedulerJob,
-        job.invoker_account: provider.ServiceAccount,
         job.invoker_grant: provider.CloudRunV2ServiceIamMember,
     }
     assert all(isinstance(resource, kind) for resource, kind in exposed.items())
-    assert len(function.identity.build_grants) == 4
+    assert len(stack.identity.build_grants) == 4
+    assert stack.function_of == {name: stack.functions[name] for name in EXAMPLE_JOBS}
+    assert stack.retiring_accounts == []
     assert function.archive.path.is_file()
     assert sorted(stack.apis.services) == sorted(defaults.REQUIRED_APIS)

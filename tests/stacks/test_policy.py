@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from policy.checkov import SKIPPED, run_checkov
 from policy.pack import ACROSS_STACKS, LEAST_PRIVILEGE
 from policy.runner import check_stack, check_stack_set
-from stacks.team import REPO_ROOT
+from stacks.team import REPO_ROOT, TEAMS_DIR, load_team_file
+from tests.stacks.conftest import synthesize
 
 BAD = Path(__file__).parent / "fixtures" / "bad.tf.json"
 # A second stack that is fine on its own, but shares a bucket name, a repository name and its
@@ -51,6 +53,19 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
         ("RO-IAM-2", "bad/public-invoker"),
         ("RO-IAM-4", "bad/shared-account"),
         ("RO-IAM-4", "bad/unused-account"),
+        # Two functions run as one account.
+        ("RO-IAM-4", "bad/double-account"),
+        # The account Scheduler signs as holds roles besides run.invoker; run.invoker is granted
+        # on the project and on a service that is not the stack's own.
+        ("RO-IAM-7", "bad/owner"),
+        ("RO-IAM-7", "bad/ledger-everywhere"),
+        ("RO-IAM-7", "bad/invoker-everywhere"),
+        ("RO-IAM-3", "bad/invoker-everywhere"),
+        ("RO-IAM-7", "bad/invoker-elsewhere"),
+        # A proxy whose account may build anything in the project but not start its workflow.
+        ("RO-IAM-8", "bad/proxy"),
+        ("RO-IAM-8", "bad/proxy-builds-anything"),
+        ("RO-IAM-3", "bad/proxy-builds-anything"),
         ("RO-IAM-5", "bad/shared-key"),
         ("RO-IAM-6", "bad/open-function"),
         ("RO-NET-1", "bad/open-function"),
@@ -69,6 +84,12 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
                 "open-function",
                 "job",
                 "repository",
+                "double-account",
+                "twin-a",
+                "twin-b",
+                "invoker-elsewhere",
+                "proxy-account",
+                "proxy",
             )
         ),
     }
@@ -107,7 +128,8 @@ def test_two_teams_deriving_the_same_names_in_one_project_are_flagged(example):
     }
     expected |= {("RO-SET-2", stack, "terraform_backend.local") for stack in ("example", "example-copy")}
     assert found == expected
-    assert len(expected) == 2 * (3 * 3 + 3 + 3 + 1 + 1 + 1) + 2
+    # Accounts: a runtime account per function and the team's build and invoker accounts.
+    assert len(expected) == 2 * ((3 + 2) + 3 + 3 + 1 + 1 + 1) + 2
 
 
 def test_teams_in_different_projects_may_reuse_project_scoped_names_but_not_bucket_names(example):
@@ -144,9 +166,12 @@ def test_a_scheduler_job_without_an_oidc_token_is_flagged(example):
     stack = json.loads(example.json)
     name = next(name for name in stack["resource"]["google_cloud_scheduler_job"] if name.startswith("sync"))
     del stack["resource"]["google_cloud_scheduler_job"][name]["http_target"]["oidc_token"]
-    # The invoker account is then nobody's identity, which RO-IAM-4 reports as well.
-    assert {rule for rule, _ in flagged(stack)} == {"RO-NET-2", "RO-IAM-4"}
-    assert ("RO-NET-2", f"google_cloud_scheduler_job.{name}") in flagged(stack)
+    assert flagged(stack) == {("RO-NET-2", f"google_cloud_scheduler_job.{name}")}
+    for job in stack["resource"]["google_cloud_scheduler_job"].values():
+        job["http_target"].pop("oidc_token", None)
+    # Without any job signing as it, the team's invoker account is nobody's identity (RO-IAM-4),
+    # and its grants no longer count as an invoker's.
+    assert ("RO-IAM-4", "google_service_account.team-invoker-account") in flagged(stack)
 
 
 def test_a_resource_without_its_api_or_without_the_wait_after_it_is_flagged(example):
@@ -164,34 +189,110 @@ def test_a_resource_type_whose_api_the_rule_does_not_know_is_flagged(example):
     assert {(rule, path) for rule, path in flagged(stack)} == {("RO-DEP-1", "google_pubsub_topic.topic")}
 
 
-def test_a_build_account_without_the_gcf_sources_grant_or_the_wait_after_it_is_flagged(example):
+def test_a_build_account_reading_another_regions_gcf_sources_bucket_is_flagged(example):
     stack = json.loads(example.json)
-    grants = stack["resource"]["google_project_iam_member"]
-    report_grant = next(name for name in grants if name.startswith("report-identity-build-gcf-source-reader"))
-    sync_grant = next(name for name in grants if name.startswith("sync-identity-build-gcf-source-reader"))
+    grant = stack["resource"]["google_project_iam_member"]["team-build-gcf-source-reader"]
     # Another region's bucket does not help a function in europe-west1.
-    grants[report_grant]["condition"]["expression"] = grants[report_grant]["condition"]["expression"].replace(
-        "europe-west1", "us-central1"
-    )
-    # A grant the function does not wait for: the build may start before it is in force.
-    iam_settled = stack["resource"]["time_sleep"]["iam-settled"]
-    iam_settled["depends_on"].remove(f"google_project_iam_member.{sync_grant}")
+    grant["condition"]["expression"] = grant["condition"]["expression"].replace("europe-west1", "us-central1")
     assert {rule for rule, _ in flagged(stack)} == {"RO-IAM-6"}
-    assert {path.split("-function")[0] for _, path in flagged(stack)} == {
-        "google_cloudfunctions2_function.report",
-        "google_cloudfunctions2_function.sync",
-    }
+    assert len(flagged(stack)) == len(stack["resource"]["google_cloudfunctions2_function"])
+
+
+def test_functions_that_do_not_wait_for_the_gcf_sources_grant_are_flagged(example):
+    stack = json.loads(example.json)
+    # A grant the functions do not wait for: the build may start before it is in force.
+    stack["resource"]["time_sleep"]["iam-settled"]["depends_on"].remove(
+        "google_project_iam_member.team-build-gcf-source-reader"
+    )
+    assert {rule for rule, _ in flagged(stack)} == {"RO-IAM-6"}
+    assert len(flagged(stack)) == len(stack["resource"]["google_cloudfunctions2_function"])
 
 
 def test_a_project_grant_conditioned_to_a_bucket_name_prefix_is_not_one_resource(example):
     stack = json.loads(example.json)
     grants = stack["resource"]["google_project_iam_member"]
-    name = next(name for name in grants if name.startswith("report-identity-build-gcf-source-reader"))
+    name = "team-build-gcf-source-reader"
     # europe-west1 is a prefix of europe-west10: a bare prefix matches other regions' buckets.
     grants[name]["condition"]["expression"] = (
         'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-123-europe-west1")'
     )
     assert flagged(stack) == {("RO-IAM-3", f"google_project_iam_member.{name}")}
+
+
+def _function(stack: dict, job: str) -> dict:
+    functions = stack["resource"]["google_cloudfunctions2_function"]
+    return next(config for name, config in functions.items() if name.startswith(f"{job}-function"))
+
+
+def test_two_functions_running_as_one_runtime_account_are_flagged(example):
+    stack = json.loads(example.json)
+    report, sync = _function(stack, "report"), _function(stack, "sync")
+    sync["service_config"]["service_account_email"] = report["service_config"]["service_account_email"]
+    # report's account now runs two functions, and sync's own account runs none.
+    assert flagged(stack) == {
+        ("RO-IAM-4", "google_service_account.report-identity-runtime-account"),
+        ("RO-IAM-4", "google_service_account.sync-identity-runtime-account"),
+    }
+
+
+def test_the_build_account_running_a_function_is_flagged(example):
+    stack = json.loads(example.json)
+    report = _function(stack, "report")
+    report["service_config"]["service_account_email"] = "${google_service_account.team-build-account.email}"
+    assert ("RO-IAM-4", "google_service_account.team-build-account") in flagged(stack)
+
+
+def test_the_invoker_granted_run_invoker_on_the_project_is_flagged(example):
+    stack = json.loads(example.json)
+    grants = stack["resource"]["google_cloud_run_v2_service_iam_member"]
+    name, grant = next(iter(grants.items()))
+    del grants[name]
+    stack["resource"]["time_sleep"]["invoker-settled"]["depends_on"].remove(
+        f"google_cloud_run_v2_service_iam_member.{name}"
+    )
+    for job in stack["resource"]["google_cloud_scheduler_job"].values():
+        job["depends_on"] = [
+            d for d in job["depends_on"] if d != f"google_cloud_run_v2_service_iam_member.{name}"
+        ]
+    stack["resource"]["google_project_iam_member"]["invoker-everywhere"] = {
+        "project": "runonce-example",
+        "role": "roles/run.invoker",
+        "member": grant["member"],
+    }
+    assert flagged(stack) == {
+        ("RO-IAM-7", "google_project_iam_member.invoker-everywhere"),
+        ("RO-IAM-3", "google_project_iam_member.invoker-everywhere"),
+    }
+
+
+def test_run_invoker_on_a_service_the_stack_does_not_own_is_flagged(example):
+    stack = json.loads(example.json)
+    grants = stack["resource"]["google_cloud_run_v2_service_iam_member"]
+    name = next(iter(grants))
+    grants[name]["name"] = "payments-settle"  # another team's service, by its name
+    assert flagged(stack) == {("RO-IAM-7", f"google_cloud_run_v2_service_iam_member.{name}")}
+
+
+def test_the_invoker_holding_any_other_role_is_flagged(example):
+    stack = json.loads(example.json)
+    ledger = stack["resource"]["google_project_iam_member"]["report-identity-runtime-ledger"]
+    stack["resource"]["google_project_iam_member"]["invoker-reads-the-ledger"] = {
+        **ledger,
+        "member": "serviceAccount:${google_service_account.team-invoker-account.email}",
+    }
+    assert flagged(stack) == {("RO-IAM-7", "google_project_iam_member.invoker-reads-the-ledger")}
+
+
+def test_a_migrating_team_passes_the_pack_with_its_retiring_accounts_and_no_others(archive_dir):
+    team = replace(load_team_file(TEAMS_DIR / "example.py"), keep_per_job_accounts=True)
+    migrating = synthesize(team, archive_dir)
+    assert len(migrating.stack.retiring_accounts) == 6
+    assert flagged(migrating.document) == set()
+    stack = json.loads(migrating.json)
+    for account in stack["resource"]["google_service_account"].values():
+        account.pop("description", None)
+    assert {rule for rule, _ in flagged(stack)} == {"RO-IAM-4"}
+    assert len(flagged(stack)) == 6
 
 
 def test_a_function_without_ingress_setting_counts_as_open(example):

@@ -79,9 +79,41 @@ def test_misspelt_team_and_retry_fields_are_all_reported_at_once(tmp_path):
 
 
 def test_a_missing_required_field_is_named(tmp_path):
-    _, (problem,) = read(tmp_path, good().replace(', source="report"', ""))
-    assert (problem.team, problem.job, problem.field) == ("orders", "export", "source")
-    assert "needs source" in problem.message and problem.fix.startswith("add source=")
+    _, (problem,) = read(tmp_path, good().replace(', schedule="0 3 * * *"', ""))
+    assert (problem.team, problem.job, problem.field) == ("orders", "export", "schedule")
+    assert "needs schedule" in problem.message and problem.fix.startswith("add schedule=")
+
+
+def test_a_job_without_source_or_target_loads_and_is_told_to_name_one(tmp_path):
+    team, problems = read(tmp_path, good().replace(', source="report"', ""))
+    assert problems == []
+    (problem,) = find_problems([team])
+    assert (problem.job, problem.field) == ("export", "source")
+    assert "neither source" in problem.message and "target=Workflow(...)" in problem.fix
+
+
+def test_misspelt_and_mistyped_target_fields_are_named_with_the_target_prefix(tmp_path):
+    text = (
+        good()
+        .replace(
+            'source="report"',
+            'target=Workflow(workflw="projects/p/locations/europe-west1/workflows/w")',
+        )
+        .replace("import Job, Retry, Team", "import Job, Retry, Team\nfrom stacks.targets import Workflow")
+    )
+    _, (problem,) = read(tmp_path, text)
+    assert (problem.job, problem.field, problem.fix) == (
+        "export",
+        "target.workflw",
+        "write workflow= instead",
+    )
+    text = (
+        good()
+        .replace('source="report"', "target=Workflow(workflow=42)")
+        .replace("import Job, Retry, Team", "import Job, Retry, Team\nfrom stacks.targets import Workflow")
+    )
+    _, (problem,) = read(tmp_path, text)
+    assert (problem.job, problem.field) == ("export", "target.workflow")
 
 
 @pytest.mark.parametrize(

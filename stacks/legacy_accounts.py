@@ -1,0 +1,103 @@
+"""The per-job accounts a team had before accounts were shared, kept for one apply.
+
+Step 1 of the migration (`Team.keep_per_job_accounts`, docs/stacks.md "Migration"): every
+function is rebuilt as the team's build account and every Scheduler job signs as the team's
+invoker, while each job's old build account (with its four grants) and old invoker account stay
+exactly where they were in Terraform's state, so none of them is destroyed in the apply that
+stops using them. Terraform (1.11, verified on a model of this stack, tests/stacks/test_migration.py)
+destroys a resource removed from the configuration *before* it updates the resources that
+referenced it, unless its state says create_before_destroy; removing them in the same apply
+that repoints the jobs is a dependency cycle that fails the plan. Step 2 removes them: by then
+nothing refers to them any more.
+
+Same construct ids, account ids, display names and grants as the stacks created before, so
+Terraform sees no change to any of them. They are marked (description) so that the policy rule
+for unused accounts (RO-IAM-4) knows they are retiring.
+"""
+
+from __future__ import annotations
+
+from constructs import Construct
+
+from stacks import defaults, naming
+from stacks.build_storage import BuildStorage
+from stacks.identity import member, service_account
+from stacks.provider import (
+    ArtifactRegistryRepositoryIamMember,
+    ProjectIamMember,
+    ProjectIamMemberCondition,
+    ServiceAccount,
+    StorageBucketIamMember,
+)
+from stacks.required_apis import RequiredApis
+from stacks.team import Job, Team
+
+
+def keep_job_accounts(
+    stack: Construct,
+    schedule: Construct,
+    team: Team,
+    job: Job,
+    build: BuildStorage,
+    apis: RequiredApis,
+    gcf_sources_bucket: str,
+) -> list[ServiceAccount]:
+    """The job's old build account with its grants (in `stack`, ids `<job>-identity-build-*`) and
+    its old invoker account (in the job's `schedule` construct, id `invoker-account`)."""
+    prefix = f"{job.name}-identity"
+    build_account = _account(stack, f"{prefix}-build-account", team, job, "build", "function build", apis)
+    build_member = member(build_account.email)
+    StorageBucketIamMember(
+        stack,
+        f"{prefix}-build-source-reader",
+        bucket=build.bucket_name,
+        role=defaults.ROLE_BUILD_SOURCE_READER,
+        member=build_member,
+        depends_on=apis.of(defaults.API_STORAGE),
+    )
+    ProjectIamMember(
+        stack,
+        f"{prefix}-build-gcf-source-reader",
+        project=team.project,
+        role=defaults.ROLE_BUILD_GCF_SOURCE_READER,
+        member=build_member,
+        condition=ProjectIamMemberCondition(
+            title="runonce-gcf-sources-only",
+            description="Only the gcf-v2-sources bucket the build fetches the source from",
+            expression=naming.one_bucket_condition(gcf_sources_bucket),
+        ),
+    )
+    ArtifactRegistryRepositoryIamMember(
+        stack,
+        f"{prefix}-build-image-writer",
+        project=team.project,
+        location=build.repository_location,
+        repository=build.repository_name,
+        role=defaults.ROLE_BUILD_IMAGE_WRITER,
+        member=build_member,
+        depends_on=apis.of(defaults.API_ARTIFACT_REGISTRY),
+    )
+    ProjectIamMember(
+        stack,
+        f"{prefix}-build-log-writer",
+        project=team.project,
+        role=defaults.ROLE_BUILD_LOG_WRITER,
+        member=build_member,
+    )
+    invoker_account = _account(schedule, "invoker-account", team, job, "call", "scheduler invoker", apis)
+    return [build_account, invoker_account]
+
+
+def _account(
+    scope: Construct, id: str, team: Team, job: Job, role: str, purpose: str, apis: RequiredApis
+) -> ServiceAccount:
+    account = service_account(
+        scope,
+        id,
+        team,
+        naming.account_id(team.name, job.name, role),
+        f"runonce {team.name}/{job.name} {purpose}",
+        apis,
+    )
+    account.description = defaults.RETIRING_ACCOUNT
+    return account

@@ -1,0 +1,95 @@
+"""What a proxy's runtime account may do besides using the ledger: start its one target.
+
+One proxy function per target (jobs naming the same target share it, `stacks.sharing`), so each
+proxy's account holds the role of one target only, on the narrowest resource the API lets us
+grant it on (docs/targets.md, "The stacks"):
+
+- Workflow: `roles/workflows.invoker` on the workflow's project. Google lists "Project" as the
+  lowest-level resource for the Workflows roles, and the provider has no workflow-level IAM
+  resource.
+- CloudRunJob: `roles/run.developer` on the one job (`google_cloud_run_v2_job_iam_member`). The
+  proxy always sends overrides (the run key in env), which need run.jobs.runWithOverrides
+  besides run.jobs.run.
+- BuildTrigger: `roles/cloudbuild.builds.editor` on the trigger's project: the provider has no
+  trigger-level IAM resource.
+- GoogleApi: the target's `role` on the team's project: an arbitrary call names no resource the
+  stack could grant it on.
+
+Project-level grants are unconditioned: neither Workflows nor Cloud Build is known to us to
+evaluate `resource.name` in IAM conditions, and a condition a service ignores would make the grant
+never match. The policy rule RO-IAM-8 checks that a proxy's account holds exactly this.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cdktf import ITerraformDependable
+from constructs import Construct
+
+from stacks import defaults
+from stacks.identity import member
+from stacks.provider import CloudRunV2JobIamMember, ProjectIamMember
+from stacks.required_apis import RequiredApis
+from stacks.targets import (
+    JOB_NAME,
+    TRIGGER_NAME,
+    WORKFLOW_NAME,
+    BuildTrigger,
+    CloudRunJob,
+    GoogleApi,
+    Target,
+    Workflow,
+)
+from stacks.team import Team
+
+ROLE_WORKFLOW = "roles/workflows.invoker"
+ROLE_CLOUD_RUN_JOB = "roles/run.developer"
+ROLE_BUILD_TRIGGER = "roles/cloudbuild.builds.editor"
+API_WORKFLOW_EXECUTIONS = "workflowexecutions.googleapis.com"
+SERVICE_HOST = re.compile(r"^https://([a-z0-9]+\.googleapis\.com)/")
+
+
+def target_apis(target: Target) -> tuple[str, ...]:
+    """The APIs the proxy calls for this target, which the stack enables in the team's project."""
+    if isinstance(target, Workflow):
+        return (API_WORKFLOW_EXECUTIONS,)
+    if isinstance(target, CloudRunJob):
+        return (defaults.API_RUN,)
+    if isinstance(target, BuildTrigger):
+        return (defaults.API_CLOUD_BUILD,)
+    service = SERVICE_HOST.match(target.url)  # a regional host names no service to enable
+    return (service.group(1),) if service else ()
+
+
+def _parts(pattern: re.Pattern[str], name: str) -> dict[str, str]:
+    found = pattern.match(name)
+    assert found is not None, name  # validated before the stack is built
+    return found.groupdict()
+
+
+def grant_target(
+    scope: Construct, id: str, team: Team, target: Target, runtime_email: str, apis: RequiredApis
+) -> ITerraformDependable:
+    """The one grant that lets the proxy's account start `target` (resource ids start with `id`)."""
+    principal = member(runtime_email)
+    if isinstance(target, CloudRunJob):
+        job = _parts(JOB_NAME, target.job)
+        return CloudRunV2JobIamMember(
+            scope,
+            f"{id}-target-runner",
+            project=job["project"],
+            location=job["location"],
+            name=job["name"],
+            role=ROLE_CLOUD_RUN_JOB,
+            member=principal,
+            depends_on=apis.of(defaults.API_RUN),
+        )
+    if isinstance(target, Workflow):
+        project, role = _parts(WORKFLOW_NAME, target.workflow)["project"], ROLE_WORKFLOW
+    elif isinstance(target, BuildTrigger):
+        project, role = _parts(TRIGGER_NAME, target.trigger)["project"], ROLE_BUILD_TRIGGER
+    else:
+        assert isinstance(target, GoogleApi)
+        project, role = team.project, target.role
+    return ProjectIamMember(scope, f"{id}-target-starter", project=project, role=role, member=principal)

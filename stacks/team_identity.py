@@ -1,0 +1,119 @@
+"""The team's two shared accounts: the one its functions are built as, and the one its Scheduler
+jobs sign their OIDC tokens as.
+
+Why one of each per team is the same blast radius as one per job (docs/stacks.md, "Service
+accounts and least privilege"): every grant of the build account is on a team-wide resource (the
+team's source bucket, the team's image repository, the region's gcf-v2-sources bucket, log
+writing), so a per-job build account could already read every job's source and push every job's
+image. The invoker holds `roles/run.invoker` on the team's own Cloud Run services, one grant per
+function (`ScheduledJob.grant_invoker`), never on the project: it may call the team's functions
+and nothing else, and only the team's deployers (who can act as it) and Cloud Scheduler use it.
+
+A plain class whose resources live in the stack, like `FunctionIdentity`: no construct of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from constructs import Construct
+
+from stacks import defaults, naming
+from stacks.build_storage import BuildStorage
+from stacks.identity import member, service_account
+from stacks.provider import (
+    ArtifactRegistryRepositoryIamMember,
+    ProjectIamMember,
+    ProjectIamMemberCondition,
+    StorageBucketIamMember,
+)
+from stacks.required_apis import RequiredApis
+from stacks.team import Team
+
+
+@dataclass(frozen=True)
+class TeamIdentityProps:
+    """The team and what its build account may reach."""
+
+    team: Team
+    """The team (project, names)."""
+    build: BuildStorage
+    """The team's source bucket and image repository."""
+    apis: RequiredApis
+    """The stack's enabled APIs."""
+    gcf_sources_bucket: str
+    """Google's `gcf-v2-sources-<project number>-<region>` bucket, where a gen2 build fetches
+    the source from (provider issue 20571)."""
+
+
+class TeamIdentity:
+    """The build account with its four grants, and the Scheduler invoker account (its grants are
+    per function, on each function's service)."""
+
+    def __init__(self, scope: Construct, props: TeamIdentityProps) -> None:
+        team = props.team
+        storage_api = props.apis.of(defaults.API_STORAGE)
+        registry_api = props.apis.of(defaults.API_ARTIFACT_REGISTRY)
+        self.build_account = service_account(
+            scope,
+            "team-build-account",
+            team,
+            naming.team_account_id(team.name, "build"),
+            f"runonce {team.name} function builds",
+            props.apis,
+        )
+        """The `google_service_account` Cloud Build runs every function build of the team as."""
+        self.build_email: str = self.build_account.email  # read once: each read is a jsii round trip
+        """The build account's email (a Terraform reference)."""
+        build_member = member(self.build_email)
+        self.build_grants = [
+            StorageBucketIamMember(
+                scope,
+                "team-build-source-reader",
+                bucket=props.build.bucket_name,
+                role=defaults.ROLE_BUILD_SOURCE_READER,
+                member=build_member,
+                depends_on=storage_api,
+            ),
+            ProjectIamMember(
+                scope,
+                "team-build-gcf-source-reader",
+                project=team.project,
+                role=defaults.ROLE_BUILD_GCF_SOURCE_READER,
+                member=build_member,
+                condition=ProjectIamMemberCondition(
+                    title="runonce-gcf-sources-only",
+                    description="Only the gcf-v2-sources bucket the build fetches the source from",
+                    expression=naming.one_bucket_condition(props.gcf_sources_bucket),
+                ),
+            ),
+            ArtifactRegistryRepositoryIamMember(
+                scope,
+                "team-build-image-writer",
+                project=team.project,
+                location=props.build.repository_location,
+                repository=props.build.repository_name,
+                role=defaults.ROLE_BUILD_IMAGE_WRITER,
+                member=build_member,
+                depends_on=registry_api,
+            ),
+            ProjectIamMember(
+                scope,
+                "team-build-log-writer",
+                project=team.project,
+                role=defaults.ROLE_BUILD_LOG_WRITER,
+                member=build_member,
+            ),
+        ]
+        """What the builds need: read the sources (both buckets), push the images, write their logs."""
+        self.invoker_account = service_account(
+            scope,
+            "team-invoker-account",
+            team,
+            naming.team_account_id(team.name, "call"),
+            f"runonce {team.name} Scheduler invoker",
+            props.apis,
+        )
+        """The `google_service_account` whose OIDC token every Scheduler job of the team sends."""
+        self.invoker_email: str = self.invoker_account.email
+        """The invoker account's email (a Terraform reference)."""

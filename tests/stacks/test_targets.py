@@ -1,0 +1,270 @@
+"""Jobs whose target is a Google API: the proxy per target, its one grant, its APIs, validation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from policy.checkov import run_checkov
+from policy.runner import check_stack
+from runonce.targets import parse_target
+from stacks.quotas import usage
+from stacks.targets import BuildTrigger, CloudRunJob, GoogleApi, Workflow, target_json
+from stacks.team import FUNCTIONS_DIR, Job, Retry, Team
+from stacks.validation import find_problems
+from tests.stacks.conftest import synthesize
+from tests.stacks.test_policy import CHECKOV
+
+P = "acme-prod-1"
+ETL = Workflow(f"projects/{P}/locations/europe-west1/workflows/etl", {"day": "yesterday"})
+EXPORT = CloudRunJob(f"projects/{P}/locations/europe-west1/jobs/export", {"taskCount": 2})
+RELEASE = BuildTrigger(
+    f"projects/{P}/locations/europe-west1/triggers/release", {"_ENV": "prod"}, {"branchName": "main"}
+)
+PUBLISH = GoogleApi(
+    "POST",
+    f"https://pubsub.googleapis.com/v1/projects/{P}/topics/ticks:publish",
+    "roles/pubsub.publisher",
+    {"messages": []},
+)
+
+
+def job(name: str, target, minute: int = 0, **changes) -> Job:
+    hourly = Job(
+        name=name,
+        schedule=f"{minute} * * * *",
+        target=target,
+        timeout_seconds=120,
+        attempt_deadline_seconds=100,
+        retry=Retry(retry_count=3, min_backoff_seconds=30),
+    )
+    return replace(hourly, **changes)
+
+
+TEAM = Team(
+    name="acme",
+    project=P,
+    region="europe-west1",
+    jobs=[
+        job("etl-nightly", ETL),
+        job("etl-again", ETL, minute=30),
+        job("export", EXPORT),
+        job("release", RELEASE),
+        job("publish", PUBLISH),
+    ],
+)
+
+
+@pytest.fixture(scope="module")
+def synth(archive_dir):
+    return synthesize(TEAM, archive_dir)
+
+
+def fields(synth, kind: str) -> list[dict]:
+    return list(synth.resources(kind).values())
+
+
+def proxy(synth, target) -> tuple[str, dict]:
+    (found,) = [
+        (name, config)
+        for name, config in synth.resources("google_cloudfunctions2_function").items()
+        if config["service_config"]["environment_variables"].get("RUNONCE_TARGET") == target_json(target)
+    ]
+    return found
+
+
+def runtime_member(config: dict) -> str:
+    return f"serviceAccount:{config['service_config']['service_account_email']}"
+
+
+def test_the_team_file_json_is_what_the_proxy_parses():
+    for target in (ETL, EXPORT, RELEASE, PUBLISH):
+        parsed = parse_target(json.loads(target_json(target)))
+        assert parsed.kind == target.kind
+        assert {key: value for key, value in vars(parsed).items()} == {
+            key: value for key, value in target.as_json().items() if key != "kind"
+        }
+
+
+def test_a_target_job_runs_the_proxy_shipped_with_runonce():
+    assert job("x", ETL).source_dir == FUNCTIONS_DIR / "proxy"
+    assert find_problems([TEAM]) == []
+
+
+def test_one_proxy_per_target_and_jobs_naming_one_target_share_it(synth):
+    functions = synth.resources("google_cloudfunctions2_function")
+    assert sorted(config["name"] for config in functions.values()) == [
+        "acme-etl-nightly",
+        "acme-export",
+        "acme-publish",
+        "acme-release",
+    ]
+    for config in functions.values():
+        assert config["build_config"]["entry_point"] == "handle"
+        assert config["service_config"]["ingress_settings"] == "ALLOW_INTERNAL_ONLY"
+    name, _ = proxy(synth, ETL)
+    uri = f"${{google_cloudfunctions2_function.{name}.service_config[0].uri}}"
+    calling = sorted(
+        config["name"]
+        for config in fields(synth, "google_cloud_scheduler_job")
+        if config["http_target"]["uri"] == uri
+    )
+    assert calling == ["acme-etl-again", "acme-etl-nightly"]
+    assert usage(TEAM)["service_accounts"] == 2 + 4
+
+
+def test_each_proxy_account_gets_its_targets_role_on_the_narrowest_resource(synth):
+    grants = {
+        (kind, config["role"], config.get("project"), config.get("name"), config["member"])
+        for kind in ("google_project_iam_member", "google_cloud_run_v2_job_iam_member")
+        for config in synth.resources(kind).values()
+        if config["role"] != "roles/datastore.user" and "build" not in config["member"]
+    }
+    assert grants == {
+        (
+            "google_project_iam_member",
+            "roles/workflows.invoker",
+            P,
+            None,
+            runtime_member(proxy(synth, ETL)[1]),
+        ),
+        (
+            "google_cloud_run_v2_job_iam_member",
+            "roles/run.developer",
+            P,
+            "export",
+            runtime_member(proxy(synth, EXPORT)[1]),
+        ),
+        (
+            "google_project_iam_member",
+            "roles/cloudbuild.builds.editor",
+            P,
+            None,
+            runtime_member(proxy(synth, RELEASE)[1]),
+        ),
+        (
+            "google_project_iam_member",
+            "roles/pubsub.publisher",
+            P,
+            None,
+            runtime_member(proxy(synth, PUBLISH)[1]),
+        ),
+    }
+    (runner,) = fields(synth, "google_cloud_run_v2_job_iam_member")
+    assert runner["location"] == "europe-west1"
+    # Settled before the proxies exist: a 403 on the first run would be recorded as a failure.
+    settled = synth.resources("time_sleep")["iam-settled"]["depends_on"]
+    target_grants = [
+        f"{kind}.{name}"
+        for kind in ("google_project_iam_member", "google_cloud_run_v2_job_iam_member")
+        for name in synth.resources(kind)
+        if name.endswith(("-target-starter", "-target-runner"))
+    ]
+    assert len(target_grants) == 4 and set(target_grants) <= set(settled)
+
+
+def test_the_apis_the_proxies_call_are_enabled(synth):
+    services = {config["service"] for config in fields(synth, "google_project_service")}
+    assert {"workflowexecutions.googleapis.com", "pubsub.googleapis.com", "run.googleapis.com"} <= services
+
+
+def test_the_stack_with_targets_passes_the_pack(synth):
+    assert [(f.rule.id, f.resource.path) for f in check_stack("acme", synth.document)] == []
+
+
+def flagged(document: dict) -> set[tuple[str, str]]:
+    return {(finding.rule.id, finding.resource.path) for finding in check_stack("acme", document)}
+
+
+def test_a_proxy_holding_more_than_its_target_is_flagged(synth):
+    stack = json.loads(synth.json)
+    member = runtime_member(proxy(synth, ETL)[1])
+    stack["resource"]["google_project_iam_member"]["etl-extra"] = {
+        "project": P,
+        "role": "roles/cloudbuild.builds.editor",
+        "member": member,
+    }
+    assert ("RO-IAM-8", "google_project_iam_member.etl-extra") in flagged(stack)
+    assert ("RO-IAM-3", "google_project_iam_member.etl-extra") in flagged(stack)
+
+
+def test_a_proxy_without_its_grant_or_with_it_on_another_job_is_flagged(synth):
+    stack = json.loads(synth.json)
+    (name,) = stack["resource"]["google_cloud_run_v2_job_iam_member"]
+    stack["resource"]["google_cloud_run_v2_job_iam_member"][name]["name"] = "other-job"
+    function, _ = proxy(synth, EXPORT)
+    assert flagged(stack) == {
+        ("RO-IAM-8", f"google_cloud_run_v2_job_iam_member.{name}"),
+        ("RO-IAM-8", f"google_cloudfunctions2_function.{function}"),
+    }
+
+
+def test_a_target_role_granted_to_an_account_that_is_no_proxy_is_not_scoped(synth):
+    stack = json.loads(synth.json)
+    stack["resource"]["google_project_iam_member"]["invoke-any-workflow"] = {
+        "project": P,
+        "role": "roles/workflows.invoker",
+        "member": "serviceAccount:${google_service_account.team-build-account.email}",
+    }
+    assert flagged(stack) == {("RO-IAM-3", "google_project_iam_member.invoke-any-workflow")}
+
+
+@pytest.mark.parametrize(
+    ("target", "field"),
+    [
+        (Workflow("etl"), "target.workflow"),
+        (CloudRunJob("projects/p/jobs/j"), "target.job"),
+        (BuildTrigger(RELEASE.trigger, {"ENV": "prod"}), "target.substitutions"),
+        (BuildTrigger("triggers/t"), "target.trigger"),
+        (GoogleApi("POST", "http://pubsub.googleapis.com/v1/x", "roles/pubsub.publisher"), "target.url"),
+        (GoogleApi("POST", "https://example.com/v1/x", "roles/pubsub.publisher"), "target.url"),
+        (GoogleApi("POST", "https://pubsub.googleapis.com.evil.example/v1/x", "roles/x"), "target.url"),
+        (GoogleApi("FETCH", PUBLISH.url, "roles/pubsub.publisher"), "target.method"),
+        (GoogleApi("POST", PUBLISH.url, "pubsub.publisher"), "target.role"),
+        (Workflow(ETL.workflow, {"when": object()}), "target.argument"),
+    ],
+)
+def test_a_target_that_cannot_be_started_is_named(target, field):
+    team = replace(TEAM, jobs=[job("x", target)])
+    assert [(p.job, p.field) for p in find_problems([team])] == [("x", field)]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"source": "report"}, "target"),
+        ({"entry_point": "main"}, "entry_point"),
+        ({"body": '{"day": 1}'}, "body"),
+        ({"attempt_deadline_seconds": 60}, "attempt_deadline_seconds"),
+        ({"env": {"RUNONCE_TARGET": "{}"}}, "env"),
+        ({"env": {"RUNONCE_TARGET_BASE_URL": "http://localhost:1"}}, "env"),
+        ({"env": {"RUNONCE_TARGET_TIMEOUT_SECONDS": "soon"}}, "env"),
+    ],
+)
+def test_a_target_job_must_fit_the_proxy(changes, field):
+    team = replace(TEAM, jobs=[job("x", ETL, **changes)])
+    assert (("x", field)) in [(p.job, p.field) for p in find_problems([team])]
+
+
+def test_the_attempt_deadline_covers_the_proxys_calls_and_says_how_to_fit():
+    (problem,) = find_problems([replace(TEAM, jobs=[job("x", ETL, attempt_deadline_seconds=60)])])
+    assert "up to 3 calls to the API" in problem.message and "30 s each, 90 s" in problem.message
+    assert problem.fix.startswith("set attempt_deadline_seconds (and timeout_seconds) to at least 90")
+    shorter = job("x", ETL, attempt_deadline_seconds=60, env={"RUNONCE_TARGET_TIMEOUT_SECONDS": "20"})
+    assert find_problems([replace(TEAM, jobs=[shorter])]) == []
+
+
+@pytest.mark.skipif(
+    not CHECKOV.exists(), reason=f"checkov is not installed at {CHECKOV}: `make test` installs it"
+)
+def test_checkov_flags_only_the_build_triggers_project_wide_build_permission(synth, tmp_path):
+    file = tmp_path / "acme.tf.json"
+    file.write_text(synth.json)
+    # Running a trigger needs cloudbuild.builds.create, which lets its holder start any build in
+    # the project as a build service account: checkov's CKV_GCP_49 says so, and it stays visible
+    # (docs/targets.md, "The stacks").
+    assert [(f.check_id, f.resource) for f in run_checkov(CHECKOV, "acme", file)] == [
+        ("CKV_GCP_49", "resource.release-identity-target-starter")
+    ]
