@@ -82,6 +82,8 @@ class MessageVerdict:
     """completed, permanent_failure, too_old, delivery_attempts, lost, or several joined by +."""
     effects: int
     bodies: int
+    found: int
+    """Bodies that reached the effect and found it written by an earlier body (after a kill)."""
     problems: tuple[str, ...]
 
     @property
@@ -132,7 +134,8 @@ def judge_message(message: Published, store: EventStore, letters: Sequence[DeadL
         problems.append("ledger record without expire_at")
     if fate != message.expected and not problems:
         problems.append(f"expected {message.expected} for fault {message.fault}, got {fate}")
-    return MessageVerdict(message, fate, effects, len(traces), tuple(problems))
+    found = sum(trace.get("ended") == "effect_found" for trace in traces)
+    return MessageVerdict(message, fate, effects, len(traces), found, tuple(problems))
 
 
 def judge_all(

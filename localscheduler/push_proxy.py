@@ -6,15 +6,18 @@ live here because they happen outside the function: a **lost ack** (the function
 but Pub/Sub sees a failure and redelivers: the proxy answers 500 instead, on the message's first
 delivery that the function acknowledged) and a **late arrival** (no delivery of the message gets
 through before `hold_seconds` after its publishTime, as behind a backlog or an outage, so the
-function sees it older than its maximum event age). An instance that dies mid-request is answered
+function sees it older than its maximum event age; the held deliveries of one message then pass
+one at a time, see `_hold`). An instance that dies mid-request is answered
 502, as Cloud Run answers a crashed request. Every push is written to the journal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -93,6 +96,7 @@ class PushProxy:
         self.journal = journal
         self.port = free_port()
         self._lost: set[str] = set()
+        self._held: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._server: BaseWSGIServer = make_server(
             "127.0.0.1", self.port, self._app, threaded=True, request_handler=_QuietHandler
@@ -127,21 +131,31 @@ class PushProxy:
             message = envelope["message"]
             message_id, subscription = message["messageId"], envelope["subscription"]
             attributes = message.get("attributes") or {}
-            self._hold(message, attributes)
-            status, outcome, answer = self._forward(body)
+            with self._hold(message, attributes):
+                status, outcome, answer = self._forward(body)
             if status == 200 and attributes.get(LOSE_ACK_ATTRIBUTE) and self._lose_first(message_id):
                 status, outcome, answer = 500, "lost_ack", b'{"lost": true}'
         finally:
             self.journal.end(Push(message_id, subscription, status, outcome, started, time.monotonic()))
         return Response(answer, status=status, content_type="application/json")(environ, start_response)
 
-    @staticmethod
-    def _hold(message: dict, attributes: dict) -> None:
+    @contextlib.contextmanager
+    def _hold(self, message: dict, attributes: dict) -> Iterator[None]:
+        """Hold a late message's delivery until publishTime + hold, then let its deliveries
+        through one at a time. The emulator pushes a held message again while the first push is
+        open; released together, the two would reach runonce at once, and a duplicate that finds
+        the event failed but not yet marked dead-lettered forwards a second dead-letter copy
+        (a race in runonce.events, reported on issue 9)."""
         hold = float(attributes.get(HOLD_ATTRIBUTE, 0))
         if hold <= 0:
+            yield
             return
+        with self._lock:
+            one_at_a_time = self._held.setdefault(message["messageId"], threading.Lock())
         published = datetime.fromisoformat(message["publishTime"].replace("Z", "+00:00"))
         time.sleep(max(0.0, published.timestamp() + hold - datetime.now(UTC).timestamp()))
+        with one_at_a_time:
+            yield
 
     def _forward(self, body: bytes) -> tuple[int, str, bytes]:
         with self.pool.acquire(timeout=FORWARD_TIMEOUT_SECONDS) as instance:
