@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import requests
 
+from stacks.naming import scheduler_job_name
 from stacks.team import Job, Team
 
 USER_AGENT = "Google-Cloud-Scheduler"
@@ -23,11 +24,11 @@ def rfc3339(moment: datetime) -> str:
 
 
 def scheduler_headers(team: Team, job: Job, schedule_time: datetime) -> dict[str, str]:
-    """The headers of every delivery of one run."""
+    """The headers of every delivery of one run; JobName is the deployed Scheduler job's name."""
     return {
         "User-Agent": USER_AGENT,
         "X-CloudScheduler": "true",
-        "X-CloudScheduler-JobName": job.name,
+        "X-CloudScheduler-JobName": scheduler_job_name(team.name, job.name),
         "X-CloudScheduler-ScheduleTime": rfc3339(schedule_time),
         "X-Runonce-Project": team.project,
         "X-Runonce-Location": team.region,

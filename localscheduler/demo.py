@@ -1,8 +1,12 @@
-"""`make demo`: the team files' jobs on the Firestore emulator, delivered with faults, judged.
+"""`make demo`: the team files' jobs on the Firestore emulator, delivered with faults, judged;
+then an event job on the Pub/Sub emulator, published with faults, judged.
 
 Starts the emulator and a pool of functions-framework instances per job, plays the schedule on
-an accelerated clock with the fault mix, prints progress, then the table. Exits 1 if any run
-broke the guarantee (see localscheduler.report), never finished within its retry window, or any
+an accelerated clock with the fault mix, prints progress, then the table. Then starts the Pub/Sub
+emulator and the example event function's instances, publishes messages with the event fault
+mix (see localscheduler.events_demo) and prints the event table. Exits 1 if any run broke the
+guarantee (see localscheduler.report), never finished within its retry window, any message did
+not end with exactly one effect or one dead letter (see localscheduler.event_verdict), or any
 process it started outlived it; 130 on Ctrl-C, after stopping everything.
 """
 
@@ -21,8 +25,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
+from emulator.pubsub import PubSubEmulator
 from stacks.team import TEAMS_DIR, load_teams
 
+from .event_verdict import event_summary, render_events
+from .events_demo import DEMO_MIX, EventHarness, EventResult
 from .faults import FaultMix
 from .report import fault_summary, guarantee_summary, render
 from .simulation import Result, Simulation
@@ -33,6 +40,8 @@ DEFAULT_FAULTS = (
     "retryable_failure=0.08,permanent_failure=0.03,killed_after_effect=0.05,forced_run=0.05"
 )
 PROGRESS_SECONDS = 5.0
+EVENT_JOB = "events-example"
+EVENT_TIMEOUT_SECONDS = 120.0
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,15 +83,18 @@ def _progress(sim: Simulation, started: float, planned: int) -> str:
     )
 
 
-def _leftovers(pids: list[int], emulator: FirestoreEmulator, patience: float = 5.0) -> list[str]:
-    """What still runs of what the demo started (instance process groups, the emulator's port),
+def _leftovers(
+    pids: list[int], emulators: list[FirestoreEmulator | PubSubEmulator], patience: float = 5.0
+) -> list[str]:
+    """What still runs of what the demo started (instance process groups, the emulators' ports),
     after giving killed processes `patience` seconds to be reaped."""
     deadline = time.monotonic() + patience
     while True:
         alive = [f"instance process group {pid}" for pid in pids if _group_exists(pid)]
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", emulator.port)) == 0:
-                alive.append(f"Firestore emulator on port {emulator.port}")
+        for emulator in emulators:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", emulator.port)) == 0:
+                    alive.append(f"{emulator.name} on port {emulator.port}")
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
@@ -118,6 +130,17 @@ def _report(result: Result, sim: Simulation) -> None:
     print(f"logs: {sim.log_dir}")
 
 
+def _report_events(result: EventResult, harness: EventHarness) -> None:
+    print()
+    print(render_events([result.row]))
+    print(result.faults())
+    if not result.settled:
+        print(f"  FAIL not every message ended within {EVENT_TIMEOUT_SECONDS:.0f} s")
+    for line in event_summary(result.verdicts, result.strays):
+        print(line)
+    print(f"logs: {harness.pool.log_dir}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; the exit code is the verdict."""
     args = arguments(argv)
@@ -135,11 +158,15 @@ def main(argv: list[str] | None = None) -> int:
         emulator.host,
         args.instances,
     )
+    pubsub = PubSubEmulator()
+    events = EventHarness(EVENT_JOB, DEMO_MIX, args.seed, PROJECT, sim.log_dir / "events")
     started_pids: list[int] = []
 
     def stop_everything() -> None:
-        started_pids.extend(sim.pids())
+        started_pids.extend(sim.pids() + events.pids())
         sim.stop()
+        events.stop()
+        pubsub.stop()
         emulator.stop()
 
     atexit.register(stop_everything)
@@ -151,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(about {wall:.0f} s), seed {args.seed}, faults {args.faults}"
     )
     outcome: list[Result | BaseException] = []
+    event_outcome: list[EventResult] = []
 
     def play() -> None:
         try:
@@ -179,6 +207,16 @@ def main(argv: list[str] | None = None) -> int:
         while runner.is_alive():
             runner.join(PROGRESS_SECONDS)
             print(_progress(sim, began, planned), flush=True)
+        if not isinstance(outcome[0], BaseException):
+            started_pids.extend(sim.pids())
+            sim.stop()  # the scheduled jobs' instances are done: their cores go to the event job
+            print(f"event job {EVENT_JOB}: starting the Pub/Sub emulator and instances ...", flush=True)
+            pubsub.start()
+            os.environ["PUBSUB_EMULATOR_HOST"] = pubsub.host
+            print(f"  publishing {sum(DEMO_MIX.values())} messages with faults ...", flush=True)
+            event_outcome.append(
+                events.run(pubsub.host, EVENT_TIMEOUT_SECONDS, progress=lambda line: print(line, flush=True))
+            )
     except KeyboardInterrupt:
         print("\ninterrupted: stopping everything", file=sys.stderr)
         stop_everything()
@@ -188,10 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         stop_everything()
-    alive = _leftovers(started_pids, emulator)
+    alive = _leftovers(started_pids, [emulator, pubsub])
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     _report(outcome[0], sim)
+    _report_events(event_outcome[0], events)
     if alive:
         print(f"FAIL: processes still running after stop: {alive}", file=sys.stderr)
-    return 0 if outcome[0].ok and not alive else 1
+    return 0 if outcome[0].ok and event_outcome[0].ok and not alive else 1

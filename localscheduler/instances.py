@@ -126,6 +126,13 @@ class InstancePool:
         if process is not None:
             _kill_group(process)
 
+    def died(self, instance: Instance, process: subprocess.Popen | None) -> None:
+        """A request found the instance's `process` dead: take it out of rotation until the pool
+        has replaced it (unless it already has: then the new process stays in rotation)."""
+        with self._changed:
+            if instance.process is process and process is not None and not instance.alive():
+                instance.ready = False
+
     def pids(self) -> list[int]:
         """Process group ids of the instances currently running."""
         return [i.process.pid for i in self.instances if i.alive() and i.process is not None]

@@ -22,6 +22,7 @@ from .bodies import Body
 from .journal import Journal, Sent
 from .scheduler import Trigger
 from .store import StoreView, as_utc
+from .table import aligned
 
 PERMANENT = "PermanentError"
 
@@ -191,17 +192,7 @@ def render(rows: list[JobRow]) -> str:
     lines += [[str(getattr(row, name)) for name, _ in COLUMNS[1:]] for row in [*rows, total]]
     for line, row in zip(lines[1:], [*rows, total], strict=True):
         line.insert(0, f"{row.team}/{row.job}" if row.team else row.job)
-    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
-    text = [
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
-        )
-        for line in lines
-    ]
-    text.insert(1, "-" * len(text[0]))
-    text.insert(len(text) - 1, "-" * len(text[0]))
-    return "\n".join(text)
+    return aligned(lines, total=True)
 
 
 def fault_summary(journal: Journal) -> str:

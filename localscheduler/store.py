@@ -14,6 +14,7 @@ from google.cloud import firestore
 
 from runonce import Delivery, run_key
 from runonce.delivery import Instant
+from stacks.naming import scheduler_job_name
 
 from .plan import PlannedRun
 
@@ -24,7 +25,8 @@ OUTBOX_COLLECTION = "report_outbox"
 def key_of(run: PlannedRun, forced: bool) -> str:
     """The run key the handler derives for deliveries of this run (forced: a "Force run")."""
     instant = Instant(utc=run.schedule_time.astimezone(UTC), nanos=0)
-    return run_key(Delivery(run.job.name, instant, run.team.project, run.team.region, forced))
+    job = scheduler_job_name(run.team.name, run.job.name)  # the JobName deployed Scheduler sends
+    return run_key(Delivery(job, instant, run.team.project, run.team.region, forced))
 
 
 @dataclass(frozen=True)

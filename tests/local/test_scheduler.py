@@ -13,10 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from localscheduler.clock import AcceleratedClock
+from localscheduler.delivery import scheduler_headers
 from localscheduler.faults import FaultMix
 from localscheduler.journal import Journal
 from localscheduler.plan import planned_runs
 from localscheduler.scheduler import LocalScheduler, triggers
+from stacks import naming
 from stacks.team import Job, Retry, Team
 
 RATE = 600.0
@@ -97,11 +99,18 @@ def test_a_delivery_carries_the_scheduler_and_runonce_headers_and_the_jobs_body(
     headers, body = recorder.received[0]
     assert headers["User-Agent"] == "Google-Cloud-Scheduler"
     assert headers["X-CloudScheduler"] == "true"
-    assert headers["X-CloudScheduler-JobName"] == "sync"
+    assert headers["X-CloudScheduler-JobName"] == "team-sync"  # the deployed job's name: team-job
     assert headers["X-CloudScheduler-ScheduleTime"] == "2026-01-01T00:02:00Z"
     assert headers["X-Runonce-Project"] == "proj-1"
     assert headers["X-Runonce-Location"] == "europe-west1"
     assert json.loads(body) == {"region": "eu"}
+
+
+def test_the_local_job_name_is_the_one_the_stacks_give_the_deployed_scheduler_job():
+    team = Team(name="orders", project="p", region="europe-west1", jobs=[])
+    job = Job(name="nightly", schedule="0 3 * * *", time_zone="Etc/UTC", source="report")
+    sent = scheduler_headers(team, job, START)["X-CloudScheduler-JobName"]
+    assert sent == naming.scheduler_job_name("orders", "nightly") == "orders-nightly"
 
 
 @pytest.mark.parametrize("recorder", [[500, 409]], indirect=True)
