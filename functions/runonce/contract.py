@@ -39,6 +39,8 @@ DEAD_LETTER_REASON_FIELD = "dead_letter_reason"
 """On an event's record: why it was dead-lettered (a `DeadLetterReason` value)."""
 DEAD_LETTER_MESSAGE_ID_FIELD = "dead_letter_message_id"
 """On an event's record: the messageId of its copy in the dead-letter topic."""
+DEAD_LETTER_FAILED_AT_FIELD = "dead_letter_failed_at"
+"""On an event's record: when forwarding its copy last failed (a redelivery may forward it now)."""
 
 # Attributes runonce adds to an event's copy in the dead-letter topic (the original ones are kept).
 DEAD_LETTER_REASON_ATTRIBUTE = "runonce_reason"

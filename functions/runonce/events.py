@@ -13,17 +13,19 @@ service and the emulator). CloudEvent: returning acknowledges, raising `EventRet
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import clock, logs
 from .connection import Connection, Setup
 from .contract import (
+    DEAD_LETTER_FAILED_AT_FIELD,
     DEAD_LETTER_MESSAGE_ID_FIELD,
     DEAD_LETTER_REASON_FIELD,
     DEAD_LETTERED_AT_FIELD,
@@ -136,6 +138,9 @@ def _forward(
         message_id = setup.dead_letters.forward(event, reason, key, attempt, error)
     except DeadLetterFailed as exc:
         problem = describe(exc, 1024)
+        # Says no forwarder is at work any more, so the redelivery may forward at once.
+        with contextlib.suppress(Exception):
+            setup.base.store.annotate(key, {DEAD_LETTER_FAILED_AT_FIELD: clock.now()})
         log(
             logging.ERROR,
             f"event not dead-lettered, so not acknowledged: {problem}",
@@ -161,6 +166,16 @@ def _forward(
     return Answer({**answer.body, "dead_lettered": True, "dead_letter_message_id": message_id}, answer.status)
 
 
+def _forwarding_elsewhere(record: dict[str, Any], lease: timedelta) -> bool:
+    """The attempt that recorded this failure may still be forwarding its copy: it finished less
+    than a lease ago and has neither marked the copy sent nor recorded that sending it failed.
+    A duplicate then waits (409) instead of publishing a second copy alongside it."""
+    if record.get(DEAD_LETTER_FAILED_AT_FIELD) is not None:
+        return False
+    finished = record.get("finished_at")
+    return isinstance(finished, datetime) and finished + lease > clock.now()
+
+
 def _finish_event(setup: EventSetup, event: Event, key: str, attempt: Attempt, answer: Answer) -> Answer:
     """The core's answer, once a failed or too old event is safely in the dead-letter topic."""
     outcome = answer.outcome
@@ -178,6 +193,13 @@ def _finish_event(setup: EventSetup, event: Event, key: str, attempt: Attempt, a
         return claim_failed(exc, key, attempt)
     if record.get(DEAD_LETTERED_AT_FIELD) is not None:
         return answer
+    if _forwarding_elsewhere(record, setup.base.settings.lease):
+        log(
+            logging.INFO,
+            "failed event not yet marked dead-lettered; its forwarder may still be at work",
+            outcome=Outcome.IN_PROGRESS.label,
+        )
+        return Outcome.IN_PROGRESS.answer(run_key=key, forwarding=True)
     too_old = str(record.get("error") or "").startswith(TOO_OLD_ERROR)
     reason = DeadLetterReason.TOO_OLD if too_old else DeadLetterReason.PERMANENT_FAILURE
     return _forward(setup, event, key, reason, int(record.get("attempts") or 0), answer)

@@ -168,6 +168,47 @@ def test_a_failed_forwarding_is_answered_500_and_the_next_delivery_forwards_it(p
     assert probe.count == 1  # the job itself never ran again
 
 
+def test_a_duplicate_while_the_first_attempt_forwards_waits_and_adds_no_second_copy(
+    pubsub, push_app, probe, monkeypatch
+):
+    """The failure is recorded before its copy is published: a redelivery in between must not
+    publish a copy of its own (it is answered 409 and Pub/Sub delivers it again later)."""
+    from runonce.deadletter import DeadLetters
+
+    forwarding, proceed = threading.Event(), threading.Event()
+    forward = DeadLetters.forward
+
+    def slow_forward(self, *args, **kwargs):
+        forwarding.set()
+        proceed.wait(10)
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(DeadLetters, "forward", slow_forward)
+    topic = pubsub.topic("dead")
+    letters = pubsub.pull_subscription("dead-letters", topic)
+    client = push_app(dead_letter_topic=topic).test_client()
+
+    def refuse(event):
+        raise PermanentError("bad order")
+
+    probe.behaviour = refuse
+    first: list = []
+    worker = threading.Thread(target=lambda: first.append(post(client, envelope())))
+    worker.start()
+    assert forwarding.wait(10)
+    monkeypatch.setattr(DeadLetters, "forward", forward)
+    during = post(client, envelope())
+    proceed.set()
+    worker.join(10)
+    after = post(client, envelope())
+
+    assert during.status_code == 409 and during.json["forwarding"] is True
+    assert first[0].status_code == 200 and first[0].json["dead_lettered"] is True
+    assert after.status_code == 200 and after.json["outcome"] == "duplicate"
+    assert len(pubsub.pull(letters, 1)) == 1  # one copy, not two
+    assert probe.count == 1
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
