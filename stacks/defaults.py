@@ -25,6 +25,14 @@ ROLE_BUILD_LOG_WRITER = "roles/logging.logWriter"
 # Object Viewer permission"); granted at project level, conditioned to that one bucket.
 ROLE_BUILD_GCF_SOURCE_READER = "roles/storage.objectViewer"
 
+# Pub/Sub push (event jobs): the service agent publishes dead letters and acknowledges the source
+# message, the runtime account publishes its own dead letters (Pub/Sub "Dead-letter topics":
+# https://cloud.google.com/pubsub/docs/handling-failures#grant_forwarding_permissions).
+ROLE_PUBLISHER = "roles/pubsub.publisher"
+ROLE_SUBSCRIBER = "roles/pubsub.subscriber"
+# The dead letters' pull subscription keeps them the longest Pub/Sub allows: 7 days.
+DEAD_LETTER_RETENTION = "604800s"
+
 # Waits after eventually consistent changes, as time_sleep create durations. 60 s after the
 # build grants is what the provider's "cloudfunctions2 basic builder" example waits; the same
 # after API enablement (provider issues 10510, 8214, 16883: "wait a few minutes ... and retry").
@@ -53,6 +61,8 @@ API_CLOUD_BUILD = "cloudbuild.googleapis.com"
 API_FUNCTIONS = "cloudfunctions.googleapis.com"
 API_RUN = "run.googleapis.com"
 API_SCHEDULER = "cloudscheduler.googleapis.com"
+# Enabled only by teams with event jobs, so other teams' stacks do not change.
+API_PUBSUB = "pubsub.googleapis.com"
 REQUIRED_APIS = (
     API_IAM,
     API_FIRESTORE,

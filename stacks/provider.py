@@ -76,6 +76,19 @@ from cdktf_cdktf_provider_google.project_iam_member import (  # noqa: E402
 )
 from cdktf_cdktf_provider_google.project_service import ProjectService  # noqa: E402
 from cdktf_cdktf_provider_google.provider import GoogleProvider  # noqa: E402
+from cdktf_cdktf_provider_google.pubsub_subscription import (  # noqa: E402
+    PubsubSubscription,
+    PubsubSubscriptionDeadLetterPolicy,
+    PubsubSubscriptionExpirationPolicy,
+    PubsubSubscriptionPushConfig,
+    PubsubSubscriptionPushConfigOidcToken,
+    PubsubSubscriptionRetryPolicy,
+)
+from cdktf_cdktf_provider_google.pubsub_subscription_iam_member import (  # noqa: E402
+    PubsubSubscriptionIamMember,
+)
+from cdktf_cdktf_provider_google.pubsub_topic import PubsubTopic  # noqa: E402
+from cdktf_cdktf_provider_google.pubsub_topic_iam_member import PubsubTopicIamMember  # noqa: E402
 from cdktf_cdktf_provider_google.service_account import ServiceAccount  # noqa: E402
 from cdktf_cdktf_provider_google.storage_bucket import (  # noqa: E402
     StorageBucket,
@@ -115,6 +128,15 @@ __all__ = [
     "ProjectIamMember",
     "ProjectIamMemberCondition",
     "ProjectService",
+    "PubsubSubscription",
+    "PubsubSubscriptionDeadLetterPolicy",
+    "PubsubSubscriptionExpirationPolicy",
+    "PubsubSubscriptionIamMember",
+    "PubsubSubscriptionPushConfig",
+    "PubsubSubscriptionPushConfigOidcToken",
+    "PubsubSubscriptionRetryPolicy",
+    "PubsubTopic",
+    "PubsubTopicIamMember",
     "ServiceAccount",
     "Sleep",
     "StorageBucket",

@@ -90,7 +90,7 @@ QUOTA_KEYS = {quota.key: quota for quota in QUOTAS}
 
 def usage(team: Team) -> dict[str, int]:
     """What one team's stack creates, by quota key."""
-    functions = len(shared_functions(team))
+    functions = len(shared_functions(team)) + len(team.event_jobs)  # an event job's function is its own
     retiring = 2 * len(team.jobs) if team.keep_per_job_accounts else 0  # migration step 1
     return {
         SERVICE_ACCOUNTS.key: TEAM_ACCOUNTS + functions + retiring,  # a runtime account per function

@@ -1,0 +1,190 @@
+"""One event job's delivery: a Pub/Sub push subscription to its function, with a retry policy, a
+dead-letter topic and the grants dead-lettering needs (docs/stacks.md, "Event jobs")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cdktf import ITerraformDependable
+from constructs import Construct
+
+from stacks import defaults, naming
+from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
+from stacks.deduplicated_function import DeduplicatedFunction
+from stacks.identity import member
+from stacks.provider import (
+    CloudRunV2ServiceIamMember,
+    PubsubSubscription,
+    PubsubSubscriptionDeadLetterPolicy,
+    PubsubSubscriptionExpirationPolicy,
+    PubsubSubscriptionIamMember,
+    PubsubSubscriptionPushConfig,
+    PubsubSubscriptionPushConfigOidcToken,
+    PubsubSubscriptionRetryPolicy,
+    PubsubTopic,
+    PubsubTopicIamMember,
+)
+from stacks.required_apis import RequiredApis
+from stacks.scheduled_job import grant_run_invoker, seconds
+from stacks.team import EventJob, Team
+
+
+def event_environment(team: Team, job: EventJob) -> dict[str, str]:
+    """The event variables runonce reads: the maximum event age, and the dead-letter topic as the
+    full path `projects/P/topics/T` (the library's settings accept that form)."""
+    topic = naming.dead_letter_topic_name(team.name, job.name)
+    return {
+        MAX_EVENT_AGE_VARIABLE: str(job.max_event_age_seconds),
+        DEAD_LETTER_TOPIC_VARIABLE: naming.topic_path(team.project, topic),
+    }
+
+
+@dataclass(frozen=True)
+class EventDeliveryProps:
+    """The event job, the accounts involved and the project's Pub/Sub service agent."""
+
+    team: Team
+    """The job's team (project)."""
+    job: EventJob
+    """Topic, retry policy, retry window, delivery attempts, timeout."""
+    runtime_email: str
+    """The function's runtime account, which publishes runonce's dead letters."""
+    invoker_email: str
+    """The team's invoker account, which signs the push requests' OIDC tokens."""
+    project_number: str
+    """The project number (a Terraform reference), naming the Pub/Sub service agent."""
+    apis: RequiredApis
+    """The stack's enabled APIs."""
+
+
+class EventDelivery(Construct):
+    """An event job's Pub/Sub side, built in two steps by `TeamStack`.
+
+    1. On construction, before the functions: the topic (unless the job names an existing one),
+       the dead-letter topic and its 7-day pull subscription, and publisher on the dead-letter
+       topic for the runtime account and for the Pub/Sub service agent (`grants`, which the
+       stack's IAM wait includes).
+    2. `subscribe`, once the invoker's grant on the function has settled: the push subscription
+       to the function's run.app URI with an OIDC token for that audience, and subscriber on it
+       for the service agent (which dead-lettering needs to acknowledge the source message).
+    """
+
+    def __init__(self, scope: Construct, id: str, props: EventDeliveryProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        team, job = props.team, props.job
+        pubsub = props.apis.of(defaults.API_PUBSUB)
+        self.service_agent = member(naming.pubsub_service_agent(props.project_number))
+        """The Pub/Sub service agent as an IAM principal."""
+        self.topic: PubsubTopic | None = None
+        """The topic the stack created, or None when the job names an existing one."""
+        if job.topic:
+            self.topic_id = naming.topic_path(team.project, job.topic)
+        else:
+            self.topic = PubsubTopic(
+                self,
+                "topic",
+                project=team.project,
+                name=naming.topic_name(team.name, job.name),
+                labels=job.labels or None,
+                depends_on=pubsub,
+            )
+            self.topic_id = self.topic.id
+        self.dead_letter_topic = PubsubTopic(
+            self,
+            "dead-letter-topic",
+            project=team.project,
+            name=naming.dead_letter_topic_name(team.name, job.name),
+            labels=job.labels or None,
+            depends_on=pubsub,
+        )
+        """Where runonce (permanent failures, too old events) and Pub/Sub (delivery attempts
+        used up) put the events that did not end in an effect."""
+        self.dead_letters = PubsubSubscription(
+            self,
+            "dead-letter-subscription",
+            project=team.project,
+            name=naming.dead_letter_subscription_name(team.name, job.name),
+            topic=self.dead_letter_topic.id,
+            message_retention_duration=defaults.DEAD_LETTER_RETENTION,
+            expiration_policy=PubsubSubscriptionExpirationPolicy(ttl=""),
+            labels=job.labels or None,
+            depends_on=pubsub,
+        )
+        """The pull subscription that keeps dead letters for 7 days, until someone reads them."""
+        self.grants = [
+            PubsubTopicIamMember(
+                self,
+                "runtime-dead-letter-publisher",
+                project=team.project,
+                topic=self.dead_letter_topic.name,
+                role=defaults.ROLE_PUBLISHER,
+                member=member(props.runtime_email),
+                depends_on=pubsub,
+            ),
+            PubsubTopicIamMember(
+                self,
+                "agent-dead-letter-publisher",
+                project=team.project,
+                topic=self.dead_letter_topic.name,
+                role=defaults.ROLE_PUBLISHER,
+                member=self.service_agent,
+                depends_on=pubsub,
+            ),
+        ]
+        """Publisher on the dead-letter topic only: for the runtime account and the service agent."""
+        self.subscription: PubsubSubscription | None = None
+        """The push subscription, once `subscribe` ran."""
+
+    def grant_invoker(self, function: DeduplicatedFunction) -> CloudRunV2ServiceIamMember:
+        """roles/run.invoker for the team's invoker (the push tokens' signer) on this job's
+        function's service only."""
+        props = self.props
+        return grant_run_invoker(self, props.team, function, props.invoker_email, props.apis)
+
+    def subscribe(
+        self, function: DeduplicatedFunction, after: Sequence[ITerraformDependable]
+    ) -> PubsubSubscription:
+        """The push subscription to `function`, created `after` its invoker grant has settled,
+        and the service agent's subscriber grant on it."""
+        team, job = self.props.team, self.props.job
+        pubsub = self.props.apis.of(defaults.API_PUBSUB)
+        self.subscription = PubsubSubscription(
+            self,
+            "push-subscription",
+            project=team.project,
+            name=naming.push_subscription_name(team.name, job.name),
+            topic=self.topic_id,
+            ack_deadline_seconds=job.ack_deadline_seconds,
+            message_retention_duration=seconds(job.retry_window_seconds),
+            retry_policy=PubsubSubscriptionRetryPolicy(
+                minimum_backoff=seconds(job.retry.min_backoff_seconds),
+                maximum_backoff=seconds(job.retry.max_backoff_seconds),
+            ),
+            expiration_policy=PubsubSubscriptionExpirationPolicy(ttl=""),
+            dead_letter_policy=PubsubSubscriptionDeadLetterPolicy(
+                dead_letter_topic=self.dead_letter_topic.id,
+                max_delivery_attempts=job.max_delivery_attempts,
+            ),
+            push_config=PubsubSubscriptionPushConfig(
+                push_endpoint=function.uri,
+                oidc_token=PubsubSubscriptionPushConfigOidcToken(
+                    service_account_email=self.props.invoker_email, audience=function.uri
+                ),
+            ),
+            labels=job.labels or None,
+            depends_on=[*pubsub, *self.grants, *after],
+        )
+        self.subscriber_grant = PubsubSubscriptionIamMember(
+            self,
+            "agent-subscriber",
+            project=team.project,
+            subscription=self.subscription.name,
+            role=defaults.ROLE_SUBSCRIBER,
+            member=self.service_agent,
+            depends_on=pubsub,
+        )
+        """Subscriber on the push subscription for the service agent, which acknowledges a
+        message once it has forwarded it to the dead-letter topic."""
+        return self.subscription
