@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE
 from stacks.defaults import RETIRING_ACCOUNT
 
 
@@ -60,8 +61,11 @@ ONE_BUCKET_CONDITION = re.compile(
     r'^resource\.name\s*==\s*"projects/_/buckets/([^/"]+)"\s*\|\|\s*'
     r'resource\.name\.startsWith\("projects/_/buckets/\1/objects/"\)$'
 )
-# Roles that exist only at project level and only write: log entries cannot be scoped further.
-PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
+# Roles that exist only at project level and only write: log entries cannot be scoped further,
+# and an Eventarc trigger's account receives events at project level only.
+PROJECT_ONLY_ROLES = {"roles/logging.logWriter", "roles/eventarc.eventReceiver"}
+STORAGE_AGENT = re.compile(r"^serviceAccount:service-[^@]+@gs-project-accounts\.iam\.gserviceaccount\.com$")
+STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 # Arguments that make a service account the identity a component runs or calls as.
 IDENTITY_ARGUMENTS = {"service_account_email", "service_account", "service_account_name"}
 SERVING_TYPES = {
@@ -120,9 +124,28 @@ def role_scoped_to_one_resource(resource: Resource) -> Verdict:
         return Verdict.COMPLIANT
     if _is_target_grant(resource):  # the narrowest level the target's API offers (RO-IAM-8)
         return Verdict.COMPLIANT
+    if _is_storage_trigger_grant(resource):
+        return Verdict.COMPLIANT
     expression = resource.config.get("condition", {}).get("expression", "").strip()
     scoped = ONE_DATABASE_CONDITION.match(expression) or ONE_BUCKET_CONDITION.match(expression)
     return Verdict.COMPLIANT if scoped else Verdict.NON_COMPLIANT
+
+
+def _is_storage_trigger_grant(resource: Resource) -> bool:
+    """Publisher at project level for the Cloud Storage service agent, in a stack with a Cloud
+    Storage Eventarc trigger: the agent publishes to the trigger's transport topic, which
+    Eventarc creates and names itself, so no narrower grant exists."""
+    storage_triggers = [
+        config
+        for config in resource.stack.get("resource", {}).get("google_cloudfunctions2_function", {}).values()
+        for event_type in _values_at(config, ("event_trigger", "event_type"))
+        if event_type == STORAGE_FINALIZED
+    ]
+    return (
+        bool(storage_triggers)
+        and resource.config.get("role") == "roles/pubsub.publisher"
+        and all(STORAGE_AGENT.match(member) for member in _members(resource))
+    )
 
 
 # Where each resource type names the service account a component runs or calls as, and which
@@ -133,6 +156,7 @@ IDENTITY_PATHS: dict[str, dict[tuple[str, ...], str]] = {
     "google_cloudfunctions2_function": {
         ("service_config", "service_account_email"): "runtime",
         ("build_config", "service_account"): "build",
+        ("event_trigger", "service_account_email"): "trigger",
     },
     "google_cloudfunctions_function": {
         ("service_account_email",): "runtime",
@@ -661,10 +685,30 @@ def _runtime_accounts_by_uri(stack: Mapping[str, Any]) -> dict[str, str]:
     return found
 
 
+def _runs_as(config: Mapping[str, Any], account: str) -> bool:
+    """Whether a function's runtime account is the `google_service_account` named `account`."""
+    return any(
+        (found := MEMBER_ACCOUNT.search(str(value))) is not None and found.group(1) == account
+        for value in _values_at(config, ("service_config", "service_account_email"))
+    )
+
+
+def _dead_letter_paths(stack: Mapping[str, Any], account: str) -> set[str]:
+    """The dead-letter topics (RUNONCE_DEAD_LETTER_TOPIC) of the functions running as `account`."""
+    return {
+        str(path)
+        for config in stack.get("resource", {}).get("google_cloudfunctions2_function", {}).values()
+        if _runs_as(config, account)
+        for path in _values_at(
+            config, ("service_config", "environment_variables", DEAD_LETTER_TOPIC_VARIABLE)
+        )
+    }
+
+
 def runtime_publishes_only_its_dead_letters(resource: Resource) -> Verdict:
-    """An event function's runtime account holds publisher on the dead-letter topic of the
-    subscription that pushes to it, and no other Pub/Sub grant: it must not publish into another
-    job's dead letters, nor read or consume any subscription."""
+    """An event function's runtime account holds publisher on its own dead-letter topic (the one
+    its RUNONCE_DEAD_LETTER_TOPIC names), and no other Pub/Sub grant: it must not publish into
+    another job's dead letters or the source topic, nor read or consume any subscription."""
     if resource.type not in PUBSUB_GRANT_TYPES:
         return Verdict.NOT_APPLICABLE
     runtimes = set(_runtime_accounts_by_uri(resource.stack).values())
@@ -676,9 +720,8 @@ def runtime_publishes_only_its_dead_letters(resource: Resource) -> Verdict:
         or resource.config.get("role") != "roles/pubsub.publisher"
     ):
         return Verdict.NON_COMPLIANT
-    subscription = _dead_letter_topics(resource.stack).get(_granted_on(resource))
-    if subscription is None:
-        return Verdict.NON_COMPLIANT
-    push = _block(_config_at(resource.stack, f"google_pubsub_subscription.{subscription}"), "push_config")
-    pushed_to = _runtime_accounts_by_uri(resource.stack).get(str(push.get("push_endpoint", "")))
-    return Verdict.COMPLIANT if accounts == {pushed_to} else Verdict.NON_COMPLIANT
+    topic = _config_at(resource.stack, f"google_pubsub_topic.{_granted_on(resource)}")
+    project = topic.get("project") or _provider_project(resource.stack)
+    path = f"projects/{project}/topics/{topic.get('name', '')}"
+    own = all(_dead_letter_paths(resource.stack, account) == {path} for account in accounts)
+    return Verdict.COMPLIANT if topic and own else Verdict.NON_COMPLIANT

@@ -1,5 +1,6 @@
 """One event job's delivery: a Pub/Sub push subscription to its function, with a retry policy, a
-dead-letter topic and the grants dead-lettering needs (docs/stacks.md, "Event jobs")."""
+dead-letter topic and the grants dead-lettering needs; or the function's own Eventarc trigger
+(docs/stacks.md, "Event jobs")."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from constructs import Construct
 from stacks import defaults, naming
 from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
 from stacks.deduplicated_function import DeduplicatedFunction
-from stacks.identity import member
+from stacks.identity import member, service_account
 from stacks.provider import (
+    Cloudfunctions2FunctionEventTrigger,
+    Cloudfunctions2FunctionEventTriggerEventFilters,
     CloudRunV2ServiceIamMember,
+    ProjectIamMember,
     PubsubSubscription,
     PubsubSubscriptionDeadLetterPolicy,
     PubsubSubscriptionExpirationPolicy,
@@ -27,7 +31,7 @@ from stacks.provider import (
 )
 from stacks.required_apis import RequiredApis
 from stacks.scheduled_job import grant_run_invoker, seconds
-from stacks.team import EventJob, Team
+from stacks.team import EVENTARC, EventJob, Team
 
 
 def event_environment(team: Team, job: EventJob) -> dict[str, str]:
@@ -78,10 +82,14 @@ class EventDelivery(Construct):
         self.service_agent = member(naming.pubsub_service_agent(props.project_number))
         """The Pub/Sub service agent as an IAM principal."""
         self.topic: PubsubTopic | None = None
-        """The topic the stack created, or None when the job names an existing one."""
-        if job.topic:
+        """The topic the stack created, or None when the job names an existing one (or its
+        Eventarc trigger listens to a bucket)."""
+        self.topic_id = ""
+        """The topic's id (`projects/P/topics/T`), "" for a bucket trigger."""
+        # A Cloud Storage trigger (`bucket`) has no topic of the job's own.
+        if job.topic and not job.bucket:
             self.topic_id = naming.topic_path(team.project, job.topic)
-        else:
+        elif not job.bucket:
             self.topic = PubsubTopic(
                 self,
                 "topic",
@@ -113,7 +121,7 @@ class EventDelivery(Construct):
             depends_on=pubsub,
         )
         """The pull subscription that keeps dead letters for 7 days, until someone reads them."""
-        self.grants = [
+        self.grants: list[ITerraformDependable] = [
             PubsubTopicIamMember(
                 self,
                 "runtime-dead-letter-publisher",
@@ -122,26 +130,94 @@ class EventDelivery(Construct):
                 role=defaults.ROLE_PUBLISHER,
                 member=member(props.runtime_email),
                 depends_on=pubsub,
-            ),
-            PubsubTopicIamMember(
-                self,
-                "agent-dead-letter-publisher",
-                project=team.project,
-                topic=self.dead_letter_topic.name,
-                role=defaults.ROLE_PUBLISHER,
-                member=self.service_agent,
-                depends_on=pubsub,
-            ),
+            )
         ]
-        """Publisher on the dead-letter topic only: for the runtime account and the service agent."""
+        """Publisher on the dead-letter topic for the runtime account (runonce's dead letters) and,
+        for push, for the service agent (Pub/Sub's); for Eventarc, the trigger account's and the
+        Cloud Storage agent's grants. The stack's IAM wait includes them all."""
+        self.trigger_email = ""
+        """The Eventarc trigger's account (its email), "" for push."""
+        if job.trigger == EVENTARC:
+            self._eventarc_grants(props)
+        else:
+            self.grants.append(
+                PubsubTopicIamMember(
+                    self,
+                    "agent-dead-letter-publisher",
+                    project=team.project,
+                    topic=self.dead_letter_topic.name,
+                    role=defaults.ROLE_PUBLISHER,
+                    member=self.service_agent,
+                    depends_on=pubsub,
+                )
+            )
         self.subscription: PubsubSubscription | None = None
         """The push subscription, once `subscribe` ran."""
 
+    def _eventarc_grants(self, props: EventDeliveryProps) -> None:
+        """The trigger's own account, which receives the events (eventReceiver exists only at
+        project level); for a bucket, publisher for the Cloud Storage service agent, which
+        publishes object events to Eventarc's Pub/Sub transport."""
+        team, job = props.team, props.job
+        account = service_account(
+            self,
+            "trigger-account",
+            team,
+            naming.account_id(team.name, job.name, naming.TRIGGER_ROLE),
+            f"runonce {team.name}/{job.name} Eventarc trigger",
+            props.apis,
+        )
+        self.trigger_email = account.email
+        self.grants.append(
+            ProjectIamMember(
+                self,
+                "trigger-event-receiver",
+                project=team.project,
+                role=defaults.ROLE_EVENT_RECEIVER,
+                member=member(self.trigger_email),
+            )
+        )
+        if job.bucket:
+            self.grants.append(
+                ProjectIamMember(
+                    self,
+                    "storage-agent-publisher",
+                    project=team.project,
+                    role=defaults.ROLE_PUBLISHER,
+                    member=member(naming.storage_service_agent(props.project_number)),
+                )
+            )
+
+    def event_trigger(self) -> Cloudfunctions2FunctionEventTrigger | None:
+        """The function's Eventarc trigger (retried on failure), None for push: object finalize
+        on the bucket, or the messages of the topic."""
+        team, job = self.props.team, self.props.job
+        if job.trigger != EVENTARC:
+            return None
+        if job.bucket:
+            return Cloudfunctions2FunctionEventTrigger(
+                trigger_region=team.region,
+                event_type=defaults.EVENT_STORAGE_FINALIZED,
+                event_filters=[
+                    Cloudfunctions2FunctionEventTriggerEventFilters(attribute="bucket", value=job.bucket)
+                ],
+                retry_policy=defaults.EVENTARC_RETRY,
+                service_account_email=self.trigger_email,
+            )
+        return Cloudfunctions2FunctionEventTrigger(
+            trigger_region=team.region,
+            event_type=defaults.EVENT_PUBSUB,
+            pubsub_topic=self.topic_id,
+            retry_policy=defaults.EVENTARC_RETRY,
+            service_account_email=self.trigger_email,
+        )
+
     def grant_invoker(self, function: DeduplicatedFunction) -> CloudRunV2ServiceIamMember:
-        """roles/run.invoker for the team's invoker (the push tokens' signer) on this job's
-        function's service only."""
+        """roles/run.invoker on this job's function's service only, for whoever calls it: the
+        team's invoker (the push tokens' signer) or the Eventarc trigger's account."""
         props = self.props
-        return grant_run_invoker(self, props.team, function, props.invoker_email, props.apis)
+        caller = self.trigger_email or props.invoker_email
+        return grant_run_invoker(self, props.team, function, caller, props.apis)
 
     def subscribe(
         self, function: DeduplicatedFunction, after: Sequence[ITerraformDependable]

@@ -23,6 +23,8 @@ MIN_ACCOUNT_ID = 6
 DIGEST_LENGTH = 6
 RUNTIME_ROLE = "run"
 """Suffix of a function's runtime account (one per function)."""
+TRIGGER_ROLE = "trg"
+"""Suffix of an Eventarc event job's trigger account (one per such job)."""
 TEAM_ROLES = ("build", "call")
 """Suffixes of the team's two shared accounts: the build account and the Scheduler invoker."""
 
@@ -116,3 +118,8 @@ def topic_path(project: str, topic: str) -> str:
 def pubsub_service_agent(project_number: str) -> str:
     """The project's Pub/Sub service agent, which forwards dead letters."""
     return f"service-{project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+
+
+def storage_service_agent(project_number: str) -> str:
+    """The project's Cloud Storage service agent, which publishes object events to Eventarc."""
+    return f"service-{project_number}@gs-project-accounts.iam.gserviceaccount.com"

@@ -61,6 +61,8 @@ from cdktf_cdktf_provider_google.cloudfunctions2_function import (  # noqa: E402
     Cloudfunctions2FunctionBuildConfig,
     Cloudfunctions2FunctionBuildConfigSource,
     Cloudfunctions2FunctionBuildConfigSourceStorageSource,
+    Cloudfunctions2FunctionEventTrigger,
+    Cloudfunctions2FunctionEventTriggerEventFilters,
     Cloudfunctions2FunctionServiceConfig,
 )
 from cdktf_cdktf_provider_google.data_google_project import DataGoogleProject  # noqa: E402
@@ -118,6 +120,8 @@ __all__ = [
     "Cloudfunctions2FunctionBuildConfig",
     "Cloudfunctions2FunctionBuildConfigSource",
     "Cloudfunctions2FunctionBuildConfigSourceStorageSource",
+    "Cloudfunctions2FunctionEventTrigger",
+    "Cloudfunctions2FunctionEventTriggerEventFilters",
     "Cloudfunctions2FunctionServiceConfig",
     "DataGoogleProject",
     "FirestoreDatabase",

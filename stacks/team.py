@@ -159,6 +159,10 @@ class PushRetry:
 
 # Pub/Sub keeps an unacknowledged message at most this long (message_retention_duration).
 MAX_RETRY_WINDOW_SECONDS = 7 * 24 * 3600
+PUSH = "push"
+"""`EventJob.trigger`: a Pub/Sub push subscription the stack configures fully (the default)."""
+EVENTARC = "eventarc"
+"""`EventJob.trigger`: a gen2 Eventarc trigger (CloudEvents); see docs/stacks.md for its limits."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +212,16 @@ class EventJob:
     """Upper bound on instances."""
     runtime: str = "python312"
     """Cloud Run functions runtime the source is built with."""
+    trigger: str = PUSH
+    """How events arrive: "push" (default), a push subscription with the retry policy, retry
+    window, delivery attempts and dead-letter policy above; or "eventarc", the function's own
+    Eventarc trigger with RETRY_POLICY_RETRY, for a handler under @functions_framework.cloud_event
+    (retry, retry_window_seconds and max_delivery_attempts do not apply: Eventarc's retries cannot
+    be configured, and it has no dead-letter topic; runonce's own dead letters still go to the
+    stack's dead-letter topic)."""
+    bucket: str = ""
+    """Eventarc only: a Cloud Storage bucket whose object finalize events trigger the job; ""
+    (default) triggers on the messages of `topic` instead."""
 
     @property
     def ack_deadline_seconds(self) -> int:
@@ -302,6 +316,12 @@ class Team:
     def location(self) -> str:
         """Firestore location actually used."""
         return self.database_location or self.region
+
+    @property
+    def needs_invoker(self) -> bool:
+        """Whether anything signs as the team's invoker account: a Scheduler job or a push
+        subscription (an Eventarc trigger signs as its own account)."""
+        return bool(self.jobs) or any(job.trigger != EVENTARC for job in self.event_jobs)
 
 
 def load_team_file(path: Path) -> Team:

@@ -29,7 +29,7 @@ from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
 from stacks.sharing import FunctionSettings, SharedFunction, explain, shared_functions
 from stacks.state import local_state_file, missing_local_state
 from stacks.target_access import grant_target, target_apis
-from stacks.team import REPO_ROOT, Team
+from stacks.team import EVENTARC, REPO_ROOT, Team
 from stacks.team_identity import TeamIdentity, TeamIdentityProps
 
 
@@ -59,6 +59,8 @@ class TeamStack(TerraformStack):
         }
         if team.event_jobs:
             target_services.add(defaults.API_PUBSUB)
+        if any(job.trigger == EVENTARC for job in team.event_jobs):
+            target_services.add(defaults.API_EVENTARC)
         services = (*defaults.REQUIRED_APIS, *sorted(target_services - set(defaults.REQUIRED_APIS)))
         self.apis = RequiredApis(self, "apis", RequiredApisProps(project=team.project, services=services))
         """The enabled APIs."""
@@ -186,6 +188,9 @@ class TeamStack(TerraformStack):
                     build_email=self.identity.build_email,
                     iam_settled=self.iam_settled,
                     archive=archives[source],
+                    event_trigger=self.events[shared.name].event_trigger()
+                    if shared.name in self.events
+                    else None,
                 ),
             )
         self.function_of: dict[str, DeduplicatedFunction] = {
@@ -237,4 +242,5 @@ class TeamStack(TerraformStack):
             for job in shared.jobs:
                 self.jobs[job.name].schedule(function, after=[grant, self.invoker_settled])
         for name, events in self.events.items():
-            events.subscribe(self.functions[name], after=[invoker_grants[name], self.invoker_settled])
+            if events.props.job.trigger != EVENTARC:
+                events.subscribe(self.functions[name], after=[invoker_grants[name], self.invoker_settled])

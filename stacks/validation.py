@@ -30,9 +30,11 @@ from stacks.problem import InvalidConfig, Problem
 from stacks.quotas import declared_problems, quota_problems
 from stacks.sharing import crowded_start, shared_functions
 from stacks.team import (
+    EVENTARC,
     FUNCTIONS_DIR,
     LEASE_MARGIN_SECONDS,
     MAX_RETRY_WINDOW_SECONDS,
+    PUSH,
     EventJob,
     Job,
     PushRetry,
@@ -152,7 +154,8 @@ def _derived_names(team: Team) -> Iterator[tuple[str | None, str, str, str]]:
     yield None, "Artifact Registry repository", region, naming.repository_id(team.name)
     yield None, "Firestore database", project, team.database
     for role in naming.TEAM_ROLES:
-        yield None, "service account", project, naming.team_account_id(team.name, role)
+        if role != "call" or team.needs_invoker:
+            yield None, "service account", project, naming.team_account_id(team.name, role)
     for function in shared_functions(team):
         yield function.name, "function", region, naming.function_name(team.name, function.name)
         runtime = naming.account_id(team.name, function.name, naming.RUNTIME_ROLE)
@@ -165,10 +168,14 @@ def _derived_names(team: Team) -> Iterator[tuple[str | None, str, str, str]]:
             project,
             naming.account_id(team.name, event.name, naming.RUNTIME_ROLE),
         )
-        if not event.topic:
+        if not event.topic and not event.bucket:
             yield event.name, "topic", project, naming.topic_name(team.name, event.name)
         yield event.name, "topic", project, naming.dead_letter_topic_name(team.name, event.name)
-        yield event.name, "subscription", project, naming.push_subscription_name(team.name, event.name)
+        if event.trigger == EVENTARC:
+            trigger = naming.account_id(team.name, event.name, naming.TRIGGER_ROLE)
+            yield event.name, "service account", project, trigger
+        else:
+            yield event.name, "subscription", project, naming.push_subscription_name(team.name, event.name)
         yield event.name, "subscription", project, naming.dead_letter_subscription_name(team.name, event.name)
     for job in team.jobs:
         yield job.name, "Scheduler job", region, naming.scheduler_job_name(team.name, job.name)
@@ -735,6 +742,9 @@ MIN_RETRY_WINDOW = 600
 MIN_DELIVERY_ATTEMPTS, MAX_DELIVERY_ATTEMPTS = 5, 100
 TOPIC_ID = re.compile(r"^(?!goog)[A-Za-z][A-Za-z0-9._~%+-]{2,254}$")
 PUBSUB_DISTRIBUTION = "google-cloud-pubsub"
+# Event-driven gen2 functions (an Eventarc trigger) time out after at most 540 s.
+MAX_EVENT_FUNCTION_TIMEOUT = 540
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 
 
 def _event_job(team: Team, job: EventJob) -> Iterator[Problem]:
@@ -751,6 +761,7 @@ def _event_job(team: Team, job: EventJob) -> Iterator[Problem]:
             'give the id of a topic in the team\'s project (not the projects/P/topics/ path), or "" '
             "to let the stack create one",
         )
+    yield from _trigger(job, problem)
     ranges = [*_push_ranges(job, problem), *_function_settings(job, problem)]
     yield from ranges
     if not ranges:
@@ -758,6 +769,34 @@ def _event_job(team: Team, job: EventJob) -> Iterator[Problem]:
     yield from _event_source(job, problem)
     yield from _env(job.function_job({}), problem)
     yield from _labels(team.name, job.name, job.labels, set(team.labels))
+
+
+def _trigger(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
+    """The trigger kind, and what an Eventarc trigger needs."""
+    if job.trigger not in (PUSH, EVENTARC):
+        yield problem("trigger", f"{job.trigger!r} is not a trigger kind", f'use "{PUSH}" or "{EVENTARC}"')
+        return
+    if job.trigger == PUSH and job.bucket:
+        yield problem(
+            "bucket",
+            "a push subscription delivers a topic's messages, not a bucket's events",
+            f'set trigger="{EVENTARC}" for Cloud Storage events, or remove bucket=',
+        )
+    if job.trigger != EVENTARC:
+        return
+    if job.bucket and job.topic:
+        yield problem("topic", "an Eventarc trigger listens to a bucket or a topic, not both", "remove one")
+    if job.bucket and not BUCKET_NAME.match(job.bucket):
+        yield problem(
+            "bucket", f"{job.bucket!r} is not a Cloud Storage bucket name", "give the bucket's name"
+        )
+    if job.timeout_seconds > MAX_EVENT_FUNCTION_TIMEOUT:
+        yield problem(
+            "timeout_seconds",
+            f"{job.timeout_seconds} s is longer than an event-driven function may run "
+            f"({MAX_EVENT_FUNCTION_TIMEOUT} s)",
+            f"choose at most {MAX_EVENT_FUNCTION_TIMEOUT} s, or use the push trigger (600 s)",
+        )
 
 
 def _push_ranges(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:

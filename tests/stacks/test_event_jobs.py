@@ -309,3 +309,132 @@ def test_each_event_job_counts_a_function_and_its_runtime_account_against_the_qu
     two = replace(GOOD_TEAM, event_jobs=[GOOD_EVENT_JOB, replace(GOOD_EVENT_JOB, name="refunds")])
     # The team's build and invoker accounts, and a runtime account per event function.
     assert usage(two) == {"service_accounts": 2 + 2, "cloud_run_services": 2, "scheduler_jobs": 0}
+
+
+# ---- the Eventarc trigger ----
+
+EVENTARC_BUCKET = replace(GOOD_EVENT_JOB, name="uploads", trigger="eventarc", bucket="acme-uploads")
+EVENTARC_TOPIC = replace(GOOD_EVENT_JOB, name="orders", trigger="eventarc", topic="orders-paid")
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"trigger": "pull"}, "trigger"),
+        ({"bucket": "acme-uploads"}, "bucket"),
+        ({"trigger": "eventarc", "bucket": "acme-uploads", "topic": "orders-paid"}, "topic"),
+        ({"trigger": "eventarc", "bucket": "Acme Uploads"}, "bucket"),
+        ({"trigger": "eventarc", "timeout_seconds": 541}, "timeout_seconds"),
+    ],
+)
+def test_an_eventarc_trigger_is_checked(changes, field):
+    assert problems_of(**changes) == [("orders", field)]
+
+
+def test_eventarc_jobs_on_a_bucket_or_a_topic_are_valid():
+    assert find_problems([replace(GOOD_TEAM, event_jobs=[EVENTARC_BUCKET, EVENTARC_TOPIC])]) == []
+
+
+@pytest.fixture(scope="module")
+def eventarc(archive_dir):
+    """A team with an Eventarc job on a bucket and one on an existing topic."""
+    return synthesize(replace(GOOD_TEAM, event_jobs=[EVENTARC_BUCKET, EVENTARC_TOPIC]), archive_dir)
+
+
+def test_a_bucket_trigger_is_object_finalize_retried_and_signed_by_its_own_account(eventarc):
+    _, function = _one(eventarc, "google_cloudfunctions2_function", name="acme-uploads")
+    account, _ = _one(eventarc, "google_service_account", account_id="acme-uploads-trg")
+    assert function["event_trigger"] == {
+        "trigger_region": "europe-west1",
+        "event_type": "google.cloud.storage.object.v1.finalized",
+        "event_filters": [{"attribute": "bucket", "value": "acme-uploads"}],
+        "retry_policy": "RETRY_POLICY_RETRY",
+        "service_account_email": f"${{google_service_account.{account}.email}}",
+    }
+
+
+def test_a_topic_trigger_listens_to_the_topic_and_is_retried(eventarc):
+    _, function = _one(eventarc, "google_cloudfunctions2_function", name="acme-orders")
+    trigger = function["event_trigger"]
+    assert trigger["event_type"] == "google.cloud.pubsub.topic.v1.messagePublished"
+    assert trigger["pubsub_topic"] == "projects/acme-prod-1/topics/orders-paid"
+    assert trigger["retry_policy"] == "RETRY_POLICY_RETRY"
+
+
+def test_eventarc_jobs_get_no_push_subscription_but_keep_their_dead_letters(eventarc):
+    names = sorted(config["name"] for config in eventarc.resources("google_pubsub_subscription").values())
+    assert names == ["acme-orders-dead-letter", "acme-uploads-dead-letter"]
+    assert eventarc.resources("google_pubsub_subscription_iam_member") == {}
+
+
+def test_the_trigger_account_receives_events_and_invokes_only_its_function(eventarc):
+    function, _ = _one(eventarc, "google_cloudfunctions2_function", name="acme-uploads")
+    account, _ = _one(eventarc, "google_service_account", account_id="acme-uploads-trg")
+    trigger = f"serviceAccount:${{google_service_account.{account}.email}}"
+    grants = sorted(
+        (kind, config["role"], config.get("name", config.get("project")))
+        for kind in eventarc.document["resource"]
+        if kind.endswith("_iam_member")
+        for config in eventarc.resources(kind).values()
+        if config["member"] == trigger
+    )
+    assert grants == [
+        (
+            "google_cloud_run_v2_service_iam_member",
+            "roles/run.invoker",
+            f"${{google_cloudfunctions2_function.{function}.service_config[0].service}}",
+        ),
+        ("google_project_iam_member", "roles/eventarc.eventReceiver", "acme-prod-1"),
+    ]
+
+
+def test_only_a_bucket_trigger_lets_the_storage_agent_publish(eventarc):
+    number = "${data.google_project.project.number}"
+    agent = f"serviceAccount:service-{number}@gs-project-accounts.iam.gserviceaccount.com"
+    publishers = [
+        config
+        for config in eventarc.resources("google_project_iam_member").values()
+        if config["role"] == "roles/pubsub.publisher"
+    ]
+    assert [config["member"] for config in publishers] == [agent]
+
+
+def test_eventarc_stacks_enable_eventarc_and_pass_the_pack(eventarc):
+    from policy.runner import check_stack
+
+    services = {config["service"] for config in eventarc.resources("google_project_service").values()}
+    assert {"eventarc.googleapis.com", "pubsub.googleapis.com"} <= services
+    assert [str(finding) for finding in check_stack("acme", eventarc.document)] == []
+
+
+def test_an_eventarc_job_counts_its_trigger_account_against_the_quotas():
+    # The build account (no invoker: nothing signs as it), the runtime and the trigger account.
+    assert usage(replace(GOOD_TEAM, event_jobs=[EVENTARC_BUCKET]))["service_accounts"] == 1 + 1 + 1
+
+
+def test_a_team_with_only_eventarc_jobs_has_no_invoker_account(eventarc):
+    ids = sorted(config["account_id"] for config in eventarc.resources("google_service_account").values())
+    assert ids == ["acme-build", "acme-orders-run", "acme-orders-trg", "acme-uploads-run", "acme-uploads-trg"]
+
+
+def test_without_its_bucket_trigger_the_storage_agents_project_grant_and_the_trigger_account_are_flagged(
+    eventarc,
+):
+    import json
+
+    from policy.runner import check_stack
+
+    stack = json.loads(eventarc.json)
+    function, _ = _one(eventarc, "google_cloudfunctions2_function", name="acme-uploads")
+    account, _ = _one(eventarc, "google_service_account", account_id="acme-uploads-trg")
+    del stack["resource"]["google_cloudfunctions2_function"][function]["event_trigger"]
+    (agent_grant,) = [
+        name
+        for name, config in stack["resource"]["google_project_iam_member"].items()
+        if "gs-project-accounts" in config["member"]
+    ]
+    found = {(finding.rule.id, finding.resource.address) for finding in check_stack("acme", stack)}
+    assert found == {
+        ("RO-IAM-3", f"google_project_iam_member.{agent_grant}"),
+        ("RO-IAM-4", f"google_service_account.{account}"),
+    }
