@@ -63,15 +63,18 @@ class EventDeliveryProps:
 
 
 class EventDelivery(Construct):
-    """An event job's Pub/Sub side, built in two steps by `TeamStack`.
+    """An event job's delivery, built in steps by `TeamStack`.
 
-    1. On construction, before the functions: the topic (unless the job names an existing one),
-       the dead-letter topic and its 7-day pull subscription, and publisher on the dead-letter
-       topic for the runtime account and for the Pub/Sub service agent (`grants`, which the
-       stack's IAM wait includes).
-    2. `subscribe`, once the invoker's grant on the function has settled: the push subscription
-       to the function's run.app URI with an OIDC token for that audience, and subscriber on it
-       for the service agent (which dead-lettering needs to acknowledge the source message).
+    1. On construction, before the functions: the topic (unless the job names an existing one or
+       a bucket), the dead-letter topic and its 7-day pull subscription, and publisher on the
+       dead-letter topic for the runtime account and, for push, for the Pub/Sub service agent;
+       for Eventarc, the trigger account and its grants (`grants`, which the stack's IAM wait
+       includes).
+    2. `event_trigger`, for Eventarc: the block the function is deployed with.
+    3. `grant_invoker`: run.invoker on the function's service for its caller.
+    4. `subscribe`, for push, once that grant has settled: the push subscription to the
+       function's run.app URI with an OIDC token for that audience, and subscriber on it for the
+       service agent (which dead-lettering needs to acknowledge the source message).
     """
 
     def __init__(self, scope: Construct, id: str, props: EventDeliveryProps) -> None:
