@@ -51,7 +51,9 @@ def generated_team(jobs: int):
     function each (as before functions were shared), 300 on 10 shared functions."""
     from stacks.team import TEAMS_DIR, load_team_file
 
-    team = load_team_file(TEAMS_DIR / "example.py")
+    # Scheduled jobs only, as these cases have always measured (the example's event job is not
+    # copied, and its account would not fit the declared quota).
+    team = replace(load_team_file(TEAMS_DIR / "example.py"), event_jobs=[])
     template = team.jobs[0]
     if jobs == 300:
         # Function k serves jobs k, k+10, ...: hourly, each at its own minute, so no more of

@@ -15,6 +15,10 @@ SKIPPED = {
     "CKV_GCP_84": "Customer-managed encryption needs a KMS key the team owns and operates; images "
     "are rebuilt from the source archive at any time, so Google-managed encryption is the default. "
     "Set kms_key_name on the repository when a team's data policy requires CMEK.",
+    "CKV_GCP_83": "An event job's topics hold messages for at most the retry window (7 days at "
+    "most) and are encrypted with Google-managed keys; customer-managed keys need a KMS key the "
+    "team owns and a grant to the Pub/Sub service agent. Set kms_key_name on the topics when a "
+    "team's data policy requires CMEK.",
 }
 """Check id -> why it does not apply to runonce stacks."""
 

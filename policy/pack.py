@@ -123,6 +123,34 @@ LEAST_PRIVILEGE = [
         "bucket (a project grant conditioned to it), and make the function depend on a time_sleep "
         "after that grant.",
     ),
+    Rule(
+        "RO-NET-3",
+        rules.push_calls_run_app_uri,
+        "error",
+        "Push to the function's run.app URI (service_config.uri) with push_config.oidc_token signed "
+        "by the team's invoker and audience set to that URI.",
+    ),
+    Rule(
+        "RO-PS-1",
+        rules.push_dead_letters,
+        "error",
+        "Give every push subscription a dead_letter_policy (5-100 attempts) to a dead-letter topic "
+        'of the stack, and expiration_policy { ttl = "" } so it never expires.',
+    ),
+    Rule(
+        "RO-IAM-9",
+        rules.pubsub_agent_forwards_dead_letters,
+        "error",
+        "Grant the Pub/Sub service agent roles/pubsub.publisher on the dead-letter topic and "
+        "roles/pubsub.subscriber on the subscription that dead-letters into it, and nothing else.",
+    ),
+    Rule(
+        "RO-IAM-10",
+        rules.runtime_publishes_only_its_dead_letters,
+        "error",
+        "An event function's runtime account gets roles/pubsub.publisher on its own dead-letter "
+        "topic only (the one of the subscription pushing to it), no other Pub/Sub grant.",
+    ),
 ]
 """The pack `make policy` and the tests run on every stack."""
 

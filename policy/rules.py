@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE
 from stacks.defaults import RETIRING_ACCOUNT
 
 
@@ -60,8 +61,11 @@ ONE_BUCKET_CONDITION = re.compile(
     r'^resource\.name\s*==\s*"projects/_/buckets/([^/"]+)"\s*\|\|\s*'
     r'resource\.name\.startsWith\("projects/_/buckets/\1/objects/"\)$'
 )
-# Roles that exist only at project level and only write: log entries cannot be scoped further.
-PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
+# Roles that exist only at project level and only write: log entries cannot be scoped further,
+# and an Eventarc trigger's account receives events at project level only.
+PROJECT_ONLY_ROLES = {"roles/logging.logWriter", "roles/eventarc.eventReceiver"}
+STORAGE_AGENT = re.compile(r"^serviceAccount:service-[^@]+@gs-project-accounts\.iam\.gserviceaccount\.com$")
+STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 # Arguments that make a service account the identity a component runs or calls as.
 IDENTITY_ARGUMENTS = {"service_account_email", "service_account", "service_account_name"}
 SERVING_TYPES = {
@@ -120,18 +124,39 @@ def role_scoped_to_one_resource(resource: Resource) -> Verdict:
         return Verdict.COMPLIANT
     if _is_target_grant(resource):  # the narrowest level the target's API offers (RO-IAM-8)
         return Verdict.COMPLIANT
+    if _is_storage_trigger_grant(resource):
+        return Verdict.COMPLIANT
     expression = resource.config.get("condition", {}).get("expression", "").strip()
     scoped = ONE_DATABASE_CONDITION.match(expression) or ONE_BUCKET_CONDITION.match(expression)
     return Verdict.COMPLIANT if scoped else Verdict.NON_COMPLIANT
 
 
+def _is_storage_trigger_grant(resource: Resource) -> bool:
+    """Publisher at project level for the Cloud Storage service agent, in a stack with a Cloud
+    Storage Eventarc trigger: the agent publishes to the trigger's transport topic, which
+    Eventarc creates and names itself, so no narrower grant exists."""
+    storage_triggers = [
+        config
+        for config in resource.stack.get("resource", {}).get("google_cloudfunctions2_function", {}).values()
+        for event_type in _values_at(config, ("event_trigger", "event_type"))
+        if event_type == STORAGE_FINALIZED
+    ]
+    return (
+        bool(storage_triggers)
+        and resource.config.get("role") == "roles/pubsub.publisher"
+        and all(STORAGE_AGENT.match(member) for member in _members(resource))
+    )
+
+
 # Where each resource type names the service account a component runs or calls as, and which
-# component that is: a function's (or service's) runtime, a function's build, or a Scheduler
-# job's token. Blocks may be objects or lists in the JSON, `_values_at` reads both.
+# component that is: a function's (or service's) runtime, a function's build, or the signer of
+# a Scheduler job's or a Pub/Sub push subscription's token (an invoker). Blocks may be objects
+# or lists in the JSON, `_values_at` reads both.
 IDENTITY_PATHS: dict[str, dict[tuple[str, ...], str]] = {
     "google_cloudfunctions2_function": {
         ("service_config", "service_account_email"): "runtime",
         ("build_config", "service_account"): "build",
+        ("event_trigger", "service_account_email"): "trigger",
     },
     "google_cloudfunctions_function": {
         ("service_account_email",): "runtime",
@@ -140,9 +165,10 @@ IDENTITY_PATHS: dict[str, dict[tuple[str, ...], str]] = {
     "google_cloud_run_v2_service": {("template", "service_account"): "runtime"},
     "google_cloud_run_v2_job": {("template", "template", "service_account"): "runtime"},
     "google_cloud_scheduler_job": {
-        ("http_target", "oidc_token", "service_account_email"): "scheduler",
-        ("http_target", "oauth_token", "service_account_email"): "scheduler",
+        ("http_target", "oidc_token", "service_account_email"): "invoker",
+        ("http_target", "oauth_token", "service_account_email"): "invoker",
     },
+    "google_pubsub_subscription": {("push_config", "oidc_token", "service_account_email"): "invoker"},
 }
 
 
@@ -159,7 +185,7 @@ def _values_at(value: Any, path: tuple[str, ...]) -> Iterator[Any]:
 
 def identity_uses(stack: Mapping[str, Any], account: str) -> set[tuple[str, str]]:
     """(component kind, resource address) of every component that runs or calls as the
-    `google_service_account` named `account` ("runtime", "build", "scheduler", or the resource
+    `google_service_account` named `account` ("runtime", "build", "invoker", or the resource
     type for a use this module does not classify)."""
     reference = f"${{google_service_account.{account}."
     uses: set[tuple[str, str]] = set()
@@ -220,12 +246,18 @@ OWN_SERVICE = re.compile(
 MEMBER_ACCOUNT = re.compile(r"\$\{google_service_account\.([^.}]+)\.(email|member)\}")
 
 
-def _scheduler_accounts(stack: Mapping[str, Any]) -> set[str]:
-    """The names of the `google_service_account`s that Scheduler jobs of this stack sign as."""
+INVOKER_SIGNERS = ("google_cloud_scheduler_job", "google_pubsub_subscription")
+"""The resource types whose tokens an invoker account signs."""
+
+
+def _invoker_accounts(stack: Mapping[str, Any]) -> set[str]:
+    """The names of the `google_service_account`s that this stack's Scheduler jobs and push
+    subscriptions sign their tokens as."""
     return {
         account.group(1)
-        for config in stack.get("resource", {}).get("google_cloud_scheduler_job", {}).values()
-        for path in IDENTITY_PATHS["google_cloud_scheduler_job"]
+        for kind in INVOKER_SIGNERS
+        for config in stack.get("resource", {}).get(kind, {}).values()
+        for path in IDENTITY_PATHS[kind]
         for value in _values_at(config, path)
         if (account := MEMBER_ACCOUNT.search(str(value)))
     }
@@ -238,12 +270,12 @@ def _member_accounts(resource: Resource) -> set[str]:
 
 def invoker_only_on_own_services(resource: Resource) -> Verdict:
     """The invoker role is granted on one of this stack's own services, never at project level
-    (nor on a service named by a literal, another team's); and an account that Scheduler jobs
-    sign as holds nothing but that role."""
+    (nor on a service named by a literal, another team's); and an account that Scheduler jobs or
+    push subscriptions sign as holds nothing but that role."""
     if not _is_iam(resource):
         return Verdict.NOT_APPLICABLE
     invoker_role = resource.config.get("role") in INVOKER_ROLES
-    invokers = _member_accounts(resource) & _scheduler_accounts(resource.stack)
+    invokers = _member_accounts(resource) & _invoker_accounts(resource.stack)
     if not invoker_role and not invokers:
         return Verdict.NOT_APPLICABLE
     if not invoker_role or resource.type not in SERVICE_IAM_TARGETS:
@@ -321,6 +353,10 @@ APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
     "google_cloud_run_v2_service_iam_member": ("run.googleapis.com",),
     "google_cloud_run_v2_job_iam_member": ("run.googleapis.com",),
     "google_cloud_scheduler_job": ("cloudscheduler.googleapis.com",),
+    "google_pubsub_topic": ("pubsub.googleapis.com",),
+    "google_pubsub_subscription": ("pubsub.googleapis.com",),
+    "google_pubsub_topic_iam_member": ("pubsub.googleapis.com",),
+    "google_pubsub_subscription_iam_member": ("pubsub.googleapis.com",),
 }
 
 
@@ -516,3 +552,176 @@ def proxy_account_holds_only_its_target(resource: Resource) -> Verdict:
     if ledger:
         return Verdict.COMPLIANT
     return Verdict.COMPLIANT if _is_target_grant(resource) else Verdict.NON_COMPLIANT
+
+
+def _push_config(resource: Resource) -> Mapping[str, Any] | None:
+    """The push_config of a push subscription (None for anything else, a pull subscription too)."""
+    if resource.type != "google_pubsub_subscription":
+        return None
+    push = resource.config.get("push_config")
+    push = push[0] if isinstance(push, list) and push else push
+    return push if isinstance(push, Mapping) and push.get("push_endpoint") else None
+
+
+def _block(config: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """A nested block written as an object or a one-element list ({} when absent)."""
+    block = config.get(name)
+    block = block[0] if isinstance(block, list) and block else block
+    return block if isinstance(block, Mapping) else {}
+
+
+def push_calls_run_app_uri(resource: Resource) -> Verdict:
+    """A push subscription calls the run.app URI with an OIDC token whose audience is set to that
+    URI: with internal-only ingress, Pub/Sub is internal only on the run.app URL, and an unset
+    audience would default to the endpoint (with its path) rather than to the service."""
+    push = _push_config(resource)
+    if push is None:
+        return Verdict.NOT_APPLICABLE
+    uri = str(push.get("push_endpoint", ""))
+    token = _block(push, "oidc_token")
+    if not RUN_APP_URI.match(uri) or not token.get("service_account_email"):
+        return Verdict.NON_COMPLIANT
+    return Verdict.COMPLIANT if token.get("audience") == uri else Verdict.NON_COMPLIANT
+
+
+MIN_DELIVERY_ATTEMPTS, MAX_DELIVERY_ATTEMPTS = 5, 100
+
+
+def push_dead_letters(resource: Resource) -> Verdict:
+    """A push subscription has a dead_letter_policy (5-100 attempts) to a topic of this stack,
+    and never expires (`expiration_policy { ttl = "" }`): without the policy a message that
+    keeps failing is redelivered until its retention ends and then lost; an expired
+    subscription loses every message published after it."""
+    if _push_config(resource) is None:
+        return Verdict.NOT_APPLICABLE
+    policy = _block(resource.config, "dead_letter_policy")
+    attempts = policy.get("max_delivery_attempts")
+    own_topic = str(policy.get("dead_letter_topic", "")).startswith("${google_pubsub_topic.")
+    in_range = isinstance(attempts, int) and MIN_DELIVERY_ATTEMPTS <= attempts <= MAX_DELIVERY_ATTEMPTS
+    never_expires = _block(resource.config, "expiration_policy").get("ttl") == ""
+    return Verdict.COMPLIANT if own_topic and in_range and never_expires else Verdict.NON_COMPLIANT
+
+
+PUBSUB_AGENT = re.compile(r"^serviceAccount:service-[^@]+@gcp-sa-pubsub\.iam\.gserviceaccount\.com$")
+TOPIC_REFERENCE = re.compile(r"^\$\{google_pubsub_topic\.([^.}]+)\.(id|name)\}$")
+SUBSCRIPTION_REFERENCE = re.compile(r"^\$\{google_pubsub_subscription\.([^.}]+)\.(id|name)\}$")
+PUBSUB_GRANT_TYPES = {"google_pubsub_topic_iam_member", "google_pubsub_subscription_iam_member"}
+
+
+def _dead_letter_topics(stack: Mapping[str, Any]) -> dict[str, str]:
+    """The stack's dead-letter topics (by resource name), each with the push subscription using it."""
+    found: dict[str, str] = {}
+    for name, config in stack.get("resource", {}).get("google_pubsub_subscription", {}).items():
+        topic = TOPIC_REFERENCE.match(str(_block(config, "dead_letter_policy").get("dead_letter_topic", "")))
+        if topic:
+            found[topic.group(1)] = name
+    return found
+
+
+def _pubsub_grants(stack: Mapping[str, Any]) -> list[Resource]:
+    return [
+        Resource(kind, name, config, stack)
+        for kind in PUBSUB_GRANT_TYPES
+        for name, config in stack.get("resource", {}).get(kind, {}).items()
+    ]
+
+
+def _granted_on(grant: Resource) -> str:
+    """The resource name of the topic or subscription a Pub/Sub grant is on ("" for a literal)."""
+    pattern, field = (
+        (TOPIC_REFERENCE, "topic")
+        if grant.type == "google_pubsub_topic_iam_member"
+        else (SUBSCRIPTION_REFERENCE, "subscription")
+    )
+    found = pattern.match(str(grant.config.get(field, "")))
+    return found.group(1) if found else ""
+
+
+def _agent_grant_is_needed(grant: Resource) -> bool:
+    """Publisher on a dead-letter topic, or subscriber on a subscription that dead-letters."""
+    role, on = grant.config.get("role"), _granted_on(grant)
+    if grant.type == "google_pubsub_topic_iam_member":
+        return role == "roles/pubsub.publisher" and on in _dead_letter_topics(grant.stack)
+    return role == "roles/pubsub.subscriber" and on in _dead_letter_topics(grant.stack).values()
+
+
+def pubsub_agent_forwards_dead_letters(resource: Resource) -> Verdict:
+    """The Pub/Sub service agent holds publisher on each dead-letter topic and subscriber on each
+    subscription that dead-letters into it (dead-lettering needs both), and nothing else."""
+    if resource.type == "google_pubsub_subscription" and _block(resource.config, "dead_letter_policy"):
+        topic = TOPIC_REFERENCE.match(
+            str(_block(resource.config, "dead_letter_policy").get("dead_letter_topic", ""))
+        )
+        agent = [g for g in _pubsub_grants(resource.stack) if any(PUBSUB_AGENT.match(m) for m in _members(g))]
+        publishes = any(
+            g.type == "google_pubsub_topic_iam_member"
+            and g.config.get("role") == "roles/pubsub.publisher"
+            and topic is not None
+            and _granted_on(g) == topic.group(1)
+            for g in agent
+        )
+        subscribes = any(
+            g.type == "google_pubsub_subscription_iam_member"
+            and g.config.get("role") == "roles/pubsub.subscriber"
+            and _granted_on(g) == resource.name
+            for g in agent
+        )
+        return Verdict.COMPLIANT if publishes and subscribes else Verdict.NON_COMPLIANT
+    if not _is_iam(resource) or not any(PUBSUB_AGENT.match(m) for m in _members(resource)):
+        return Verdict.NOT_APPLICABLE
+    needed = resource.type in PUBSUB_GRANT_TYPES and _agent_grant_is_needed(resource)
+    return Verdict.COMPLIANT if needed else Verdict.NON_COMPLIANT
+
+
+def _runtime_accounts_by_uri(stack: Mapping[str, Any]) -> dict[str, str]:
+    """Each function's runtime account (resource name), by the references to its URLs."""
+    found: dict[str, str] = {}
+    for name, config in stack.get("resource", {}).get("google_cloudfunctions2_function", {}).items():
+        account = next(iter(_values_at(config, ("service_config", "service_account_email"))), "")
+        named = MEMBER_ACCOUNT.search(str(account))
+        if named:  # either URL reaches the function (RO-NET-3 tells which one to use)
+            for attribute in ("service_config[0].uri", "url"):
+                found[f"${{google_cloudfunctions2_function.{name}.{attribute}}}"] = named.group(1)
+    return found
+
+
+def _runs_as(config: Mapping[str, Any], account: str) -> bool:
+    """Whether a function's runtime account is the `google_service_account` named `account`."""
+    return any(
+        (found := MEMBER_ACCOUNT.search(str(value))) is not None and found.group(1) == account
+        for value in _values_at(config, ("service_config", "service_account_email"))
+    )
+
+
+def _dead_letter_paths(stack: Mapping[str, Any], account: str) -> set[str]:
+    """The dead-letter topics (RUNONCE_DEAD_LETTER_TOPIC) of the functions running as `account`."""
+    return {
+        str(path)
+        for config in stack.get("resource", {}).get("google_cloudfunctions2_function", {}).values()
+        if _runs_as(config, account)
+        for path in _values_at(
+            config, ("service_config", "environment_variables", DEAD_LETTER_TOPIC_VARIABLE)
+        )
+    }
+
+
+def runtime_publishes_only_its_dead_letters(resource: Resource) -> Verdict:
+    """An event function's runtime account holds publisher on its own dead-letter topic (the one
+    its RUNONCE_DEAD_LETTER_TOPIC names), and no other Pub/Sub grant: it must not publish into
+    another job's dead letters or the source topic, nor read or consume any subscription."""
+    if resource.type not in PUBSUB_GRANT_TYPES:
+        return Verdict.NOT_APPLICABLE
+    runtimes = set(_runtime_accounts_by_uri(resource.stack).values())
+    accounts = _member_accounts(resource) & runtimes
+    if not accounts:
+        return Verdict.NOT_APPLICABLE
+    if (
+        resource.type != "google_pubsub_topic_iam_member"
+        or resource.config.get("role") != "roles/pubsub.publisher"
+    ):
+        return Verdict.NON_COMPLIANT
+    topic = _config_at(resource.stack, f"google_pubsub_topic.{_granted_on(resource)}")
+    project = topic.get("project") or _provider_project(resource.stack)
+    path = f"projects/{project}/topics/{topic.get('name', '')}"
+    own = all(_dead_letter_paths(resource.stack, account) == {path} for account in accounts)
+    return Verdict.COMPLIANT if topic and own else Verdict.NON_COMPLIANT

@@ -22,6 +22,8 @@ NAME_KEYS: dict[str, tuple[str, ...]] = {
     "google_storage_bucket": ("name",),  # bucket names are global
     "google_artifact_registry_repository": ("project", "location", "repository_id"),
     "google_firestore_database": ("project", "name"),
+    "google_pubsub_topic": ("project", "name"),
+    "google_pubsub_subscription": ("project", "name"),
 }
 
 Offenders = list[tuple[str, Resource, str]]

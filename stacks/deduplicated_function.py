@@ -18,6 +18,7 @@ from stacks.provider import (
     Cloudfunctions2FunctionBuildConfig,
     Cloudfunctions2FunctionBuildConfigSource,
     Cloudfunctions2FunctionBuildConfigSourceStorageSource,
+    Cloudfunctions2FunctionEventTrigger,
     Cloudfunctions2FunctionServiceConfig,
     Sleep,
 )
@@ -50,6 +51,8 @@ class DeduplicatedFunctionProps:
     """The stack's wait after every grant (`defaults.IAM_SETTLE`); the function is created after it."""
     archive: Archive
     """The source archive (`job_archive`), built by the stack once per source folder."""
+    event_trigger: Cloudfunctions2FunctionEventTrigger | None = None
+    """An Eventarc event job's trigger (`EventDelivery.event_trigger`); None for HTTP functions."""
 
 
 def runonce_environment(team: Team, function: SharedFunction) -> dict[str, str]:
@@ -125,9 +128,12 @@ class DeduplicatedFunction(Construct):
                 max_instance_count=job.max_instances,
                 environment_variables={**runonce_environment(team, shared), **job.env},
             ),
+            event_trigger=props.event_trigger,
             lifecycle=CREATE_BEFORE_DESTROY,
             depends_on=[
                 *props.apis.of(defaults.API_FUNCTIONS, defaults.API_RUN, defaults.API_CLOUD_BUILD),
+                # A function with an Eventarc trigger creates the trigger when it is deployed.
+                *(props.apis.of(defaults.API_EVENTARC) if props.event_trigger else []),
                 self.source_object,
                 props.iam_settled,
             ],

@@ -25,6 +25,23 @@ ROLE_BUILD_LOG_WRITER = "roles/logging.logWriter"
 # Object Viewer permission"); granted at project level, conditioned to that one bucket.
 ROLE_BUILD_GCF_SOURCE_READER = "roles/storage.objectViewer"
 
+# Pub/Sub push (event jobs): the service agent publishes dead letters and acknowledges the source
+# message, the runtime account publishes its own dead letters (Pub/Sub "Dead-letter topics",
+# https://cloud.google.com/pubsub/docs/dead-letter-topics, last step of its workflow).
+ROLE_PUBLISHER = "roles/pubsub.publisher"
+ROLE_SUBSCRIBER = "roles/pubsub.subscriber"
+# An Eventarc trigger's account receives events (a role granted only at project level) and
+# invokes its one function; a Cloud Storage trigger needs the Cloud Storage service agent to
+# publish to Eventarc's Pub/Sub transport (the provider's cloudfunctions2_basic_gcs example
+# grants the same roles, citing https://cloud.google.com/eventarc/docs/run/quickstart-storage).
+ROLE_EVENT_RECEIVER = "roles/eventarc.eventReceiver"
+EVENTARC_RETRY = "RETRY_POLICY_RETRY"
+EVENT_PUBSUB = "google.cloud.pubsub.topic.v1.messagePublished"
+EVENT_STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
+
+# The dead letters' pull subscription keeps them the longest Pub/Sub allows: 7 days.
+DEAD_LETTER_RETENTION = "604800s"
+
 # Waits after eventually consistent changes, as time_sleep create durations. 60 s after the
 # build grants is what the provider's "cloudfunctions2 basic builder" example waits; the same
 # after API enablement (provider issues 10510, 8214, 16883: "wait a few minutes ... and retry").
@@ -53,6 +70,10 @@ API_CLOUD_BUILD = "cloudbuild.googleapis.com"
 API_FUNCTIONS = "cloudfunctions.googleapis.com"
 API_RUN = "run.googleapis.com"
 API_SCHEDULER = "cloudscheduler.googleapis.com"
+# Enabled only by teams with event jobs, so other teams' stacks do not change.
+API_PUBSUB = "pubsub.googleapis.com"
+# Enabled only by teams with an Eventarc event job.
+API_EVENTARC = "eventarc.googleapis.com"
 REQUIRED_APIS = (
     API_IAM,
     API_FIRESTORE,

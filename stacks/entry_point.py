@@ -61,8 +61,16 @@ class HandlerIssue:
     """What to change."""
 
 
-def handler_issue(main_py: Path, entry_point: str) -> HandlerIssue | None:
+SCHEDULED = "deduplicated"
+"""The decorator of a scheduled job's handler."""
+EVENT = "deduplicated_event"
+"""The decorator of an event job's handler (Pub/Sub push)."""
+
+
+def handler_issue(main_py: Path, entry_point: str, decorator: str = SCHEDULED) -> HandlerIssue | None:
     """What is wrong with `entry_point` in this main.py, or None if it is a deduplicated handler.
+    `decorator` is `SCHEDULED` for a scheduled job, `EVENT` for an event job (the same forms with
+    `deduplicated_event`).
 
     Accepted: a top-level `def` decorated with `@deduplicated` or `@deduplicated(...)` (also as
     `runonce.deduplicated`), or `name = deduplicated(job)` / `deduplicated(...)(job)`, possibly
@@ -77,7 +85,7 @@ def handler_issue(main_py: Path, entry_point: str) -> HandlerIssue | None:
         return HandlerIssue(
             f"functions/{where} does not parse (line {error.lineno}: {error.msg})", "fix the syntax error"
         )
-    names = _DedupNames(tree)
+    names = _DedupNames(tree, decorator)
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     binding: ast.stmt | None = None
     for node in tree.body:
@@ -92,11 +100,11 @@ def handler_issue(main_py: Path, entry_point: str) -> HandlerIssue | None:
         )
     if isinstance(binding, ast.FunctionDef | ast.AsyncFunctionDef):
         if not any(names.is_dedup(decorator) for decorator in binding.decorator_list):
-            return _not_deduplicated(where, entry_point)
+            return _not_deduplicated(where, entry_point, decorator)
         return _async_issue(where, binding)
     wrapped = [job for job in map(names.wrapped_job, ast.walk(binding)) if job is not None]
     if not wrapped:
-        return _not_deduplicated(where, entry_point)
+        return _not_deduplicated(where, entry_point, decorator)
     job = functions.get(wrapped[0])
     return _async_issue(where, job) if job is not None else None
 
@@ -121,14 +129,16 @@ def missing_requirements(folder: Path, runonce_dir: Path) -> list[tuple[str, str
 
 
 class _DedupNames:
-    """The names under which a module can refer to runonce's `deduplicated`."""
+    """The names under which a module can refer to runonce's `deduplicated` (or another of its
+    decorators, `decorator`)."""
 
-    def __init__(self, tree: ast.Module) -> None:
-        self.functions = {"deduplicated"}
+    def __init__(self, tree: ast.Module, decorator: str = SCHEDULED) -> None:
+        self.decorator = decorator
+        self.functions = {decorator}
         self.modules = {RUNONCE}
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module == RUNONCE:
-                self.functions |= {a.asname or a.name for a in node.names if a.name == "deduplicated"}
+                self.functions |= {a.asname or a.name for a in node.names if a.name == decorator}
             elif isinstance(node, ast.Import):
                 self.modules |= {a.asname or a.name for a in node.names if a.name == RUNONCE}
 
@@ -140,7 +150,7 @@ class _DedupNames:
             return node.id in self.functions
         return (
             isinstance(node, ast.Attribute)
-            and node.attr == "deduplicated"
+            and node.attr == self.decorator
             and isinstance(node.value, ast.Name)
             and node.value.id in self.modules
         )
@@ -170,13 +180,18 @@ def _bound_names(node: ast.stmt) -> set[str]:
     return set()
 
 
-def _not_deduplicated(where: str, entry_point: str) -> HandlerIssue:
+def _not_deduplicated(where: str, entry_point: str, decorator: str) -> HandlerIssue:
     return HandlerIssue(
-        f"{entry_point!r} in functions/{where} is not wrapped by runonce's deduplicated, so every "
+        f"{entry_point!r} in functions/{where} is not wrapped by runonce's {decorator}, so every "
         "delivery (retries and duplicates included) would run the job",
-        f"decorate it with @deduplicated (under @functions_framework.http), or write "
-        f"`{entry_point} = deduplicated(job)`",
+        f"decorate it with @{decorator} (under @functions_framework.http), or write "
+        f"`{entry_point} = {decorator}(job)`",
     )
+
+
+def lists_distribution(folder: Path, distribution: str) -> bool:
+    """Whether the folder's requirements.txt lists this distribution (or a file it includes does)."""
+    return _normalize(distribution) in _requirements(folder / "requirements.txt")
 
 
 def _async_issue(where: str, job: ast.FunctionDef | ast.AsyncFunctionDef) -> HandlerIssue | None:

@@ -23,6 +23,8 @@ MIN_ACCOUNT_ID = 6
 DIGEST_LENGTH = 6
 RUNTIME_ROLE = "run"
 """Suffix of a function's runtime account (one per function)."""
+TRIGGER_ROLE = "trg"
+"""Suffix of an Eventarc event job's trigger account (one per such job)."""
 TEAM_ROLES = ("build", "call")
 """Suffixes of the team's two shared accounts: the build account and the Scheduler invoker."""
 
@@ -86,3 +88,38 @@ def one_bucket_condition(bucket: str) -> str:
     also match other buckets (the region europe-west1 is a prefix of europe-west10)."""
     name = f"projects/_/buckets/{bucket}"
     return f'resource.name == "{name}" || resource.name.startsWith("{name}/objects/")'
+
+
+def topic_name(team: str, job: str) -> str:
+    """The topic an event job's stack creates when the job names no existing one."""
+    return f"{team}-{job}"
+
+
+def dead_letter_topic_name(team: str, job: str) -> str:
+    """The event job's dead-letter topic (runonce's and Pub/Sub's dead letters)."""
+    return f"{team}-{job}-dead-letter"
+
+
+def push_subscription_name(team: str, job: str) -> str:
+    """The push subscription that delivers the job's topic to its function."""
+    return f"{team}-{job}-push"
+
+
+def dead_letter_subscription_name(team: str, job: str) -> str:
+    """The pull subscription that keeps the job's dead letters for 7 days."""
+    return f"{team}-{job}-dead-letter"
+
+
+def topic_path(project: str, topic: str) -> str:
+    """A topic's full path, as RUNONCE_DEAD_LETTER_TOPIC and dead_letter_policy take it."""
+    return f"projects/{project}/topics/{topic}"
+
+
+def pubsub_service_agent(project_number: str) -> str:
+    """The project's Pub/Sub service agent, which forwards dead letters."""
+    return f"service-{project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+
+
+def storage_service_agent(project_number: str) -> str:
+    """The project's Cloud Storage service agent, which publishes object events to Eventarc."""
+    return f"service-{project_number}@gs-project-accounts.iam.gserviceaccount.com"

@@ -61,6 +61,8 @@ from cdktf_cdktf_provider_google.cloudfunctions2_function import (  # noqa: E402
     Cloudfunctions2FunctionBuildConfig,
     Cloudfunctions2FunctionBuildConfigSource,
     Cloudfunctions2FunctionBuildConfigSourceStorageSource,
+    Cloudfunctions2FunctionEventTrigger,
+    Cloudfunctions2FunctionEventTriggerEventFilters,
     Cloudfunctions2FunctionServiceConfig,
 )
 from cdktf_cdktf_provider_google.data_google_project import DataGoogleProject  # noqa: E402
@@ -76,6 +78,19 @@ from cdktf_cdktf_provider_google.project_iam_member import (  # noqa: E402
 )
 from cdktf_cdktf_provider_google.project_service import ProjectService  # noqa: E402
 from cdktf_cdktf_provider_google.provider import GoogleProvider  # noqa: E402
+from cdktf_cdktf_provider_google.pubsub_subscription import (  # noqa: E402
+    PubsubSubscription,
+    PubsubSubscriptionDeadLetterPolicy,
+    PubsubSubscriptionExpirationPolicy,
+    PubsubSubscriptionPushConfig,
+    PubsubSubscriptionPushConfigOidcToken,
+    PubsubSubscriptionRetryPolicy,
+)
+from cdktf_cdktf_provider_google.pubsub_subscription_iam_member import (  # noqa: E402
+    PubsubSubscriptionIamMember,
+)
+from cdktf_cdktf_provider_google.pubsub_topic import PubsubTopic  # noqa: E402
+from cdktf_cdktf_provider_google.pubsub_topic_iam_member import PubsubTopicIamMember  # noqa: E402
 from cdktf_cdktf_provider_google.service_account import ServiceAccount  # noqa: E402
 from cdktf_cdktf_provider_google.storage_bucket import (  # noqa: E402
     StorageBucket,
@@ -105,6 +120,8 @@ __all__ = [
     "Cloudfunctions2FunctionBuildConfig",
     "Cloudfunctions2FunctionBuildConfigSource",
     "Cloudfunctions2FunctionBuildConfigSourceStorageSource",
+    "Cloudfunctions2FunctionEventTrigger",
+    "Cloudfunctions2FunctionEventTriggerEventFilters",
     "Cloudfunctions2FunctionServiceConfig",
     "DataGoogleProject",
     "FirestoreDatabase",
@@ -115,6 +132,15 @@ __all__ = [
     "ProjectIamMember",
     "ProjectIamMemberCondition",
     "ProjectService",
+    "PubsubSubscription",
+    "PubsubSubscriptionDeadLetterPolicy",
+    "PubsubSubscriptionExpirationPolicy",
+    "PubsubSubscriptionIamMember",
+    "PubsubSubscriptionPushConfig",
+    "PubsubSubscriptionPushConfigOidcToken",
+    "PubsubSubscriptionRetryPolicy",
+    "PubsubTopic",
+    "PubsubTopicIamMember",
     "ServiceAccount",
     "Sleep",
     "StorageBucket",

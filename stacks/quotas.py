@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from stacks.problem import Problem
 from stacks.sharing import same_code_different_settings, shared_functions
-from stacks.team import Team
+from stacks.team import EVENTARC, Team
 
 TEAM_ACCOUNTS = 2
 """Service accounts every team has besides one runtime account per function: the build account
@@ -90,10 +90,13 @@ QUOTA_KEYS = {quota.key: quota for quota in QUOTAS}
 
 def usage(team: Team) -> dict[str, int]:
     """What one team's stack creates, by quota key."""
-    functions = len(shared_functions(team))
+    functions = len(shared_functions(team)) + len(team.event_jobs)  # an event job's function is its own
+    triggers = sum(1 for job in team.event_jobs if job.trigger == EVENTARC)  # each has its own account
     retiring = 2 * len(team.jobs) if team.keep_per_job_accounts else 0  # migration step 1
+    # The build account and, unless nothing signs as it, the invoker; a runtime account per function.
+    team_accounts = TEAM_ACCOUNTS if team.needs_invoker else TEAM_ACCOUNTS - 1
     return {
-        SERVICE_ACCOUNTS.key: TEAM_ACCOUNTS + functions + retiring,  # a runtime account per function
+        SERVICE_ACCOUNTS.key: team_accounts + functions + triggers + retiring,
         CLOUD_RUN_SERVICES.key: functions,
         SCHEDULER_JOBS.key: len(team.jobs),
     }

@@ -47,6 +47,24 @@ def seconds(value: int) -> str:
     return f"{value}s"
 
 
+def grant_run_invoker(
+    scope: Construct, team: Team, function: DeduplicatedFunction, invoker_email: str, apis: RequiredApis
+) -> CloudRunV2ServiceIamMember:
+    """roles/run.invoker for `invoker_email` on this function's Cloud Run service only (the
+    service the function names, never rebuilt from its name), with create_before_destroy."""
+    return CloudRunV2ServiceIamMember(
+        scope,
+        "invoker",
+        project=team.project,
+        location=team.region,
+        name=function.service,
+        role=defaults.ROLE_INVOKER,
+        member=member(invoker_email),
+        depends_on=apis.of(defaults.API_RUN),
+        lifecycle=CREATE_BEFORE_DESTROY,
+    )
+
+
 class ScheduledJob(Construct):
     """A job's Scheduler job, built in two steps by `TeamStack`.
 
@@ -72,17 +90,8 @@ class ScheduledJob(Construct):
 
     def grant_invoker(self, function: DeduplicatedFunction) -> CloudRunV2ServiceIamMember:
         """roles/run.invoker for the team's invoker on this function's service only."""
-        team = self.props.team
-        self.invoker_grant = CloudRunV2ServiceIamMember(
-            self,
-            "invoker",
-            project=team.project,
-            location=team.region,
-            name=function.service,
-            role=defaults.ROLE_INVOKER,
-            member=member(self.props.invoker_email),
-            depends_on=self.props.apis.of(defaults.API_RUN),
-            lifecycle=CREATE_BEFORE_DESTROY,
+        self.invoker_grant = grant_run_invoker(
+            self, self.props.team, function, self.props.invoker_email, self.props.apis
         )
         return self.invoker_grant
 

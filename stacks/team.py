@@ -147,6 +147,120 @@ class Job:
 
 
 @dataclass(frozen=True)
+class PushRetry:
+    """A Pub/Sub subscription's retry_policy: exponential backoff between redeliveries after a
+    nack (Pub/Sub's bounds: 0-600 s each)."""
+
+    min_backoff_seconds: int = 10
+    """Wait before the first redelivery, 0-600 (Pub/Sub's own default is 10 s)."""
+    max_backoff_seconds: int = 600
+    """Longest wait between redeliveries, 0-600, at least min_backoff_seconds."""
+
+
+# Pub/Sub keeps an unacknowledged message at most this long (message_retention_duration).
+MAX_RETRY_WINDOW_SECONDS = 7 * 24 * 3600
+PUSH = "push"
+"""`EventJob.trigger`: a Pub/Sub push subscription the stack configures fully (the default)."""
+EVENTARC = "eventarc"
+"""`EventJob.trigger`: a gen2 Eventarc trigger (CloudEvents); see docs/stacks.md for its limits."""
+
+
+@dataclass(frozen=True)
+class EventJob:
+    """One event job: a Pub/Sub push subscription delivering a topic's messages to a function
+    whose entry point is `@deduplicated_event` (docs/stacks.md, "Event jobs"). The stack creates
+    the push subscription, a dead-letter topic with a pull subscription that keeps dead letters
+    7 days, and the topic itself unless `topic` names an existing one."""
+
+    name: str
+    """Job id, also the function name: the rules of `Job.name`."""
+    source: str
+    """Folder under functions/ with main.py (a `@deduplicated_event` handler under
+    `@functions_framework.http`) and requirements.txt listing google-cloud-pubsub."""
+    entry_point: str = "handle"
+    """Name of the decorated function in the folder's main.py."""
+    topic: str = ""
+    """An existing topic of the team's project, by its id; "" (default): the stack creates
+    the topic `<team>-<job>`."""
+    description: str = ""
+    """Shown on the function."""
+    timeout_seconds: int = 300
+    """Function timeout, 10-600: the push subscription's ack deadline is this timeout, and a push
+    ack deadline is at most 600 s. The lease is this plus a margin."""
+    memory: str = "256Mi"
+    """Function memory, Cloud Run notation."""
+    retry: PushRetry = field(default_factory=PushRetry)
+    """Backoff between redeliveries of a nacked message."""
+    retry_window_seconds: int = MAX_RETRY_WINDOW_SECONDS
+    """How long Pub/Sub keeps redelivering an unacknowledged message (the subscription's
+    message_retention_duration), 600 s to 7 days."""
+    max_delivery_attempts: int = 5
+    """Deliveries before Pub/Sub moves a message to the dead-letter topic itself, 5-100."""
+    max_event_age_seconds: int = 24 * 3600
+    """An event older than this (from its publish time) is not run but dead-lettered by runonce:
+    the end condition Google recommends for retried events. At most retry_window_seconds."""
+    retention_seconds: int = 8 * 24 * 3600
+    """How long an event's record is kept; longer than retry_window_seconds, or a late
+    redelivery would find no record and run again."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment variables (RUNONCE_* are set by the stack, as for `Job.env`)."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Labels on the job's resources, merged over the team's."""
+    min_instances: int = 0
+    """Instances kept warm."""
+    max_instances: int = 3
+    """Upper bound on instances."""
+    runtime: str = "python312"
+    """Cloud Run functions runtime the source is built with."""
+    trigger: str = PUSH
+    """How events arrive: "push" (default), a push subscription with the retry policy, retry
+    window, delivery attempts and dead-letter policy above; or "eventarc", the function's own
+    Eventarc trigger with RETRY_POLICY_RETRY, for a handler under @functions_framework.cloud_event
+    (retry, retry_window_seconds and max_delivery_attempts do not apply: Eventarc's retries cannot
+    be configured, and it has no dead-letter topic; runonce's own dead letters still go to the
+    stack's dead-letter topic)."""
+    bucket: str = ""
+    """Eventarc only: a Cloud Storage bucket whose object finalize events trigger the job; ""
+    (default) triggers on the messages of `topic` instead."""
+
+    @property
+    def ack_deadline_seconds(self) -> int:
+        """The push subscription's ack deadline: the function timeout, so Pub/Sub does not
+        redeliver while an attempt may still run (a redelivery then would be answered 409)."""
+        return self.timeout_seconds
+
+    @property
+    def lease_seconds(self) -> int:
+        """Lease on a claimed event: the timeout plus a margin, longer than the ack deadline."""
+        return self.timeout_seconds + LEASE_MARGIN_SECONDS
+
+    @property
+    def source_dir(self) -> Path:
+        """Absolute path of the job's function folder."""
+        return FUNCTIONS_DIR / self.source
+
+    def function_job(self, environment: dict[str, str]) -> Job:
+        """The `Job` its function is built from (a function's settings, `stacks.sharing`), with
+        the event variables in `environment` added to its env. Not a scheduled job: it is never
+        in `Team.jobs`, so no Scheduler job is made for it."""
+        return Job(
+            name=self.name,
+            schedule="",
+            source=self.source,
+            entry_point=self.entry_point,
+            description=self.description,
+            timeout_seconds=self.timeout_seconds,
+            memory=self.memory,
+            retention_seconds=self.retention_seconds,
+            env={**self.env, **environment},
+            labels=self.labels,
+            min_instances=self.min_instances,
+            max_instances=self.max_instances,
+            runtime=self.runtime,
+        )
+
+
+@dataclass(frozen=True)
 class Team:
     """A team: one GCP project and region, one Firestore database, many jobs. One stack each."""
 
@@ -157,9 +271,12 @@ class Team:
     region: str
     """Region of the functions and Scheduler jobs, e.g. europe-west1."""
     jobs: list[Job]
-    """The team's jobs; names must be unique within the team."""
+    """The team's scheduled jobs; names must be unique within the team."""
     labels: dict[str, str] = field(default_factory=dict)
     """Labels on every resource of the team."""
+    event_jobs: list[EventJob] = field(default_factory=list)
+    """The team's event jobs (Pub/Sub push, `EventJob`); default none. Kept apart from `jobs`,
+    which the local scheduler runs on a schedule; names are unique across both lists."""
     database: str = "runonce"
     """Firestore database id for the run ledger (a dedicated database keeps IAM scoped to it)."""
     database_location: str = ""
@@ -199,6 +316,12 @@ class Team:
     def location(self) -> str:
         """Firestore location actually used."""
         return self.database_location or self.region
+
+    @property
+    def needs_invoker(self) -> bool:
+        """Whether anything signs as the team's invoker account: a Scheduler job or a push
+        subscription (an Eventarc trigger signs as its own account)."""
+        return bool(self.jobs) or any(job.trigger != EVENTARC for job in self.event_jobs)
 
 
 def load_team_file(path: Path) -> Team:

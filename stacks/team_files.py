@@ -22,16 +22,22 @@ from typing import Any
 
 from stacks.problem import Problem
 from stacks.targets import TARGET_CLASSES
-from stacks.team import REPO_ROOT, TEAMS_DIR, Job, Retry, Team, team_file_paths
+from stacks.team import REPO_ROOT, TEAMS_DIR, EventJob, Job, PushRetry, Retry, Team, team_file_paths
 
 CONFIG_CLASSES: dict[str, type] = {
     "Team": Team,
     "Job": Job,
     "Retry": Retry,
+    "EventJob": EventJob,
+    "PushRetry": PushRetry,
     **{target.__name__: target for target in TARGET_CLASSES},
 }
 """The dataclasses a team file builds, by the name it calls them with."""
-FIELD_PREFIX = {"Retry": "retry.", **{target.__name__: "target." for target in TARGET_CLASSES}}
+FIELD_PREFIX = {
+    "Retry": "retry.",
+    "PushRetry": "retry.",
+    **{target.__name__: "target." for target in TARGET_CLASSES},
+}
 """How a field of a nested config is named in problems (`retry.retry_count`, `target.workflow`)."""
 
 
@@ -160,7 +166,7 @@ def _literal_names(tree: ast.Module) -> _Names:
         kind = _call_class(node)
         if kind == "Team" and isinstance(node, ast.Call):
             names.team = names.team or _literal_name(node)
-        elif kind == "Job" and isinstance(node, ast.Call):
+        elif kind in ("Job", "EventJob") and isinstance(node, ast.Call):
             names.jobs[id(node)] = _literal_name(node)
     return names
 
@@ -171,7 +177,11 @@ def _field_name_problems(tree: ast.Module, path: Path, names: _Names) -> typing.
     def visit(node: ast.AST, job: str | None) -> typing.Iterator[Problem]:
         kind = _call_class(node)
         if kind and isinstance(node, ast.Call):
-            job = names.jobs.get(id(node), job) if kind == "Job" else (None if kind == "Team" else job)
+            job = (
+                names.jobs.get(id(node), job)
+                if kind in ("Job", "EventJob")
+                else (None if kind == "Team" else job)
+            )
             yield from _call_problems(node, kind, path, names.team, job)
         for child in ast.iter_child_nodes(node):
             yield from visit(child, job)
@@ -249,25 +259,40 @@ def _type_problems(team: Team, path: Path) -> typing.Iterator[Problem]:
     """Every field whose value is not of its declared type (Python does not check them)."""
     team_name = team.name if isinstance(team.name, str) else ""
     yield from _fields_of(team, "", team_name, None, path)
-    if not isinstance(team.jobs, list | tuple):
-        return
-    for index, job in enumerate(team.jobs):
-        if not isinstance(job, Job):
+    yield from _job_list(team.jobs, "jobs", Job, "Job(name=..., schedule=..., source=...)", team_name, path)
+    yield from _job_list(
+        team.event_jobs, "event_jobs", EventJob, "EventJob(name=..., source=...)", team_name, path
+    )
+
+
+# The nested configs of a job whose fields are checked too: retry policies and targets.
+NESTED_CONFIGS = (("retry", (Retry, PushRetry)), ("target", TARGET_CLASSES))
+
+
+def _job_list(
+    jobs: Any, field: str, kind: type, write: str, team_name: str, path: Path
+) -> typing.Iterator[Problem]:
+    """The field types of every job in one of the team's job lists (`jobs`, `event_jobs`)."""
+    if not isinstance(jobs, list | tuple):
+        return  # reported with the team's own fields
+    for index, job in enumerate(jobs):
+        if not isinstance(job, kind):
             yield Problem(
                 team_name,
                 None,
-                f"jobs[{index}]",
-                f"is a {type(job).__name__}, not a Job",
-                "write Job(name=..., schedule=..., source=...)",
+                f"{field}[{index}]",
+                f"is a {type(job).__name__}, not a {kind.__name__}",
+                f"write {write}",
                 shown_path(path),
             )
             continue
-        job_name = job.name if isinstance(job.name, str) else f"jobs[{index}]"
+        name = getattr(job, "name", None)
+        job_name = name if isinstance(name, str) else f"{field}[{index}]"
         yield from _fields_of(job, "", team_name, job_name, path)
-        if isinstance(job.retry, Retry):
-            yield from _fields_of(job.retry, "retry.", team_name, job_name, path)
-        if isinstance(job.target, TARGET_CLASSES):
-            yield from _fields_of(job.target, "target.", team_name, job_name, path)
+        for nested, classes in NESTED_CONFIGS:
+            value = getattr(job, nested, None)
+            if isinstance(value, classes):
+                yield from _fields_of(value, f"{nested}.", team_name, job_name, path)
 
 
 def _fields_of(config: Any, prefix: str, team: str, job: str | None, path: Path) -> typing.Iterator[Problem]:
@@ -298,7 +323,7 @@ def _conforms(value: Any, hint: Any) -> bool:
         return value is None
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if hint in (str, bool, float) or hint in (Job, Retry, Team, *TARGET_CLASSES):
+    if hint in (str, bool, float) or hint in (Job, Retry, Team, EventJob, PushRetry, *TARGET_CLASSES):
         return isinstance(value, hint)
     if origin is dict:
         key, item = args
@@ -308,7 +333,7 @@ def _conforms(value: Any, hint: Any) -> bool:
     if origin is list:
         # Job and Team instances are checked one by one, with their own names.
         return isinstance(value, list | tuple) and (
-            args[0] in (Job, Team) or all(_conforms(v, args[0]) for v in value)
+            args[0] in (Job, Team, EventJob) or all(_conforms(v, args[0]) for v in value)
         )
     return True
 

@@ -25,6 +25,7 @@ from stacks.provider import (
     ArtifactRegistryRepositoryIamMember,
     ProjectIamMember,
     ProjectIamMemberCondition,
+    ServiceAccount,
     StorageBucketIamMember,
 )
 from stacks.required_apis import RequiredApis
@@ -106,14 +107,19 @@ class TeamIdentity:
             ),
         ]
         """What the builds need: read the sources (both buckets), push the images, write their logs."""
-        self.invoker_account = service_account(
-            scope,
-            "team-invoker-account",
-            team,
-            naming.team_account_id(team.name, "call"),
-            f"runonce {team.name} Scheduler invoker",
-            props.apis,
-        )
-        """The `google_service_account` whose OIDC token every Scheduler job of the team sends."""
-        self.invoker_email: str = self.invoker_account.email
-        """The invoker account's email (a Terraform reference)."""
+        self.invoker_account: ServiceAccount | None = None
+        """The `google_service_account` whose OIDC token every Scheduler job and push subscription
+        of the team sends; None for a team whose only jobs are Eventarc jobs (each trigger signs
+        as its own account), so no account sits unused."""
+        self.invoker_email = ""
+        """The invoker account's email (a Terraform reference), "" without one."""
+        if team.needs_invoker:
+            self.invoker_account = service_account(
+                scope,
+                "team-invoker-account",
+                team,
+                naming.team_account_id(team.name, "call"),
+                f"runonce {team.name} Scheduler invoker",
+                props.apis,
+            )
+            self.invoker_email = self.invoker_account.email

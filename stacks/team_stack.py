@@ -20,15 +20,16 @@ from stacks.deduplicated_function import (
     DeduplicatedFunctionProps,
     job_archive,
 )
+from stacks.event_job import EventDelivery, EventDeliveryProps, event_environment
 from stacks.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.legacy_accounts import keep_job_accounts
 from stacks.provider import DataGoogleProject, GoogleProvider, Sleep, TimeProvider
 from stacks.required_apis import RequiredApis, RequiredApisProps
 from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
-from stacks.sharing import explain, shared_functions
+from stacks.sharing import FunctionSettings, SharedFunction, explain, shared_functions
 from stacks.state import local_state_file, missing_local_state
 from stacks.target_access import grant_target, target_apis
-from stacks.team import REPO_ROOT, Team
+from stacks.team import EVENTARC, REPO_ROOT, Team
 from stacks.team_identity import TeamIdentity, TeamIdentityProps
 
 
@@ -56,6 +57,10 @@ class TeamStack(TerraformStack):
         target_services = {
             api for job in team.jobs if job.target is not None for api in target_apis(job.target)
         }
+        if team.event_jobs:
+            target_services.add(defaults.API_PUBSUB)
+        if any(job.trigger == EVENTARC for job in team.event_jobs):
+            target_services.add(defaults.API_EVENTARC)
         services = (*defaults.REQUIRED_APIS, *sorted(target_services - set(defaults.REQUIRED_APIS)))
         self.apis = RequiredApis(self, "apis", RequiredApisProps(project=team.project, services=services))
         """The enabled APIs."""
@@ -87,7 +92,8 @@ class TeamStack(TerraformStack):
         """The team's source bucket and image repository."""
         self.project = DataGoogleProject(self, "project", project_id=team.project)
         """The `google_project` data source: the project number names Google's source bucket."""
-        gcf_sources = naming.gcf_sources_bucket(self.project.number, team.region)
+        project_number = self.project.number  # read once: each read is a jsii round trip
+        gcf_sources = naming.gcf_sources_bucket(project_number, team.region)
         self.identity = TeamIdentity(
             self,
             TeamIdentityProps(team=team, build=self.build, apis=self.apis, gcf_sources_bucket=gcf_sources),
@@ -97,6 +103,15 @@ class TeamStack(TerraformStack):
         """Which jobs run on which function (`stacks.sharing`), in team-file order."""
         # Printed by `cdktf synth`: which jobs share a function, which code runs on several.
         Annotations.of(self).add_info("\n".join(explain(team)))
+        # An event job's function is its own (never shared with a scheduled job: its entry point
+        # answers Pub/Sub pushes), built from the same settings a scheduled job's function is.
+        self.event_functions = [
+            SharedFunction(job.name, FunctionSettings.of(built), (built,))
+            for job in team.event_jobs
+            for built in [job.function_job(event_environment(team, job))]
+        ]
+        """The event jobs' functions, in team-file order."""
+        functions = [*self.shared_functions, *self.event_functions]
         # Every account and grant first, then one wait after all grants, then the functions: a
         # build started before its grants settle cannot fetch its source.
         identities = {
@@ -105,7 +120,7 @@ class TeamStack(TerraformStack):
                 f"{function.name}-identity",
                 FunctionIdentityProps(team=team, function=function, store=self.store, apis=self.apis),
             )
-            for function in self.shared_functions
+            for function in functions
         }
         # A proxy's account may start its target (and nothing else): granted before the proxy
         # exists, so that the grant has settled before its first run (a 403 is a permanent failure).
@@ -122,6 +137,22 @@ class TeamStack(TerraformStack):
             if function.first.target is not None
         }
         """The grant that lets each proxy's account start its target, by function name."""
+        self.events = {
+            job.name: EventDelivery(
+                self,
+                f"{job.name}-events",
+                EventDeliveryProps(
+                    team=team,
+                    job=job,
+                    runtime_email=identities[job.name].runtime_email,
+                    invoker_email=self.identity.invoker_email,
+                    project_number=project_number,
+                    apis=self.apis,
+                ),
+            )
+            for job in team.event_jobs
+        }
+        """Each event job's topics, dead-letter subscription and publisher grants, by job name."""
         self.iam_settled = Sleep(
             self,
             "iam-settled",
@@ -133,6 +164,7 @@ class TeamStack(TerraformStack):
                 *self.identity.build_grants,
                 *(identity.ledger_grant for identity in identities.values()),
                 *self.target_grants.values(),
+                *(grant for events in self.events.values() for grant in events.grants),
             ],
         )
         """The `time_sleep` after every grant of the build account and of every runtime account;
@@ -140,7 +172,7 @@ class TeamStack(TerraformStack):
         self.functions: dict[str, DeduplicatedFunction] = {}
         """Each function, by its name (the name of its first job)."""
         archives: dict[str, Archive] = {}  # one per source folder: zipping and hashing cost time
-        for shared in self.shared_functions:
+        for shared in functions:
             source = shared.settings.source
             if source not in archives:
                 archives[source] = job_archive(shared.first, archive_dir)
@@ -156,6 +188,9 @@ class TeamStack(TerraformStack):
                     build_email=self.identity.build_email,
                     iam_settled=self.iam_settled,
                     archive=archives[source],
+                    event_trigger=self.events[shared.name].event_trigger()
+                    if shared.name in self.events
+                    else None,
                 ),
             )
         self.function_of: dict[str, DeduplicatedFunction] = {
@@ -189,6 +224,10 @@ class TeamStack(TerraformStack):
             shared.name: self.jobs[shared.name].grant_invoker(self.functions[shared.name])
             for shared in self.shared_functions
         }
+        # The event functions' grants sit on their event constructs, one each.
+        invoker_grants.update(
+            {name: events.grant_invoker(self.functions[name]) for name, events in self.events.items()}
+        )
         self.invoker_settled = Sleep(
             self,
             "invoker-settled",
@@ -202,3 +241,6 @@ class TeamStack(TerraformStack):
             function, grant = self.functions[shared.name], invoker_grants[shared.name]
             for job in shared.jobs:
                 self.jobs[job.name].schedule(function, after=[grant, self.invoker_settled])
+        for name, events in self.events.items():
+            if events.props.job.trigger != EVENTARC:
+                events.subscribe(self.functions[name], after=[invoker_grants[name], self.invoker_settled])

@@ -23,12 +23,24 @@ from zoneinfo import ZoneInfo, available_timezones
 from cronsim import CronSim, CronSimError
 
 from stacks import function_limits, locations, naming, sharing, targets
+from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
 from stacks.cron_check import schedule_issue
-from stacks.entry_point import handler_issue, missing_requirements
+from stacks.entry_point import EVENT, handler_issue, lists_distribution, missing_requirements
 from stacks.problem import InvalidConfig, Problem
 from stacks.quotas import declared_problems, quota_problems
 from stacks.sharing import crowded_start, shared_functions
-from stacks.team import FUNCTIONS_DIR, LEASE_MARGIN_SECONDS, Job, Retry, Team
+from stacks.team import (
+    EVENTARC,
+    FUNCTIONS_DIR,
+    LEASE_MARGIN_SECONDS,
+    MAX_RETRY_WINDOW_SECONDS,
+    PUSH,
+    EventJob,
+    Job,
+    PushRetry,
+    Retry,
+    Team,
+)
 
 __all__ = ["InvalidConfig", "Problem", "find_problems", "retry_window_seconds", "validate"]
 
@@ -51,6 +63,8 @@ STACK_ENV = (
     "RUNONCE_COLLECTION",
     "RUNONCE_RETENTION_SECONDS",
     "GOOGLE_CLOUD_PROJECT",
+    MAX_EVENT_AGE_VARIABLE,
+    DEAD_LETTER_TOPIC_VARIABLE,
     *targets.STACK_ENV,
 )
 LEASE_ENV = "RUNONCE_LEASE_SECONDS"
@@ -76,6 +90,8 @@ def find_problems(teams: Sequence[Team], files: Sequence[str] | None = None) -> 
         problems = list(_team(team))
         for job in team.jobs:
             problems.extend(_job(team, job))
+        for event_job in team.event_jobs:
+            problems.extend(_event_job(team, event_job))
         problems.extend(_sharing(team))
         found.extend(_in_file(problem, file) for problem in problems)
     found.extend(quota_problems(teams, shown))
@@ -138,11 +154,29 @@ def _derived_names(team: Team) -> Iterator[tuple[str | None, str, str, str]]:
     yield None, "Artifact Registry repository", region, naming.repository_id(team.name)
     yield None, "Firestore database", project, team.database
     for role in naming.TEAM_ROLES:
-        yield None, "service account", project, naming.team_account_id(team.name, role)
+        if role != "call" or team.needs_invoker:
+            yield None, "service account", project, naming.team_account_id(team.name, role)
     for function in shared_functions(team):
         yield function.name, "function", region, naming.function_name(team.name, function.name)
         runtime = naming.account_id(team.name, function.name, naming.RUNTIME_ROLE)
         yield function.name, "service account", project, runtime
+    for event in team.event_jobs:
+        yield event.name, "function", region, naming.function_name(team.name, event.name)
+        yield (
+            event.name,
+            "service account",
+            project,
+            naming.account_id(team.name, event.name, naming.RUNTIME_ROLE),
+        )
+        if not event.topic and not event.bucket:
+            yield event.name, "topic", project, naming.topic_name(team.name, event.name)
+        yield event.name, "topic", project, naming.dead_letter_topic_name(team.name, event.name)
+        if event.trigger == EVENTARC:
+            trigger = naming.account_id(team.name, event.name, naming.TRIGGER_ROLE)
+            yield event.name, "service account", project, trigger
+        else:
+            yield event.name, "subscription", project, naming.push_subscription_name(team.name, event.name)
+        yield event.name, "subscription", project, naming.dead_letter_subscription_name(team.name, event.name)
     for job in team.jobs:
         yield job.name, "Scheduler job", region, naming.scheduler_job_name(team.name, job.name)
         if team.keep_per_job_accounts:  # the old accounts, kept for one apply
@@ -227,15 +261,21 @@ def _team(team: Team) -> Iterator[Problem]:
             f"{team.collection!r} is not a top-level collection id",
             "use letters, digits, underscores and hyphens, no slashes",
         )
-    if not team.jobs:
-        yield problem("jobs", "the team has no jobs", "add at least one Job(...) or delete the team file")
-    for name, count in Counter(job.name for job in team.jobs).items():
+    if not team.jobs and not team.event_jobs:
+        yield problem(
+            "jobs",
+            "the team has no jobs",
+            "add at least one Job(...) or EventJob(...) or delete the team file",
+        )
+    names = [job.name for job in team.jobs] + [job.name for job in team.event_jobs]
+    for name, count in Counter(names).items():
         if count > 1:
             yield Problem(
                 team.name,
                 name,
                 "name",
-                f"{count} jobs share this name",
+                f"{count} jobs share this name (scheduled and event jobs together; it names the "
+                "function and its account)",
                 "give every job of a team its own name",
             )
     yield from _labels(team.name, None, team.labels, set())
@@ -306,21 +346,7 @@ def _job(team: Team, job: Job) -> Iterator[Problem]:
     def problem(field: str, message: str, fix: str) -> Problem:
         return Problem(team.name, job.name, field, message, fix)
 
-    if not naming.DNS_LABEL.match(job.name) or len(job.name) > naming.MAX_JOB_NAME:
-        yield problem(
-            "name",
-            f"{job.name!r} is not a valid job name",
-            f"use lowercase letters, digits and hyphens, start with a letter, "
-            f"at most {naming.MAX_JOB_NAME} characters",
-        )
-    function = naming.function_name(team.name, job.name)
-    if len(function) > naming.MAX_FUNCTION_NAME:
-        yield problem(
-            "name",
-            f"the function name {function!r} has {len(function)} characters; Cloud Run "
-            f"allows {naming.MAX_FUNCTION_NAME}",
-            "shorten the job name (or the team name)",
-        )
+    yield from _job_name(team, job.name, problem)
     yield from _schedule(job, problem)
     ranges = [*_limits(job, problem), *_retry(job.retry, problem)]
     yield from ranges
@@ -330,6 +356,25 @@ def _job(team: Team, job: Job) -> Iterator[Problem]:
         yield from _source(job, problem)
     yield from _env(job, problem)
     yield from _labels(team.name, job.name, job.labels, set(team.labels))
+
+
+def _job_name(team: Team, name: str, problem: ProblemAt) -> Iterator[Problem]:
+    """A job name (scheduled or event) is a DNS label that keeps its function's name in limits."""
+    if not naming.DNS_LABEL.match(name) or len(name) > naming.MAX_JOB_NAME:
+        yield problem(
+            "name",
+            f"{name!r} is not a valid job name",
+            f"use lowercase letters, digits and hyphens, start with a letter, "
+            f"at most {naming.MAX_JOB_NAME} characters",
+        )
+    function = naming.function_name(team.name, name)
+    if len(function) > naming.MAX_FUNCTION_NAME:
+        yield problem(
+            "name",
+            f"the function name {function!r} has {len(function)} characters; Cloud Run "
+            f"allows {naming.MAX_FUNCTION_NAME}",
+            "shorten the job name (or the team name)",
+        )
 
 
 def _schedule(job: Job, problem: ProblemAt) -> Iterator[Problem]:
@@ -367,6 +412,11 @@ def _limits(job: Job, problem: ProblemAt) -> Iterator[Problem]:
             f"choose {max(MIN_ATTEMPT_DEADLINE, min(job.attempt_deadline_seconds, MAX_ATTEMPT_DEADLINE))}"
             f"-{MAX_HTTP_TIMEOUT} s (at least the attempt deadline; split longer work)",
         )
+    yield from _function_settings(job, problem)
+
+
+def _function_settings(job: Job | EventJob, problem: ProblemAt) -> Iterator[Problem]:
+    """Memory, runtime and instances: Cloud Run functions' own limits, for either kind of job."""
     if job.memory not in function_limits.MEMORY_SIZES:
         yield problem(
             "memory",
@@ -679,4 +729,177 @@ def _labels(team: str, job: str | None, labels: dict[str, str], inherited: set[s
             f"{len(merged)} labels (team and job together); a resource takes at most "
             f"{function_limits.MAX_LABELS}, and runonce adds {len(function_limits.RUNONCE_LABELS)}",
             f"keep at most {room} labels",
+        )
+
+
+# Pub/Sub push: the ack deadline is at most 600 s (it also is the push request's timeout), a
+# backoff 0-600 s, retention 10 min to 7 days, dead-letter attempts 5-100 (Pub/Sub's
+# Subscription reference: ackDeadlineSeconds, RetryPolicy, messageRetentionDuration,
+# DeadLetterPolicy). A topic id: 3-255 characters, starting with a letter, not "goog".
+MIN_ACK_DEADLINE, MAX_ACK_DEADLINE = 10, 600
+MAX_PUSH_BACKOFF = 600
+MIN_RETRY_WINDOW = 600
+MIN_DELIVERY_ATTEMPTS, MAX_DELIVERY_ATTEMPTS = 5, 100
+TOPIC_ID = re.compile(r"^(?!goog)[A-Za-z][A-Za-z0-9._~%+-]{2,254}$")
+PUBSUB_DISTRIBUTION = "google-cloud-pubsub"
+# Event-driven gen2 functions (an Eventarc trigger) time out after at most 540 s.
+MAX_EVENT_FUNCTION_TIMEOUT = 540
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+
+
+def _event_job(team: Team, job: EventJob) -> Iterator[Problem]:
+    """One event job: its names, Pub/Sub's ranges, the cross-layer rules and its handler."""
+
+    def problem(field: str, message: str, fix: str) -> Problem:
+        return Problem(team.name, job.name, field, message, fix)
+
+    yield from _job_name(team, job.name, problem)
+    if job.topic and not TOPIC_ID.match(job.topic):
+        yield problem(
+            "topic",
+            f"{job.topic!r} is not a Pub/Sub topic id",
+            'give the id of a topic in the team\'s project (not the projects/P/topics/ path), or "" '
+            "to let the stack create one",
+        )
+    yield from _trigger(job, problem)
+    ranges = [*_push_ranges(job, problem), *_function_settings(job, problem)]
+    yield from ranges
+    if not ranges:
+        yield from _event_cross_layer(job, problem)
+    yield from _event_source(job, problem)
+    yield from _env(job.function_job({}), problem)
+    yield from _labels(team.name, job.name, job.labels, set(team.labels))
+
+
+def _trigger(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
+    """The trigger kind, and what an Eventarc trigger needs."""
+    if job.trigger not in (PUSH, EVENTARC):
+        yield problem("trigger", f"{job.trigger!r} is not a trigger kind", f'use "{PUSH}" or "{EVENTARC}"')
+        return
+    if job.trigger == PUSH and job.bucket:
+        yield problem(
+            "bucket",
+            "a push subscription delivers a topic's messages, not a bucket's events",
+            f'set trigger="{EVENTARC}" for Cloud Storage events, or remove bucket=',
+        )
+    if job.trigger != EVENTARC:
+        return
+    if job.bucket and job.topic:
+        yield problem("topic", "an Eventarc trigger listens to a bucket or a topic, not both", "remove one")
+    if job.bucket and not BUCKET_NAME.match(job.bucket):
+        yield problem(
+            "bucket", f"{job.bucket!r} is not a Cloud Storage bucket name", "give the bucket's name"
+        )
+    if job.timeout_seconds > MAX_EVENT_FUNCTION_TIMEOUT:
+        yield problem(
+            "timeout_seconds",
+            f"{job.timeout_seconds} s is longer than an event-driven function may run "
+            f"({MAX_EVENT_FUNCTION_TIMEOUT} s)",
+            f"choose at most {MAX_EVENT_FUNCTION_TIMEOUT} s, or use the push trigger (600 s)",
+        )
+
+
+def _push_ranges(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
+    """Pub/Sub's own limits on the settings an event job gives."""
+    if not MIN_ACK_DEADLINE <= job.timeout_seconds <= MAX_ACK_DEADLINE:
+        yield problem(
+            "timeout_seconds",
+            f"{job.timeout_seconds} s cannot be the push subscription's ack deadline, which the "
+            f"stack derives from it: a push ack deadline is {MIN_ACK_DEADLINE}-{MAX_ACK_DEADLINE} s, "
+            "and a push still running after it is redelivered",
+            f"choose {MIN_ACK_DEADLINE}-{MAX_ACK_DEADLINE} s (split longer work into more events)",
+        )
+    retry: PushRetry = job.retry
+    for field, value in (
+        ("min_backoff_seconds", retry.min_backoff_seconds),
+        ("max_backoff_seconds", retry.max_backoff_seconds),
+    ):
+        if not 0 <= value <= MAX_PUSH_BACKOFF:
+            yield problem(
+                f"retry.{field}",
+                f"{value} s is outside Pub/Sub's backoff range 0-{MAX_PUSH_BACKOFF} s",
+                f"choose 0-{MAX_PUSH_BACKOFF}",
+            )
+    if retry.min_backoff_seconds > retry.max_backoff_seconds:
+        yield problem(
+            "retry.min_backoff_seconds",
+            f"{retry.min_backoff_seconds} s is above max_backoff_seconds ({retry.max_backoff_seconds} s)",
+            "make min_backoff_seconds <= max_backoff_seconds",
+        )
+    if not MIN_RETRY_WINDOW <= job.retry_window_seconds <= MAX_RETRY_WINDOW_SECONDS:
+        yield problem(
+            "retry_window_seconds",
+            f"{job.retry_window_seconds} s is outside Pub/Sub's message retention range "
+            f"{MIN_RETRY_WINDOW}-{MAX_RETRY_WINDOW_SECONDS} s (10 minutes to 7 days)",
+            f"choose {MIN_RETRY_WINDOW}-{MAX_RETRY_WINDOW_SECONDS}",
+        )
+    if not MIN_DELIVERY_ATTEMPTS <= job.max_delivery_attempts <= MAX_DELIVERY_ATTEMPTS:
+        yield problem(
+            "max_delivery_attempts",
+            f"{job.max_delivery_attempts} is outside Pub/Sub's dead-letter range "
+            f"{MIN_DELIVERY_ATTEMPTS}-{MAX_DELIVERY_ATTEMPTS}",
+            f"choose {MIN_DELIVERY_ATTEMPTS}-{MAX_DELIVERY_ATTEMPTS}",
+        )
+    if job.max_event_age_seconds < 1:
+        yield problem(
+            "max_event_age_seconds",
+            f"{job.max_event_age_seconds} s is not a positive age",
+            "give 1 or more seconds",
+        )
+
+
+def _event_cross_layer(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
+    """Subscription, function and ledger settings that must agree for exactly-once to hold."""
+    lease = int(job.env[LEASE_ENV]) if job.env.get(LEASE_ENV, "").isdigit() else job.lease_seconds
+    if lease <= job.ack_deadline_seconds:
+        yield problem(
+            "env",
+            f"the lease ({lease} s) is not longer than the ack deadline ({job.ack_deadline_seconds} s, "
+            "the timeout): Pub/Sub redelivers a push still running at its ack deadline, and that "
+            "redelivery would take over the live attempt's claim and run the event twice",
+            f"remove {LEASE_ENV} from env (the stack then uses timeout_seconds + "
+            f"{LEASE_MARGIN_SECONDS}) or set it above {job.ack_deadline_seconds}",
+        )
+    if job.max_event_age_seconds > job.retry_window_seconds:
+        yield problem(
+            "max_event_age_seconds",
+            f"{job.max_event_age_seconds} s is longer than the retry window "
+            f"({job.retry_window_seconds} s): Pub/Sub drops a message at the end of its retention, "
+            "so an event failing until then would vanish instead of being dead-lettered as too old",
+            f"set max_event_age_seconds <= {job.retry_window_seconds} (or lengthen retry_window_seconds)",
+        )
+    needed = max(job.retry_window_seconds, lease)
+    if job.retention_seconds <= needed:
+        yield problem(
+            "retention_seconds",
+            f"{job.retention_seconds} s does not outlast the retry window ({job.retry_window_seconds} s) "
+            f"and the lease ({lease} s): a late redelivery would find no record and run again",
+            f"set retention_seconds > {needed}",
+        )
+
+
+def _event_source(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
+    """The folder has an `@deduplicated_event` handler and lists what it needs, google-cloud-pubsub
+    included: runonce imports it only when it forwards a dead letter, so no import shows it."""
+    main = job.source_dir / "main.py"
+    if not job.source or not main.is_file() or not (job.source_dir / "requirements.txt").is_file():
+        yield problem(
+            "source",
+            f"functions/{job.source}/ needs main.py and requirements.txt",
+            "point source at a folder under functions/ that has both",
+        )
+        return
+    issue = _handler_issue(main, job.entry_point, EVENT)
+    if issue:
+        yield problem("entry_point", issue.message, issue.fix)
+    missing = _missing_requirements(job.source_dir)
+    reported = {distribution for _, distribution in missing}
+    if PUBSUB_DISTRIBUTION not in reported and not lists_distribution(job.source_dir, PUBSUB_DISTRIBUTION):
+        missing = [*missing, ("google.cloud.pubsub_v1", PUBSUB_DISTRIBUTION)]
+    for name, distribution in missing:
+        yield problem(
+            "source",
+            f"functions/{job.source}/requirements.txt does not list {distribution}, which "
+            f"`import {name}` needs: the function would fail when it first loads it",
+            f"add a pinned {distribution}==<version> line to functions/{job.source}/requirements.txt",
         )

@@ -1,6 +1,6 @@
 """The example team: copy this file (or teams/_template.py) to teams/<your-team>.py and edit."""
 
-from stacks.team import Job, Retry, Team
+from stacks.team import EventJob, Job, PushRetry, Retry, Team
 
 team = Team(
     name="example",
@@ -44,6 +44,22 @@ team = Team(
             timeout_seconds=300,
             attempt_deadline_seconds=300,
             retention_seconds=14 * 24 * 3600,
+        ),
+    ],
+    event_jobs=[
+        EventJob(
+            name="orders",
+            description="Record each paid order's receipt once",
+            source="orders_events",
+            timeout_seconds=60,
+            # Redeliver after 10 s, then up to 5 min apart; after 10 deliveries Pub/Sub moves the
+            # message to the dead-letter topic itself.
+            retry=PushRetry(min_backoff_seconds=10, max_backoff_seconds=300),
+            max_delivery_attempts=10,
+            # Redelivered for up to a day; an order a day old is dead-lettered, not run.
+            retry_window_seconds=24 * 3600,
+            max_event_age_seconds=24 * 3600,
+            retention_seconds=2 * 24 * 3600,
         ),
     ],
 )

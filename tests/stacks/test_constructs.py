@@ -14,6 +14,12 @@ from stacks.team import FUNCTIONS_DIR, REPO_ROOT, TEAMS_DIR, load_team_file
 from tests.stacks.conftest import synthesize
 
 EXAMPLE_JOBS = ["report", "sync", "ledger-close"]
+EXAMPLE_EVENT_JOBS = ["orders"]
+EXAMPLE_FUNCTIONS = [*EXAMPLE_JOBS, *EXAMPLE_EVENT_JOBS]
+"""Every job has a function of its own: the scheduled jobs' timeouts differ, and an event job's
+function is never shared."""
+EXAMPLE_APIS = (*defaults.REQUIRED_APIS, defaults.API_PUBSUB)
+"""The APIs the example team enables: its event job needs Pub/Sub."""
 
 
 def ref(synth, kind: str, attribute: str, **match) -> str:
@@ -134,16 +140,23 @@ def address(synth, kind: str, **match) -> str:
 
 
 def test_apis_settle_for_sixty_seconds_after_all_of_them_are_enabled(example):
-    apis = [address(example, "google_project_service", service=api) for api in defaults.REQUIRED_APIS]
+    # The example team has an event job, so Pub/Sub is enabled after the APIs every team needs.
+    services = (*defaults.REQUIRED_APIS, defaults.API_PUBSUB)
+    apis = [address(example, "google_project_service", service=api) for api in services]
     assert CdktfTesting.to_have_resource_with_properties(
         example.json,
         "time_sleep",
         {
             "create_duration": "60s",
             "depends_on": apis,
-            "triggers": {"services": ",".join(sorted(defaults.REQUIRED_APIS))},
+            "triggers": {"services": ",".join(sorted(services))},
         },
     )
+
+
+def test_a_team_without_event_jobs_does_not_enable_pubsub(payments):
+    services = {config["service"] for config in payments.resources("google_project_service").values()}
+    assert defaults.API_PUBSUB not in services
 
 
 @pytest.mark.parametrize(
@@ -169,14 +182,14 @@ def test_apis_settle_for_sixty_seconds_after_all_of_them_are_enabled(example):
 def test_resources_wait_for_their_api_and_the_settling_after_it(example, kind, match, apis):
     if kind == "google_cloud_run_v2_service_iam_member":
         match = {**match, "name": function_ref(example, "report", "service_config[0].service")}
+    if kind == "google_storage_bucket_object":
+        match = {**match, "name": source_object()}
     listed = depends_on(example, kind, **match)
     settled = address(
         example,
         "time_sleep",
         create_duration="60s",
-        depends_on=[
-            address(example, "google_project_service", service=api) for api in defaults.REQUIRED_APIS
-        ],
+        depends_on=[address(example, "google_project_service", service=api) for api in EXAMPLE_APIS],
     )
     for api in apis:
         assert address(example, "google_project_service", service=f"{api}.googleapis.com") in listed
@@ -190,13 +203,16 @@ def test_functions_are_created_sixty_seconds_after_every_grant_of_the_build_and_
         if kind.endswith("_iam_member") and kind != "google_cloud_run_v2_service_iam_member"
         for name in example.resources(kind)
     ]
+    # The grants that only the push subscription needs come after the function (it pushes to it).
+    grants.remove(address(example, "google_pubsub_subscription_iam_member", role="roles/pubsub.subscriber"))
     iam_settled = example.resources("time_sleep")["iam-settled"]
     assert iam_settled["create_duration"] == "60s"
     # Adding or removing a function changes the trigger, so the sleep is re-created and waits again.
-    assert iam_settled["triggers"] == {"functions": "ledger-close,report,sync"}
+    assert iam_settled["triggers"] == {"functions": "ledger-close,orders,report,sync"}
     assert sorted(iam_settled["depends_on"]) == sorted(grants)
-    # The team's build account has four grants, each function's runtime account one.
-    assert len(grants) == 4 + len(EXAMPLE_JOBS)
+    # The team's build account has four grants, each function's runtime account one, and the
+    # event job's dead-letter topic two (its runtime account and the Pub/Sub service agent).
+    assert len(grants) == 4 + len(EXAMPLE_FUNCTIONS) + 2
     for config in example.resources("google_cloudfunctions2_function").values():
         assert "time_sleep.iam-settled" in config["depends_on"]
 
@@ -321,8 +337,11 @@ def test_build_images_go_to_the_team_repository(example):
 
 def test_each_function_has_a_runtime_account_and_the_team_one_build_and_one_invoker_account(example):
     ids = sorted(config["account_id"] for config in example.resources("google_service_account").values())
-    # The example's three jobs differ in their timeouts, so each has a function of its own.
-    assert ids == sorted(["example-build", "example-call", *(f"example-{job}-run" for job in EXAMPLE_JOBS)])
+    # The example's three scheduled jobs differ in their timeouts, so each has a function of its
+    # own, and so has its event job.
+    assert ids == sorted(
+        ["example-build", "example-call", *(f"example-{job}-run" for job in EXAMPLE_FUNCTIONS)]
+    )
     assert all(
         config["project"] == "runonce-example"
         for config in example.resources("google_service_account").values()
@@ -409,13 +428,15 @@ def test_jobs_built_from_the_same_files_share_one_upload_named_by_its_digest(exa
             "name": source_object(),
         },
     )
-    assert len(example.resources("google_storage_bucket_object")) == 1
-    (upload,) = example.resources("google_storage_bucket_object")
-    function_ids = [
-        f"google_storage_bucket_object.{upload}" in config["depends_on"]
-        for config in example.resources("google_cloudfunctions2_function").values()
-    ]
-    assert function_ids == [True, True, True]
+    # The scheduled jobs share one upload; the event job's folder is a second one.
+    uploads = example.resources("google_storage_bucket_object")
+    assert len(uploads) == 2
+    (upload,) = [name for name in uploads if name.startswith("build_report-source")]
+    function_ids = {
+        name.split("-function")[0]: f"google_storage_bucket_object.{upload}" in config["depends_on"]
+        for name, config in example.resources("google_cloudfunctions2_function").items()
+    }
+    assert function_ids == {"report": True, "sync": True, "ledger-close": True, "orders": False}
 
 
 @pytest.mark.parametrize("job", EXAMPLE_JOBS)
@@ -500,10 +521,12 @@ def test_build_account_holds_nothing_else_and_every_function_is_built_as_it(exam
     )
     build = f"projects/runonce-example/serviceAccounts/{account(example, None, 'build', 'email')}"
     functions = example.resources("google_cloudfunctions2_function").values()
-    assert [config["build_config"]["service_account"] for config in functions] == [build] * len(EXAMPLE_JOBS)
+    assert [config["build_config"]["service_account"] for config in functions] == [build] * len(
+        EXAMPLE_FUNCTIONS
+    )
 
 
-@pytest.mark.parametrize("job", EXAMPLE_JOBS)
+@pytest.mark.parametrize("job", EXAMPLE_FUNCTIONS)
 def test_the_team_invoker_may_call_each_function_service_and_is_replaced_new_grant_first(example, job):
     assert CdktfTesting.to_have_resource_with_properties(
         example.json,
@@ -534,7 +557,7 @@ def test_the_invoker_holds_run_invoker_on_the_teams_services_and_nothing_else(ex
             "roles/run.invoker",
             function_ref(example, job, "service_config[0].service"),
         )
-        for job in EXAMPLE_JOBS
+        for job in EXAMPLE_FUNCTIONS
     )
 
 
@@ -545,7 +568,7 @@ def test_scheduler_jobs_are_created_or_repointed_sixty_seconds_after_every_invok
     ]
     settled = example.resources("time_sleep")["invoker-settled"]
     assert settled["create_duration"] == "60s"
-    assert settled["triggers"] == {"functions": "ledger-close,report,sync"}
+    assert settled["triggers"] == {"functions": "ledger-close,orders,report,sync"}
     assert sorted(settled["depends_on"]) == sorted(grants)
     for job in EXAMPLE_JOBS:
         listed = depends_on(example, "google_cloud_scheduler_job", name=f"example-{job}")
@@ -633,4 +656,4 @@ def test_constructs_expose_the_resources_they_create(example):
     assert stack.function_of == {name: stack.functions[name] for name in EXAMPLE_JOBS}
     assert stack.retiring_accounts == []
     assert function.archive.path.is_file()
-    assert sorted(stack.apis.services) == sorted(defaults.REQUIRED_APIS)
+    assert sorted(stack.apis.services) == sorted(EXAMPLE_APIS)

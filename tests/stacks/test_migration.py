@@ -37,7 +37,9 @@ def before(name: str) -> dict:
 def example(twins: bool = False, **changes):
     """The example team; with twins, two more jobs with report's settings (they will share its
     function once sharing is on, and had functions of their own before)."""
-    team = load_team_file(TEAMS_DIR / "example.py")
+    # The recorded state is of the example before it had an event job; the migration concerns
+    # only scheduled jobs, so the team is compared without it.
+    team = replace(load_team_file(TEAMS_DIR / "example.py"), event_jobs=[])
     if twins:
         report = team.jobs[0]
         team = replace(

@@ -71,6 +71,16 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
         ("RO-NET-1", "bad/open-function"),
         ("RO-NET-2", "bad/job"),
         ("RO-STO-1", "bad/acl-bucket"),
+        # A push subscription to the cloudfunctions.net URL with another audience, without a
+        # dead-letter policy and with the default expiry.
+        ("RO-NET-3", "bad/push"),
+        ("RO-PS-1", "bad/push"),
+        # A dead-lettering subscription the Pub/Sub service agent may not consume, and the agent
+        # as editor of the source topic.
+        ("RO-IAM-9", "bad/dead-lettering"),
+        ("RO-IAM-9", "bad/agent-editor"),
+        # A function's runtime account publishing into the source topic, not its dead letters.
+        ("RO-IAM-10", "bad/runtime-publishes-elsewhere"),
         # Nothing in the bad stack waits for its API (project IAM needs none of its own).
         *(
             ("RO-DEP-1", f"bad/{path}")
@@ -90,6 +100,13 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
                 "invoker-elsewhere",
                 "proxy-account",
                 "proxy",
+                "events-topic",
+                "dead-letter-topic",
+                "push",
+                "dead-lettering",
+                "agent-publisher",
+                "agent-editor",
+                "runtime-publishes-elsewhere",
             )
         ),
     }
@@ -120,6 +137,7 @@ def test_two_teams_deriving_the_same_names_in_one_project_are_flagged(example):
     found = flagged_together({"example": example.document, "example-copy": json.loads(example.json)})
     named = {"google_service_account", "google_cloudfunctions2_function", "google_cloud_scheduler_job"}
     named |= {"google_storage_bucket", "google_artifact_registry_repository", "google_firestore_database"}
+    named |= {"google_pubsub_topic", "google_pubsub_subscription"}
     expected = {
         ("RO-SET-1", stack, f"{kind}.{name}")
         for stack in ("example", "example-copy")
@@ -128,8 +146,10 @@ def test_two_teams_deriving_the_same_names_in_one_project_are_flagged(example):
     }
     expected |= {("RO-SET-2", stack, "terraform_backend.local") for stack in ("example", "example-copy")}
     assert found == expected
-    # Accounts: a runtime account per function and the team's build and invoker accounts.
-    assert len(expected) == 2 * ((3 + 2) + 3 + 3 + 1 + 1 + 1) + 2
+    # Accounts: a runtime account per function (three scheduled, one event) and the team's build
+    # and invoker accounts; the event job's topic and dead-letter topic, its push and
+    # dead-letter subscriptions.
+    assert len(expected) == 2 * ((4 + 2) + 4 + 3 + 1 + 1 + 1 + 2 + 2) + 2
 
 
 def test_teams_in_different_projects_may_reuse_project_scoped_names_but_not_bucket_names(example):
@@ -169,8 +189,10 @@ def test_a_scheduler_job_without_an_oidc_token_is_flagged(example):
     assert flagged(stack) == {("RO-NET-2", f"google_cloud_scheduler_job.{name}")}
     for job in stack["resource"]["google_cloud_scheduler_job"].values():
         job["http_target"].pop("oidc_token", None)
-    # Without any job signing as it, the team's invoker account is nobody's identity (RO-IAM-4),
-    # and its grants no longer count as an invoker's.
+    for subscription in stack["resource"]["google_pubsub_subscription"].values():
+        subscription.get("push_config", {}).pop("oidc_token", None)
+    # Without any job or push subscription signing as it, the team's invoker account is nobody's
+    # identity (RO-IAM-4), and its grants no longer count as an invoker's.
     assert ("RO-IAM-4", "google_service_account.team-invoker-account") in flagged(stack)
 
 
@@ -185,8 +207,8 @@ def test_a_resource_without_its_api_or_without_the_wait_after_it_is_flagged(exam
 
 def test_a_resource_type_whose_api_the_rule_does_not_know_is_flagged(example):
     stack = json.loads(example.json)
-    stack["resource"]["google_pubsub_topic"] = {"topic": {"name": "t", "depends_on": []}}
-    assert {(rule, path) for rule, path in flagged(stack)} == {("RO-DEP-1", "google_pubsub_topic.topic")}
+    stack["resource"]["google_pubsub_schema"] = {"schema": {"name": "s", "depends_on": []}}
+    assert {(rule, path) for rule, path in flagged(stack)} == {("RO-DEP-1", "google_pubsub_schema.schema")}
 
 
 def test_a_build_account_reading_another_regions_gcf_sources_bucket_is_flagged(example):
@@ -358,3 +380,115 @@ def test_two_teams_with_the_same_gcs_state_prefix_are_flagged(example, payments)
     }
     second["terraform"]["backend"] = {"gcs": {"bucket": "acme-terraform-state", "prefix": "runonce/payments"}}
     assert check_stack_set({"example": first, "payments": second}) == []
+
+
+def _push(stack: dict) -> tuple[str, dict]:
+    """The example's one push subscription: its name and config."""
+    ((name, config),) = [
+        (name, config)
+        for name, config in stack["resource"]["google_pubsub_subscription"].items()
+        if "push_config" in config
+    ]
+    return name, config
+
+
+def _pubsub_grant(stack: dict, kind: str, member_part: str) -> tuple[str, dict]:
+    ((name, config),) = [
+        (name, config) for name, config in stack["resource"][kind].items() if member_part in config["member"]
+    ]
+    return name, config
+
+
+def test_the_example_event_job_passes_the_pubsub_rules(example):
+    fired = {rule for rule, path in flagged(example.document)}
+    assert fired == set()
+    ids = {rule.id for rule in LEAST_PRIVILEGE}
+    assert {"RO-NET-3", "RO-PS-1", "RO-IAM-9", "RO-IAM-10"} <= ids
+
+
+def test_a_push_subscription_with_another_audience_is_flagged(example):
+    stack = json.loads(example.json)
+    name, push = _push(stack)
+    push["push_config"]["oidc_token"]["audience"] = "https://example.com"
+    assert flagged(stack) == {("RO-NET-3", f"google_pubsub_subscription.{name}")}
+
+
+def test_a_push_subscription_to_the_cloudfunctions_url_is_flagged(example):
+    stack = json.loads(example.json)
+    name, push = _push(stack)
+    url = push["push_config"]["push_endpoint"].replace("service_config[0].uri", "url")
+    push["push_config"]["push_endpoint"] = push["push_config"]["oidc_token"]["audience"] = url
+    assert flagged(stack) == {("RO-NET-3", f"google_pubsub_subscription.{name}")}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda push: push.pop("expiration_policy"),
+        lambda push: push["dead_letter_policy"].update(max_delivery_attempts=4),
+        lambda push: push["dead_letter_policy"].update(max_delivery_attempts=101),
+    ],
+    ids=["expires", "too-few-attempts", "too-many-attempts"],
+)
+def test_a_push_subscription_that_expires_or_dead_letters_out_of_range_is_flagged(example, change):
+    stack = json.loads(example.json)
+    name, push = _push(stack)
+    change(push)
+    assert flagged(stack) == {("RO-PS-1", f"google_pubsub_subscription.{name}")}
+
+
+def test_a_push_subscription_without_dead_letter_policy_is_flagged_with_the_grants_it_no_longer_needs(
+    example,
+):
+    stack = json.loads(example.json)
+    name, push = _push(stack)
+    del push["dead_letter_policy"]
+    agent_publisher, _ = _pubsub_grant(stack, "google_pubsub_topic_iam_member", "gcp-sa-pubsub")
+    agent_subscriber, _ = _pubsub_grant(stack, "google_pubsub_subscription_iam_member", "gcp-sa-pubsub")
+    # The runtime account still publishes only to the topic its function's
+    # RUNONCE_DEAD_LETTER_TOPIC names, which is not flagged.
+    assert flagged(stack) == {
+        ("RO-PS-1", f"google_pubsub_subscription.{name}"),
+        ("RO-IAM-9", f"google_pubsub_topic_iam_member.{agent_publisher}"),
+        ("RO-IAM-9", f"google_pubsub_subscription_iam_member.{agent_subscriber}"),
+    }
+
+
+def test_a_service_agent_without_subscriber_on_the_push_subscription_is_flagged(example):
+    stack = json.loads(example.json)
+    name, _ = _push(stack)
+    del stack["resource"]["google_pubsub_subscription_iam_member"]
+    assert flagged(stack) == {("RO-IAM-9", f"google_pubsub_subscription.{name}")}
+
+
+def test_a_service_agent_with_another_role_on_the_dead_letter_topic_is_flagged(example):
+    stack = json.loads(example.json)
+    name, grant = _pubsub_grant(stack, "google_pubsub_topic_iam_member", "gcp-sa-pubsub")
+    grant["role"] = "roles/pubsub.editor"
+    push, _ = _push(stack)
+    # The editor grant is more than needed, and the publisher grant dead-lettering needs is gone.
+    assert flagged(stack) == {
+        ("RO-IAM-9", f"google_pubsub_topic_iam_member.{name}"),
+        ("RO-IAM-9", f"google_pubsub_subscription.{push}"),
+    }
+
+
+def test_a_runtime_account_publishing_to_the_source_topic_is_flagged(example):
+    stack = json.loads(example.json)
+    name, grant = _pubsub_grant(stack, "google_pubsub_topic_iam_member", "orders-identity-runtime-account")
+    source = next(topic for topic in stack["resource"]["google_pubsub_topic"] if "dead-letter" not in topic)
+    grant["topic"] = f"${{google_pubsub_topic.{source}.name}}"
+    assert flagged(stack) == {("RO-IAM-10", f"google_pubsub_topic_iam_member.{name}")}
+
+
+def test_a_runtime_account_consuming_a_subscription_is_flagged(example):
+    stack = json.loads(example.json)
+    push, _ = _push(stack)
+    _, grant = _pubsub_grant(stack, "google_pubsub_topic_iam_member", "orders-identity-runtime-account")
+    stack["resource"]["google_pubsub_subscription_iam_member"]["runtime-reads"] = {
+        "subscription": f"${{google_pubsub_subscription.{push}.name}}",
+        "role": "roles/pubsub.subscriber",
+        "member": grant["member"],
+        "depends_on": grant["depends_on"],
+    }
+    assert flagged(stack) == {("RO-IAM-10", "google_pubsub_subscription_iam_member.runtime-reads")}

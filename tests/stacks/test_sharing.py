@@ -212,6 +212,7 @@ def test_a_stack_with_shared_functions_builds_one_function_and_account_per_group
     functions = synth.resources("google_cloudfunctions2_function")
     assert sorted(config["name"] for config in functions.values()) == [
         "example-ledger-close",
+        "example-orders",
         "example-report",
         "example-sync",
     ]
@@ -229,12 +230,12 @@ def test_a_stack_with_shared_functions_builds_one_function_and_account_per_group
         [
             "example-build",
             "example-call",
-            *(naming.account_id("example", f, "run") for f in ("report", "sync", "ledger-close")),
+            *(naming.account_id("example", f, "run") for f in ("report", "sync", "ledger-close", "orders")),
         ]
     )
-    # One invoker grant per function, never two for the same binding.
+    # One invoker grant per function (the event job's included), never two for the same binding.
     grants = synth.resources("google_cloud_run_v2_service_iam_member")
-    assert len(grants) == 3 and len({config["name"] for config in grants.values()}) == 3
+    assert len(grants) == 4 and len({config["name"] for config in grants.values()}) == 4
     assert synth.stack.function_of["report-us"] is synth.stack.functions["report"]
 
 

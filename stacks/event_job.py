@@ -1,0 +1,269 @@
+"""One event job's delivery: a Pub/Sub push subscription to its function, with a retry policy, a
+dead-letter topic and the grants dead-lettering needs; or the function's own Eventarc trigger
+(docs/stacks.md, "Event jobs")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cdktf import ITerraformDependable
+from constructs import Construct
+
+from stacks import defaults, naming
+from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
+from stacks.deduplicated_function import DeduplicatedFunction
+from stacks.identity import member, service_account
+from stacks.provider import (
+    Cloudfunctions2FunctionEventTrigger,
+    Cloudfunctions2FunctionEventTriggerEventFilters,
+    CloudRunV2ServiceIamMember,
+    ProjectIamMember,
+    PubsubSubscription,
+    PubsubSubscriptionDeadLetterPolicy,
+    PubsubSubscriptionExpirationPolicy,
+    PubsubSubscriptionIamMember,
+    PubsubSubscriptionPushConfig,
+    PubsubSubscriptionPushConfigOidcToken,
+    PubsubSubscriptionRetryPolicy,
+    PubsubTopic,
+    PubsubTopicIamMember,
+)
+from stacks.required_apis import RequiredApis
+from stacks.scheduled_job import grant_run_invoker, seconds
+from stacks.team import EVENTARC, EventJob, Team
+
+
+def event_environment(team: Team, job: EventJob) -> dict[str, str]:
+    """The event variables runonce reads: the maximum event age, and the dead-letter topic as the
+    full path `projects/P/topics/T` (the library's settings accept that form)."""
+    topic = naming.dead_letter_topic_name(team.name, job.name)
+    return {
+        MAX_EVENT_AGE_VARIABLE: str(job.max_event_age_seconds),
+        DEAD_LETTER_TOPIC_VARIABLE: naming.topic_path(team.project, topic),
+    }
+
+
+@dataclass(frozen=True)
+class EventDeliveryProps:
+    """The event job, the accounts involved and the project's Pub/Sub service agent."""
+
+    team: Team
+    """The job's team (project)."""
+    job: EventJob
+    """Topic, retry policy, retry window, delivery attempts, timeout."""
+    runtime_email: str
+    """The function's runtime account, which publishes runonce's dead letters."""
+    invoker_email: str
+    """The team's invoker account, which signs the push requests' OIDC tokens."""
+    project_number: str
+    """The project number (a Terraform reference), naming the Pub/Sub service agent."""
+    apis: RequiredApis
+    """The stack's enabled APIs."""
+
+
+class EventDelivery(Construct):
+    """An event job's delivery, built in steps by `TeamStack`.
+
+    1. On construction, before the functions: the topic (unless the job names an existing one or
+       a bucket), the dead-letter topic and its 7-day pull subscription, and publisher on the
+       dead-letter topic for the runtime account and, for push, for the Pub/Sub service agent;
+       for Eventarc, the trigger account and its grants (`grants`, which the stack's IAM wait
+       includes).
+    2. `event_trigger`, for Eventarc: the block the function is deployed with.
+    3. `grant_invoker`: run.invoker on the function's service for its caller.
+    4. `subscribe`, for push, once that grant has settled: the push subscription to the
+       function's run.app URI with an OIDC token for that audience, and subscriber on it for the
+       service agent (which dead-lettering needs to acknowledge the source message).
+    """
+
+    def __init__(self, scope: Construct, id: str, props: EventDeliveryProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        team, job = props.team, props.job
+        pubsub = props.apis.of(defaults.API_PUBSUB)
+        self.service_agent = member(naming.pubsub_service_agent(props.project_number))
+        """The Pub/Sub service agent as an IAM principal."""
+        self.topic: PubsubTopic | None = None
+        """The topic the stack created, or None when the job names an existing one (or its
+        Eventarc trigger listens to a bucket)."""
+        self.topic_id = ""
+        """The topic's id (`projects/P/topics/T`), "" for a bucket trigger."""
+        # A Cloud Storage trigger (`bucket`) has no topic of the job's own.
+        if job.topic and not job.bucket:
+            self.topic_id = naming.topic_path(team.project, job.topic)
+        elif not job.bucket:
+            self.topic = PubsubTopic(
+                self,
+                "topic",
+                project=team.project,
+                name=naming.topic_name(team.name, job.name),
+                labels=job.labels or None,
+                depends_on=pubsub,
+            )
+            self.topic_id = self.topic.id
+        self.dead_letter_topic = PubsubTopic(
+            self,
+            "dead-letter-topic",
+            project=team.project,
+            name=naming.dead_letter_topic_name(team.name, job.name),
+            labels=job.labels or None,
+            depends_on=pubsub,
+        )
+        """Where runonce (permanent failures, too old events) and Pub/Sub (delivery attempts
+        used up) put the events that did not end in an effect."""
+        self.dead_letters = PubsubSubscription(
+            self,
+            "dead-letter-subscription",
+            project=team.project,
+            name=naming.dead_letter_subscription_name(team.name, job.name),
+            topic=self.dead_letter_topic.id,
+            message_retention_duration=defaults.DEAD_LETTER_RETENTION,
+            expiration_policy=PubsubSubscriptionExpirationPolicy(ttl=""),
+            labels=job.labels or None,
+            depends_on=pubsub,
+        )
+        """The pull subscription that keeps dead letters for 7 days, until someone reads them."""
+        self.grants: list[ITerraformDependable] = [
+            PubsubTopicIamMember(
+                self,
+                "runtime-dead-letter-publisher",
+                project=team.project,
+                topic=self.dead_letter_topic.name,
+                role=defaults.ROLE_PUBLISHER,
+                member=member(props.runtime_email),
+                depends_on=pubsub,
+            )
+        ]
+        """Publisher on the dead-letter topic for the runtime account (runonce's dead letters) and,
+        for push, for the service agent (Pub/Sub's); for Eventarc, the trigger account's and the
+        Cloud Storage agent's grants. The stack's IAM wait includes them all."""
+        self.trigger_email = ""
+        """The Eventarc trigger's account (its email), "" for push."""
+        if job.trigger == EVENTARC:
+            self._eventarc_grants(props)
+        else:
+            self.grants.append(
+                PubsubTopicIamMember(
+                    self,
+                    "agent-dead-letter-publisher",
+                    project=team.project,
+                    topic=self.dead_letter_topic.name,
+                    role=defaults.ROLE_PUBLISHER,
+                    member=self.service_agent,
+                    depends_on=pubsub,
+                )
+            )
+        self.subscription: PubsubSubscription | None = None
+        """The push subscription, once `subscribe` ran."""
+
+    def _eventarc_grants(self, props: EventDeliveryProps) -> None:
+        """The trigger's own account, which receives the events (eventReceiver exists only at
+        project level); for a bucket, publisher for the Cloud Storage service agent, which
+        publishes object events to Eventarc's Pub/Sub transport."""
+        team, job = props.team, props.job
+        account = service_account(
+            self,
+            "trigger-account",
+            team,
+            naming.account_id(team.name, job.name, naming.TRIGGER_ROLE),
+            f"runonce {team.name}/{job.name} Eventarc trigger",
+            props.apis,
+        )
+        self.trigger_email = account.email
+        self.grants.append(
+            ProjectIamMember(
+                self,
+                "trigger-event-receiver",
+                project=team.project,
+                role=defaults.ROLE_EVENT_RECEIVER,
+                member=member(self.trigger_email),
+            )
+        )
+        if job.bucket:
+            self.grants.append(
+                ProjectIamMember(
+                    self,
+                    "storage-agent-publisher",
+                    project=team.project,
+                    role=defaults.ROLE_PUBLISHER,
+                    member=member(naming.storage_service_agent(props.project_number)),
+                )
+            )
+
+    def event_trigger(self) -> Cloudfunctions2FunctionEventTrigger | None:
+        """The function's Eventarc trigger (retried on failure), None for push: object finalize
+        on the bucket, or the messages of the topic."""
+        team, job = self.props.team, self.props.job
+        if job.trigger != EVENTARC:
+            return None
+        if job.bucket:
+            return Cloudfunctions2FunctionEventTrigger(
+                trigger_region=team.region,
+                event_type=defaults.EVENT_STORAGE_FINALIZED,
+                event_filters=[
+                    Cloudfunctions2FunctionEventTriggerEventFilters(attribute="bucket", value=job.bucket)
+                ],
+                retry_policy=defaults.EVENTARC_RETRY,
+                service_account_email=self.trigger_email,
+            )
+        return Cloudfunctions2FunctionEventTrigger(
+            trigger_region=team.region,
+            event_type=defaults.EVENT_PUBSUB,
+            pubsub_topic=self.topic_id,
+            retry_policy=defaults.EVENTARC_RETRY,
+            service_account_email=self.trigger_email,
+        )
+
+    def grant_invoker(self, function: DeduplicatedFunction) -> CloudRunV2ServiceIamMember:
+        """roles/run.invoker on this job's function's service only, for whoever calls it: the
+        team's invoker (the push tokens' signer) or the Eventarc trigger's account."""
+        props = self.props
+        caller = self.trigger_email or props.invoker_email
+        return grant_run_invoker(self, props.team, function, caller, props.apis)
+
+    def subscribe(
+        self, function: DeduplicatedFunction, after: Sequence[ITerraformDependable]
+    ) -> PubsubSubscription:
+        """The push subscription to `function`, created `after` its invoker grant has settled,
+        and the service agent's subscriber grant on it."""
+        team, job = self.props.team, self.props.job
+        pubsub = self.props.apis.of(defaults.API_PUBSUB)
+        self.subscription = PubsubSubscription(
+            self,
+            "push-subscription",
+            project=team.project,
+            name=naming.push_subscription_name(team.name, job.name),
+            topic=self.topic_id,
+            ack_deadline_seconds=job.ack_deadline_seconds,
+            message_retention_duration=seconds(job.retry_window_seconds),
+            retry_policy=PubsubSubscriptionRetryPolicy(
+                minimum_backoff=seconds(job.retry.min_backoff_seconds),
+                maximum_backoff=seconds(job.retry.max_backoff_seconds),
+            ),
+            expiration_policy=PubsubSubscriptionExpirationPolicy(ttl=""),
+            dead_letter_policy=PubsubSubscriptionDeadLetterPolicy(
+                dead_letter_topic=self.dead_letter_topic.id,
+                max_delivery_attempts=job.max_delivery_attempts,
+            ),
+            push_config=PubsubSubscriptionPushConfig(
+                push_endpoint=function.uri,
+                oidc_token=PubsubSubscriptionPushConfigOidcToken(
+                    service_account_email=self.props.invoker_email, audience=function.uri
+                ),
+            ),
+            labels=job.labels or None,
+            depends_on=[*pubsub, *self.grants, *after],
+        )
+        self.subscriber_grant = PubsubSubscriptionIamMember(
+            self,
+            "agent-subscriber",
+            project=team.project,
+            subscription=self.subscription.name,
+            role=defaults.ROLE_SUBSCRIBER,
+            member=self.service_agent,
+            depends_on=pubsub,
+        )
+        """Subscriber on the push subscription for the service agent, which acknowledges a
+        message once it has forwarded it to the dead-letter topic."""
+        return self.subscription

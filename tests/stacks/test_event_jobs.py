@@ -1,0 +1,440 @@
+"""Event jobs: what a team file may say about one (validation), and what the stack builds for it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from cdktf import Testing as CdktfTesting
+
+from stacks import defaults
+from stacks.quotas import usage
+from stacks.team import EventJob, Job, PushRetry, Team
+from stacks.team_files import read_team_file
+from stacks.validation import find_problems
+from tests.stacks.conftest import synthesize
+
+GOOD_EVENT_JOB = EventJob(name="orders", source="orders_events", timeout_seconds=60)
+GOOD_TEAM = Team(
+    name="acme", project="acme-prod-1", region="europe-west1", jobs=[], event_jobs=[GOOD_EVENT_JOB]
+)
+
+
+def problems_of(**changes) -> list[tuple[str | None, str]]:
+    """(job, field) of every problem of a team whose only job is the good event job, changed."""
+    team = replace(GOOD_TEAM, event_jobs=[replace(GOOD_EVENT_JOB, **changes)])
+    return [(problem.job, problem.field) for problem in find_problems([team])]
+
+
+def only_message(**changes) -> str:
+    team = replace(GOOD_TEAM, event_jobs=[replace(GOOD_EVENT_JOB, **changes)])
+    (problem,) = find_problems([team])
+    return str(problem)
+
+
+def test_a_team_with_only_an_event_job_is_valid():
+    assert find_problems([GOOD_TEAM]) == []
+
+
+def test_the_event_job_defaults_are_valid():
+    assert problems_of(timeout_seconds=EventJob.timeout_seconds) == []
+
+
+@pytest.mark.parametrize("timeout", [9, 601, 3600])
+def test_the_timeout_must_fit_a_push_ack_deadline(timeout):
+    assert problems_of(timeout_seconds=timeout) == [("orders", "timeout_seconds")]
+
+
+def test_the_timeout_message_says_the_ack_deadline_is_derived_from_it():
+    message = only_message(timeout_seconds=900)
+    assert "ack deadline" in message and "10-600" in message
+
+
+@pytest.mark.parametrize(
+    ("retry", "field"),
+    [
+        (PushRetry(min_backoff_seconds=-1), "retry.min_backoff_seconds"),
+        (PushRetry(max_backoff_seconds=601), "retry.max_backoff_seconds"),
+        (PushRetry(min_backoff_seconds=60, max_backoff_seconds=30), "retry.min_backoff_seconds"),
+    ],
+)
+def test_backoff_stays_in_pubsubs_range(retry, field):
+    assert problems_of(retry=retry) == [("orders", field)]
+
+
+@pytest.mark.parametrize("window", [599, 7 * 24 * 3600 + 1])
+def test_the_retry_window_is_ten_minutes_to_seven_days(window):
+    assert problems_of(retry_window_seconds=window, max_event_age_seconds=300) == [
+        ("orders", "retry_window_seconds")
+    ]
+
+
+@pytest.mark.parametrize("attempts", [4, 101])
+def test_delivery_attempts_are_five_to_a_hundred(attempts):
+    assert problems_of(max_delivery_attempts=attempts) == [("orders", "max_delivery_attempts")]
+
+
+def test_the_maximum_event_age_may_not_exceed_the_retry_window():
+    assert problems_of(retry_window_seconds=3600, max_event_age_seconds=3601) == [
+        ("orders", "max_event_age_seconds")
+    ]
+    assert "vanish" in only_message(retry_window_seconds=3600, max_event_age_seconds=3601)
+
+
+def test_the_ledger_retention_must_outlast_the_retry_window():
+    assert problems_of(retention_seconds=EventJob.retry_window_seconds) == [("orders", "retention_seconds")]
+    assert problems_of(retry_window_seconds=3600, max_event_age_seconds=600, retention_seconds=3601) == []
+
+
+def test_a_lease_not_longer_than_the_ack_deadline_is_refused():
+    assert problems_of(env={"RUNONCE_LEASE_SECONDS": "60"}) == [("orders", "env")]
+    assert problems_of(env={"RUNONCE_LEASE_SECONDS": "61"}) == []
+
+
+@pytest.mark.parametrize("name", ["RUNONCE_MAX_EVENT_AGE_SECONDS", "RUNONCE_DEAD_LETTER_TOPIC"])
+def test_the_event_variables_are_set_by_the_stack_only(name):
+    assert problems_of(env={name: "x"}) == [("orders", "env")]
+
+
+def test_a_topic_must_be_an_id_not_a_path():
+    assert problems_of(topic="projects/acme-prod-1/topics/orders") == [("orders", "topic")]
+    assert problems_of(topic="orders-paid") == []
+
+
+def test_an_event_job_and_a_scheduled_job_may_not_share_a_name():
+    scheduled = Job(name="orders", schedule="0 3 * * *", source="report", attempt_deadline_seconds=180)
+    team = replace(GOOD_TEAM, jobs=[scheduled])
+    assert [(p.job, p.field) for p in find_problems([team])] == [("orders", "name")]
+
+
+EVENT_HANDLER = """
+import functions_framework
+from google.cloud import firestore
+from runonce import {decorator}
+
+@functions_framework.http
+@{decorator}
+def handle(event):
+    return {{}}
+"""
+REQUIREMENTS = "functions-framework==3.10.2\ngoogle-cloud-firestore==2.34.1\n"
+
+
+def event_folder(
+    tmp_path, decorator: str = "deduplicated_event", extra: str = "google-cloud-pubsub==2.44.0\n"
+) -> str:
+    folder = tmp_path / "events"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "main.py").write_text(EVENT_HANDLER.format(decorator=decorator))
+    (folder / "requirements.txt").write_text(REQUIREMENTS + extra)
+    return str(folder)
+
+
+def test_an_event_handler_in_its_own_folder_is_accepted(tmp_path):
+    assert problems_of(source=event_folder(tmp_path)) == []
+
+
+def test_a_scheduled_handler_cannot_serve_an_event_job(tmp_path):
+    problems = problems_of(source=event_folder(tmp_path, decorator="deduplicated"))
+    assert problems == [("orders", "entry_point")]
+    assert "deduplicated_event" in only_message(source=event_folder(tmp_path, decorator="deduplicated"))
+
+
+def test_an_event_handler_must_list_google_cloud_pubsub(tmp_path):
+    source = event_folder(tmp_path, extra="")
+    assert problems_of(source=source) == [("orders", "source")]
+    assert "google-cloud-pubsub" in only_message(source=source)
+
+
+def test_a_misspelt_event_job_field_is_named(tmp_path):
+    path = tmp_path / "acme.py"
+    path.write_text(
+        "from stacks.team import EventJob, Team\n"
+        "team = Team(name='acme', project='acme-prod-1', region='europe-west1', jobs=[],\n"
+        "    event_jobs=[EventJob(name='orders', source='orders_events', max_delivery_atempts=5)])\n"
+    )
+    _, problems = read_team_file(path)
+    assert [(p.job, p.field) for p in problems] == [("orders", "max_delivery_atempts")]
+    assert "max_delivery_attempts" in problems[0].fix
+
+
+def test_an_event_job_of_the_wrong_type_is_named(tmp_path):
+    path = tmp_path / "acme.py"
+    path.write_text(
+        "from stacks.team import EventJob, PushRetry, Team\n"
+        "team = Team(name='acme', project='acme-prod-1', region='europe-west1', jobs=[],\n"
+        "    event_jobs=[EventJob(name='orders', source='orders_events',\n"
+        "                         retry=PushRetry(min_backoff_seconds='10'))])\n"
+    )
+    _, problems = read_team_file(path)
+    assert [(p.job, p.field) for p in problems] == [("orders", "retry.min_backoff_seconds")]
+
+
+# ---- what the stack builds ----
+
+
+@pytest.fixture(scope="module")
+def events(archive_dir):
+    """A team with the good event job on a topic it names, and the example's defaults otherwise."""
+    job = replace(GOOD_EVENT_JOB, topic="orders-paid", max_delivery_attempts=7)
+    return synthesize(replace(GOOD_TEAM, event_jobs=[job]), archive_dir)
+
+
+def _one(synth, kind: str, **match) -> tuple[str, dict]:
+    found = [(name, c) for name, c in synth.resources(kind).items() if match.items() <= c.items()]
+    assert len(found) == 1, f"expected one {kind} matching {match}"
+    return found[0]
+
+
+def test_the_push_subscription_calls_the_run_app_uri_with_the_invokers_token(events):
+    function, _ = _one(events, "google_cloudfunctions2_function", name="acme-orders")
+    uri = f"${{google_cloudfunctions2_function.{function}.service_config[0].uri}}"
+    assert CdktfTesting.to_have_resource_with_properties(
+        events.json,
+        "google_pubsub_subscription",
+        {
+            "name": "acme-orders-push",
+            "topic": "projects/acme-prod-1/topics/orders-paid",
+            "ack_deadline_seconds": 60,
+            "message_retention_duration": "604800s",
+            "retry_policy": {"minimum_backoff": "10s", "maximum_backoff": "600s"},
+            "expiration_policy": {"ttl": ""},
+            "push_config": {
+                "push_endpoint": uri,
+                "oidc_token": {
+                    "service_account_email": "${google_service_account.team-invoker-account.email}",
+                    "audience": uri,
+                },
+            },
+        },
+    )
+
+
+def test_an_existing_topic_is_not_created(events):
+    topics = sorted(config["name"] for config in events.resources("google_pubsub_topic").values())
+    assert topics == ["acme-orders-dead-letter"]
+
+
+def test_the_push_subscription_dead_letters_into_the_stacks_topic(events):
+    topic, _ = _one(events, "google_pubsub_topic", name="acme-orders-dead-letter")
+    _, push = _one(events, "google_pubsub_subscription", name="acme-orders-push")
+    assert push["dead_letter_policy"] == {
+        "dead_letter_topic": f"${{google_pubsub_topic.{topic}.id}}",
+        "max_delivery_attempts": 7,
+    }
+
+
+def test_dead_letters_are_kept_seven_days_in_a_pull_subscription_that_never_expires(events):
+    topic, _ = _one(events, "google_pubsub_topic", name="acme-orders-dead-letter")
+    _, pull = _one(events, "google_pubsub_subscription", name="acme-orders-dead-letter")
+    assert pull["topic"] == f"${{google_pubsub_topic.{topic}.id}}"
+    assert pull["message_retention_duration"] == "604800s"
+    assert pull["expiration_policy"] == {"ttl": ""}
+    assert "push_config" not in pull
+
+
+def test_the_service_agent_publishes_dead_letters_and_consumes_the_push_subscription(events):
+    agent = (
+        "serviceAccount:service-${data.google_project.project.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+    )
+    topic, _ = _one(events, "google_pubsub_topic", name="acme-orders-dead-letter")
+    push, _ = _one(events, "google_pubsub_subscription", name="acme-orders-push")
+    topic_grants = [
+        c for c in events.resources("google_pubsub_topic_iam_member").values() if c["member"] == agent
+    ]
+    assert [(c["topic"], c["role"]) for c in topic_grants] == [
+        (f"${{google_pubsub_topic.{topic}.name}}", "roles/pubsub.publisher")
+    ]
+    subscription_grants = list(events.resources("google_pubsub_subscription_iam_member").values())
+    assert [(c["subscription"], c["role"], c["member"]) for c in subscription_grants] == [
+        (f"${{google_pubsub_subscription.{push}.name}}", "roles/pubsub.subscriber", agent)
+    ]
+
+
+def test_the_runtime_account_publishes_to_its_dead_letter_topic_only(events):
+    topic, _ = _one(events, "google_pubsub_topic", name="acme-orders-dead-letter")
+    runtime = "serviceAccount:${google_service_account.orders-identity-runtime-account.email}"
+    grants = [
+        (kind, config.get("topic"), config["role"])
+        for kind in events.document["resource"]
+        if kind.startswith("google_pubsub") and kind.endswith("_iam_member")
+        for config in events.resources(kind).values()
+        if config["member"] == runtime
+    ]
+    assert grants == [
+        ("google_pubsub_topic_iam_member", f"${{google_pubsub_topic.{topic}.name}}", "roles/pubsub.publisher")
+    ]
+
+
+def test_the_function_gets_the_event_settings_from_the_config(events):
+    _, function = _one(events, "google_cloudfunctions2_function", name="acme-orders")
+    env = function["service_config"]["environment_variables"]
+    assert env["RUNONCE_MAX_EVENT_AGE_SECONDS"] == "86400"
+    assert env["RUNONCE_DEAD_LETTER_TOPIC"] == "projects/acme-prod-1/topics/acme-orders-dead-letter"
+    assert env["RUNONCE_LEASE_SECONDS"] == "120"
+    assert env["RUNONCE_RETENTION_SECONDS"] == str(8 * 24 * 3600)
+    assert function["service_config"]["timeout_seconds"] == 60
+    assert function["build_config"]["entry_point"] == "handle"
+
+
+def test_pubsub_resources_wait_for_the_pubsub_api_and_the_settling_after_it(events):
+    (api,) = [
+        n
+        for n, c in events.resources("google_project_service").items()
+        if c["service"] == defaults.API_PUBSUB
+    ]
+    (settled,) = [
+        f"time_sleep.{name}"
+        for name, config in events.resources("time_sleep").items()
+        if f"google_project_service.{api}" in config.get("depends_on", [])
+    ]
+    for kind in ("google_pubsub_topic", "google_pubsub_subscription", "google_pubsub_topic_iam_member"):
+        for config in events.resources(kind).values():
+            assert f"google_project_service.{api}" in config["depends_on"]
+            assert settled in config["depends_on"]
+
+
+def test_the_push_subscription_waits_for_the_invoker_grant_and_the_dead_letter_grants(events):
+    _, push = _one(events, "google_pubsub_subscription", name="acme-orders-push")
+    invoker, _ = _one(events, "google_cloud_run_v2_service_iam_member", role="roles/run.invoker")
+    assert f"google_cloud_run_v2_service_iam_member.{invoker}" in push["depends_on"]
+    assert "time_sleep.invoker-settled" in push["depends_on"]
+    publishers = [
+        f"google_pubsub_topic_iam_member.{n}" for n in events.resources("google_pubsub_topic_iam_member")
+    ]
+    assert set(publishers) <= set(push["depends_on"])
+
+
+def test_each_event_job_counts_a_function_and_its_runtime_account_against_the_quotas():
+    two = replace(GOOD_TEAM, event_jobs=[GOOD_EVENT_JOB, replace(GOOD_EVENT_JOB, name="refunds")])
+    # The team's build and invoker accounts, and a runtime account per event function.
+    assert usage(two) == {"service_accounts": 2 + 2, "cloud_run_services": 2, "scheduler_jobs": 0}
+
+
+# ---- the Eventarc trigger ----
+
+EVENTARC_BUCKET = replace(GOOD_EVENT_JOB, name="uploads", trigger="eventarc", bucket="acme-uploads")
+EVENTARC_TOPIC = replace(GOOD_EVENT_JOB, name="orders", trigger="eventarc", topic="orders-paid")
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"trigger": "pull"}, "trigger"),
+        ({"bucket": "acme-uploads"}, "bucket"),
+        ({"trigger": "eventarc", "bucket": "acme-uploads", "topic": "orders-paid"}, "topic"),
+        ({"trigger": "eventarc", "bucket": "Acme Uploads"}, "bucket"),
+        ({"trigger": "eventarc", "timeout_seconds": 541}, "timeout_seconds"),
+    ],
+)
+def test_an_eventarc_trigger_is_checked(changes, field):
+    assert problems_of(**changes) == [("orders", field)]
+
+
+def test_eventarc_jobs_on_a_bucket_or_a_topic_are_valid():
+    assert find_problems([replace(GOOD_TEAM, event_jobs=[EVENTARC_BUCKET, EVENTARC_TOPIC])]) == []
+
+
+@pytest.fixture(scope="module")
+def eventarc(archive_dir):
+    """A team with an Eventarc job on a bucket and one on an existing topic."""
+    return synthesize(replace(GOOD_TEAM, event_jobs=[EVENTARC_BUCKET, EVENTARC_TOPIC]), archive_dir)
+
+
+def test_a_bucket_trigger_is_object_finalize_retried_and_signed_by_its_own_account(eventarc):
+    _, function = _one(eventarc, "google_cloudfunctions2_function", name="acme-uploads")
+    account, _ = _one(eventarc, "google_service_account", account_id="acme-uploads-trg")
+    assert function["event_trigger"] == {
+        "trigger_region": "europe-west1",
+        "event_type": "google.cloud.storage.object.v1.finalized",
+        "event_filters": [{"attribute": "bucket", "value": "acme-uploads"}],
+        "retry_policy": "RETRY_POLICY_RETRY",
+        "service_account_email": f"${{google_service_account.{account}.email}}",
+    }
+
+
+def test_a_topic_trigger_listens_to_the_topic_and_is_retried(eventarc):
+    _, function = _one(eventarc, "google_cloudfunctions2_function", name="acme-orders")
+    trigger = function["event_trigger"]
+    assert trigger["event_type"] == "google.cloud.pubsub.topic.v1.messagePublished"
+    assert trigger["pubsub_topic"] == "projects/acme-prod-1/topics/orders-paid"
+    assert trigger["retry_policy"] == "RETRY_POLICY_RETRY"
+
+
+def test_eventarc_jobs_get_no_push_subscription_but_keep_their_dead_letters(eventarc):
+    names = sorted(config["name"] for config in eventarc.resources("google_pubsub_subscription").values())
+    assert names == ["acme-orders-dead-letter", "acme-uploads-dead-letter"]
+    assert eventarc.resources("google_pubsub_subscription_iam_member") == {}
+
+
+def test_the_trigger_account_receives_events_and_invokes_only_its_function(eventarc):
+    function, _ = _one(eventarc, "google_cloudfunctions2_function", name="acme-uploads")
+    account, _ = _one(eventarc, "google_service_account", account_id="acme-uploads-trg")
+    trigger = f"serviceAccount:${{google_service_account.{account}.email}}"
+    grants = sorted(
+        (kind, config["role"], config.get("name", config.get("project")))
+        for kind in eventarc.document["resource"]
+        if kind.endswith("_iam_member")
+        for config in eventarc.resources(kind).values()
+        if config["member"] == trigger
+    )
+    assert grants == [
+        (
+            "google_cloud_run_v2_service_iam_member",
+            "roles/run.invoker",
+            f"${{google_cloudfunctions2_function.{function}.service_config[0].service}}",
+        ),
+        ("google_project_iam_member", "roles/eventarc.eventReceiver", "acme-prod-1"),
+    ]
+
+
+def test_only_a_bucket_trigger_lets_the_storage_agent_publish(eventarc):
+    number = "${data.google_project.project.number}"
+    agent = f"serviceAccount:service-{number}@gs-project-accounts.iam.gserviceaccount.com"
+    publishers = [
+        config
+        for config in eventarc.resources("google_project_iam_member").values()
+        if config["role"] == "roles/pubsub.publisher"
+    ]
+    assert [config["member"] for config in publishers] == [agent]
+
+
+def test_eventarc_stacks_enable_eventarc_and_pass_the_pack(eventarc):
+    from policy.runner import check_stack
+
+    services = {config["service"] for config in eventarc.resources("google_project_service").values()}
+    assert {"eventarc.googleapis.com", "pubsub.googleapis.com"} <= services
+    assert [str(finding) for finding in check_stack("acme", eventarc.document)] == []
+
+
+def test_an_eventarc_job_counts_its_trigger_account_against_the_quotas():
+    # The build account (no invoker: nothing signs as it), the runtime and the trigger account.
+    assert usage(replace(GOOD_TEAM, event_jobs=[EVENTARC_BUCKET]))["service_accounts"] == 1 + 1 + 1
+
+
+def test_a_team_with_only_eventarc_jobs_has_no_invoker_account(eventarc):
+    ids = sorted(config["account_id"] for config in eventarc.resources("google_service_account").values())
+    assert ids == ["acme-build", "acme-orders-run", "acme-orders-trg", "acme-uploads-run", "acme-uploads-trg"]
+
+
+def test_without_its_bucket_trigger_the_storage_agents_project_grant_and_the_trigger_account_are_flagged(
+    eventarc,
+):
+    import json
+
+    from policy.runner import check_stack
+
+    stack = json.loads(eventarc.json)
+    function, _ = _one(eventarc, "google_cloudfunctions2_function", name="acme-uploads")
+    account, _ = _one(eventarc, "google_service_account", account_id="acme-uploads-trg")
+    del stack["resource"]["google_cloudfunctions2_function"][function]["event_trigger"]
+    (agent_grant,) = [
+        name
+        for name, config in stack["resource"]["google_project_iam_member"].items()
+        if "gs-project-accounts" in config["member"]
+    ]
+    found = {(finding.rule.id, finding.resource.address) for finding in check_stack("acme", stack)}
+    assert found == {
+        ("RO-IAM-3", f"google_project_iam_member.{agent_grant}"),
+        ("RO-IAM-4", f"google_service_account.{account}"),
+    }
