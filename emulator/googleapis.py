@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -144,6 +145,12 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     stand_in: GoogleApisStandIn
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A caller that went away (its instance killed, its timeout passed) is expected here;
+        # anything else is printed as before.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _error(status: int, message: str) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from stacks.team import TEAMS_DIR, load_teams
 from .event_verdict import event_summary, render_events
 from .events_demo import DEMO_MIX, EventHarness, EventResult
 from .faults import FaultMix
+from .proxy_demo import ProxyHarness, ProxyResult
 from .report import fault_summary, guarantee_summary, render
 from .simulation import Result, Simulation
 
@@ -42,6 +43,7 @@ DEFAULT_FAULTS = (
 PROGRESS_SECONDS = 5.0
 EVENT_JOB = "events-example"
 EVENT_TIMEOUT_SECONDS = 120.0
+PROXY_RUNS = 10
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -160,12 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     pubsub = PubSubEmulator()
     events = EventHarness(EVENT_JOB, DEMO_MIX, args.seed, PROJECT, sim.log_dir / "events")
+    proxy = ProxyHarness(PROJECT, emulator.host, sim.log_dir / "proxy", PROXY_RUNS, args.seed)
     started_pids: list[int] = []
 
     def stop_everything() -> None:
-        started_pids.extend(sim.pids() + events.pids())
+        started_pids.extend(sim.pids() + events.pids() + proxy.pids())
         sim.stop()
         events.stop()
+        proxy.stop()
         pubsub.stop()
         emulator.stop()
 
@@ -179,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     outcome: list[Result | BaseException] = []
     event_outcome: list[EventResult] = []
+    proxy_outcome: list[ProxyResult] = []
 
     def play() -> None:
         try:
@@ -217,6 +222,14 @@ def main(argv: list[str] | None = None) -> int:
             event_outcome.append(
                 events.run(pubsub.host, EVENT_TIMEOUT_SECONDS, progress=lambda line: print(line, flush=True))
             )
+            started_pids.extend(events.pids())
+            events.stop()
+            print(
+                f"proxied job: {PROXY_RUNS} runs of a Workflows target through functions/proxy ...",
+                flush=True,
+            )
+            proxy.start()
+            proxy_outcome.append(proxy.run())
     except KeyboardInterrupt:
         print("\ninterrupted: stopping everything", file=sys.stderr)
         stop_everything()
@@ -231,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         raise outcome[0]
     _report(outcome[0], sim)
     _report_events(event_outcome[0], events)
+    print()
+    print(proxy_outcome[0].render())
+    print(f"logs: {proxy.log_dir}")
     if alive:
         print(f"FAIL: processes still running after stop: {alive}", file=sys.stderr)
-    return 0 if outcome[0].ok and event_outcome[0].ok and not alive else 1
+    return 0 if outcome[0].ok and event_outcome[0].ok and proxy_outcome[0].ok and not alive else 1

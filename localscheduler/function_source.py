@@ -9,7 +9,9 @@ exposes its entry point unchanged, so the instance serves exactly the deployed f
 Environment: RUNONCE_LOCAL_CLOCK_FILE (a file holding an AcceleratedClock spec, written once the
 scheduler starts its clock; read at the first request; unset, the instance keeps the real clock,
 as `make bench` wants), RUNONCE_LOCAL_SOURCE (path of the job's main.py), RUNONCE_LOCAL_TARGET
-(its entry point).
+(its entry point), RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS (set to 1 by the demo's proxied job:
+google.auth.default() then answers anonymous credentials, so the proxy calls the local stand-in
+with no token and never asks a metadata server; the library itself is unchanged).
 """
 
 import functools
@@ -34,6 +36,15 @@ def simulated_now() -> datetime:
     """The scheduler's simulated time: runonce's leases and forced-run checks use it."""
     return _clock().now()
 
+
+if os.environ.get("RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS") == "1":
+    import google.auth
+    import google.auth.credentials
+
+    def _anonymous(*args, **kwargs):
+        return google.auth.credentials.AnonymousCredentials(), os.environ.get("GOOGLE_CLOUD_PROJECT")
+
+    google.auth.default = _anonymous
 
 if "RUNONCE_LOCAL_CLOCK_FILE" in os.environ:
     runonce.set_clock(simulated_now)
