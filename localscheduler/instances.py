@@ -165,6 +165,9 @@ class InstancePool:
             str(FUNCTION_SOURCE),
             "--target",
             self.target,
+            # Explicit: a FUNCTION_SIGNATURE_TYPE in the environment would otherwise win.
+            "--signature-type",
+            "http",
             "--host",
             "127.0.0.1",
             "--port",

@@ -175,6 +175,9 @@ def test_under_functions_framework_returning_acks_200_and_raising_answers_500(
         "    return spec.JOB(event)\n"
     )
     monkeypatch.setattr(sys.modules[__name__], "JOB", probe, raising=False)  # what main.py calls
+    # create_app writes FUNCTION_TARGET/FUNCTION_SIGNATURE_TYPE into os.environ; keep them here.
+    for name in ("FUNCTION_TARGET", "FUNCTION_SIGNATURE_TYPE", "FUNCTION_SOURCE"):
+        monkeypatch.delenv(name, raising=False)
     app = functions_framework.create_app("handle", str(source), "cloudevent").test_client()
     headers, body = to_structured(storage_event("ff-1"))
     assert app.post("/", headers=headers, data=body).status_code == 200
