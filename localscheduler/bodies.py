@@ -1,23 +1,23 @@
-"""What the job bodies did, read from the example job's own log lines in the instance logs.
+"""What the job bodies did, read from the lines the runonce core writes around every body.
 
 The ledger keeps only a run's latest claim, so it cannot say how often a job body started or
-whether two bodies of one run ever ran at the same time. The example job logs a line when its
-body starts and one when it ends (published, already published, or raised); a body whose
-instance was killed mid-run has no end line. Times are the job's wall clock, mapped onto the
-simulated clock the scheduler journals in.
+whether two bodies of one run ever ran at the same time. The core logs a line when a body starts
+and one when it ends, saying how (see `runonce.contract.BodyEnd`); a body whose instance was
+killed mid-run has no end line. Any job's bodies are read the same way: nothing here knows what a
+job does. Times are the wall clock, mapped onto the simulated clock the scheduler journals in.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from .clock import AcceleratedClock
+from runonce.contract import BODY_END_FIELD, BODY_ERROR_FIELD, BODY_FIELD, WALL_TIME_FIELD, BodyEnd, BodyStage
 
-STARTED = "report job started"
+from .clock import AcceleratedClock
 
 
 @dataclass(frozen=True)
@@ -31,21 +31,16 @@ class Body:
     started: datetime
     """Simulated time the body started."""
     ended: datetime | None = None
-    """Simulated time the body logged its end; None if it never did (its instance was killed)."""
-    outcome: str | None = None
-    """"published", "already published" (an earlier attempt's effect was there), or "raised"."""
+    """Simulated time the body ended; None if it never did (its instance was killed)."""
+    end: BodyEnd | None = None
+    """How the core read its ending; None if it never ended."""
     error: str | None = None
     """The exception's class name when the body raised."""
 
     @property
-    def published(self) -> bool:
-        """This body wrote the run's effect."""
-        return self.outcome == "published"
-
-    @property
-    def found_published(self) -> bool:
-        """This body reached the effect and found it already written by an earlier attempt."""
-        return self.outcome == "already published"
+    def retryable(self) -> bool:
+        """It ended in a way that gives the run back for another attempt."""
+        return self.end in (BodyEnd.RETRYABLE, BodyEnd.NOT_RUNNABLE, BodyEnd.STOPPED)
 
 
 def read_bodies(log_dir: Path, clock: AcceleratedClock) -> dict[str, list[Body]]:
@@ -55,28 +50,29 @@ def read_bodies(log_dir: Path, clock: AcceleratedClock) -> dict[str, list[Body]]
     for path in sorted(log_dir.glob("*.log")):
         for text in path.read_text(errors="replace").splitlines():
             line = _json(text)
-            if "attempt_id" not in line or "run_key" not in line:
+            if not {BODY_FIELD, "attempt_id", "run_key", WALL_TIME_FIELD} <= line.keys():
                 continue
-            if line.get("message") == STARTED:
-                at = clock.at_wall(datetime.fromisoformat(line["time"]).timestamp())
+            if line[BODY_FIELD] == BodyStage.STARTED.value:
+                at = _simulated(line, clock)
                 starts[line["attempt_id"]] = Body(line["run_key"], line["attempt_id"], path.stem, at)
-            elif "ended" in line:
+            elif line[BODY_FIELD] == BodyStage.ENDED.value:
                 ends[line["attempt_id"]] = line
     bodies: dict[str, list[Body]] = defaultdict(list)
     for attempt_id, body in starts.items():
         end = ends.get(attempt_id)
         if end is not None:
-            body = Body(
-                body.run_key,
-                attempt_id,
-                body.instance,
-                body.started,
-                clock.at_wall(datetime.fromisoformat(end["time"]).timestamp()),
-                end["ended"],
-                end.get("error"),
+            body = replace(
+                body,
+                ended=_simulated(end, clock),
+                end=BodyEnd(end[BODY_END_FIELD]),
+                error=end.get(BODY_ERROR_FIELD),
             )
         bodies[body.run_key].append(body)
     return {key: sorted(runs, key=lambda b: b.started) for key, runs in bodies.items()}
+
+
+def _simulated(line: dict, clock: AcceleratedClock) -> datetime:
+    return clock.at_wall(datetime.fromisoformat(line[WALL_TIME_FIELD]).timestamp())
 
 
 def _json(text: str) -> dict:

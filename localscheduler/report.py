@@ -1,13 +1,13 @@
 """The verdict: did every run take effect exactly once, within its retry window?
 
-A run is judged from Firestore and from what its job bodies logged, not from what the scheduler
-saw: its ledger record must be finished (completed or failed permanently) no later than the
-job's next scheduled time and carry an expire_at; the outbox must hold exactly one effect for a
-completed run and none for a failed one, and match the effects the bodies logged. No two bodies
-of a run may have run at the same time (a killed body ends when its instance died), a body may
-start again only after the previous one was killed or raised a retryable error, and only a body
-after one killed after its effect may find the effect already written. The per-job table adds
-what the deliveries went through.
+A run is judged from Firestore and from the lines the runonce core wrote around its job bodies,
+not from what the scheduler saw, and the same way for any job: its ledger record must be finished
+(completed or failed permanently) no later than the job's next scheduled time, carry an expire_at
+and be finished by the attempt that ran its last body; where the job's folder declares its
+effects (see `effects`), a completed run must have exactly one and a failed run none, written by
+one of the run's own bodies. No two bodies of a run may have run at the same time (a killed body
+ends when its instance died), and a body may start again only after the previous one was killed
+or ended retryably. The per-job table adds what the deliveries went through.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from runonce.contract import BodyEnd
+
 from .bodies import Body
 from .journal import Journal, Sent
 from .scheduler import Trigger
-from .store import StoreView, as_utc
+from .store import as_utc
 from .table import aligned
-
-PERMANENT = "PermanentError"
 
 
 @dataclass(frozen=True)
@@ -34,12 +34,13 @@ class RunVerdict:
     trigger: Trigger
     status: str | None
     """Ledger status: completed, failed, in_progress, or None (no record)."""
-    effects: int
-    """Effects the job wrote for this run (outbox documents with its run key)."""
+    effects: int | None
+    """Effects the job wrote for this run; None where its folder declares none to look at."""
     bodies: int
     """How many times the job body started for this run."""
-    found_published: int
-    """Bodies that reached the effect and found it already written by an earlier attempt."""
+    found_effect: int
+    """Bodies that started after the one that wrote the run's effect (and was then killed or
+    failed retryably) and succeeded without writing it again."""
     problems: tuple[str, ...]
 
     @property
@@ -48,12 +49,18 @@ class RunVerdict:
         return not self.problems
 
 
-def judge(trigger: Trigger, view: StoreView, bodies: Sequence[Body], sent: Sequence[Sent]) -> RunVerdict:
-    """The verdict on one run from one read of the store, its bodies (in start order) and its
-    deliveries."""
-    record = view.records.get(trigger.key)
-    effects = view.effects.get(trigger.key, 0)
-    found = sum(body.found_published for body in bodies)
+def judge(
+    trigger: Trigger,
+    record: dict | None,
+    writers: Sequence[str | None] | None,
+    bodies: Sequence[Body],
+    sent: Sequence[Sent],
+) -> RunVerdict:
+    """The verdict on one run from its ledger record, the writers of its effects (one attempt id,
+    or None if not recorded, per effect; None if its effects are not observed), its bodies (in
+    start order) and its deliveries."""
+    effects = None if writers is None else len(writers)
+    found = _found_effect(writers or [], bodies)
     if record is None:
         return RunVerdict(trigger, None, effects, len(bodies), found, ("never ran: no ledger record",))
     status = record.get("status")
@@ -62,27 +69,35 @@ def judge(trigger: Trigger, view: StoreView, bodies: Sequence[Body], sent: Seque
         problems.append(f"never completed: still {status}")
     elif as_utc(record["finished_at"]) > trigger.stop:
         problems.append(f"finished at {as_utc(record['finished_at']):%H:%M:%S}, after its retry window")
-    expected = 1 if status == "completed" else 0
-    if effects != expected:
+    if effects is not None and effects != (1 if status == "completed" else 0):
         problems.append(f"executed {effects} times")
     if "expire_at" not in record:
         problems.append("ledger record has no expire_at")
-    problems += _body_problems(status, effects, bodies, sent)
+    problems += _body_problems(status, bodies, sent)
+    started = {body.attempt_id for body in bodies}
+    problems += [
+        f"effect written by attempt {writer}, which started no body of this run"
+        for writer in writers or []
+        if writer is not None and writer not in started
+    ]
     if bodies and status in ("completed", "failed") and record.get("attempt_id") != bodies[-1].attempt_id:
         problems.append(f"finished by attempt {record.get('attempt_id')}, not by its last body's")
     return RunVerdict(trigger, status, effects, len(bodies), found, tuple(problems))
 
 
-def _body_problems(
-    status: str | None, effects: int, bodies: Sequence[Body], sent: Sequence[Sent]
-) -> list[str]:
-    """What the bodies' own story contradicts: overlap, unexplained restarts, effects."""
+def _found_effect(writers: Sequence[str | None], bodies: Sequence[Body]) -> int:
+    """Bodies that succeeded after the body that wrote the effect started (so found it written)."""
+    starts = [index for index, body in enumerate(bodies) if body.attempt_id in writers]
+    if not starts:
+        return 0
+    return sum(body.end is BodyEnd.SUCCEEDED for body in bodies[starts[0] + 1 :])
+
+
+def _body_problems(status: str | None, bodies: Sequence[Body], sent: Sequence[Sent]) -> list[str]:
+    """What the bodies' own story contradicts: overlap, unexplained restarts, the ending."""
     if not bodies:
         return ["no job body started"]
     problems = []
-    published = sum(body.published for body in bodies)
-    if published != effects:
-        problems.append(f"bodies logged {published} effects, the outbox holds {effects}")
     for earlier, later in itertools.pairwise(bodies):
         death = _death(earlier, sent)
         end = earlier.ended or death
@@ -90,18 +105,18 @@ def _body_problems(
             problems.append(f"body {earlier.attempt_id} never ended and its instance was not killed")
         elif end > later.started:
             problems.append(f"bodies {earlier.attempt_id} and {later.attempt_id} ran at the same time")
-        retryable = earlier.outcome == "raised" and earlier.error != PERMANENT
-        if not retryable and death is None:
-            problems.append(f"body started again after {earlier.attempt_id} ended {earlier.outcome}")
-    for index, body in enumerate(bodies):
-        if body.found_published and not any(b.published for b in bodies[:index]):
-            problems.append(f"body {body.attempt_id} found an effect no earlier body wrote")
+        if not earlier.retryable and death is None:
+            problems.append(f"body started again after {earlier.attempt_id} ended {_ending(earlier)}")
     last = bodies[-1]
-    if status == "completed" and not (last.published or last.found_published):
-        problems.append(f"completed, but its last body ended {last.outcome}")
-    if status == "failed" and last.error != PERMANENT:
-        problems.append(f"failed, but its last body ended {last.outcome}")
+    if status == "completed" and last.end is not BodyEnd.SUCCEEDED:
+        problems.append(f"completed, but its last body ended {_ending(last)}")
+    if status == "failed" and last.end is not BodyEnd.PERMANENT:
+        problems.append(f"failed, but its last body ended {_ending(last)}")
     return problems
+
+
+def _ending(body: Body) -> str:
+    return "killed" if body.end is None else body.end.value
 
 
 def _death(body: Body, sent: Sequence[Sent]) -> datetime | None:
@@ -126,7 +141,9 @@ class JobRow:
     bodies: int = 0
     """Times a job body started (more than once for a run only after a kill or a retryable error)."""
     effects: int = 0
-    """Outbox documents: one per completed run."""
+    """The job's declared effects: one per completed run."""
+    unobserved: int = 0
+    """Runs whose effects could not be counted (the job's folder declares none)."""
     permanent_failures: int = 0
     """Runs that failed permanently (recorded once, no effect)."""
     duplicates_skipped: int = 0
@@ -166,7 +183,8 @@ def job_rows(verdicts: list[RunVerdict], journal: Journal) -> list[JobRow]:
         else:
             row.scheduled += 1
         row.bodies += verdict.bodies
-        row.effects += verdict.effects
+        row.effects += verdict.effects or 0
+        row.unobserved += verdict.effects is None
         row.permanent_failures += verdict.status == "failed"
         if not verdict.ok:
             row.bad.append(verdict)
@@ -185,14 +203,25 @@ def render(rows: list[JobRow]) -> str:
     """The rows as an aligned text table with a total line."""
     total = JobRow("", "total")
     for row in rows:
-        for name, _ in COLUMNS[1:-1]:
+        for name in [name for name, _ in COLUMNS[1:-1]] + ["unobserved"]:
             setattr(total, name, getattr(total, name) + getattr(row, name))
         total.bad.extend(row.bad)
     lines = [[title for _, title in COLUMNS]]
-    lines += [[str(getattr(row, name)) for name, _ in COLUMNS[1:]] for row in [*rows, total]]
+    lines += [[_cell(row, name) for name, _ in COLUMNS[1:]] for row in [*rows, total]]
     for line, row in zip(lines[1:], [*rows, total], strict=True):
         line.insert(0, f"{row.team}/{row.job}" if row.team else row.job)
     return aligned(lines, total=True)
+
+
+def _job_name(verdict: RunVerdict) -> str:
+    return f"{verdict.trigger.run.team.name}/{verdict.trigger.run.job.name}"
+
+
+def _cell(row: JobRow, name: str) -> str:
+    """A count as text; effects not observed for every run show as "n/a" (or "3+n/a")."""
+    if name == "effects" and row.unobserved:
+        return f"{row.effects}+n/a" if row.effects else "n/a"
+    return str(getattr(row, name))
 
 
 def fault_summary(journal: Journal) -> str:
@@ -206,19 +235,29 @@ def fault_summary(journal: Journal) -> str:
 def guarantee_summary(verdicts: list[RunVerdict]) -> list[str]:
     """The verdict in words: what the runs and their bodies show about the guarantee."""
     runs = len(verdicts)
-    effects = sum(v.effects for v in verdicts)
-    failed = sum(v.status == "failed" for v in verdicts)
-    bodies = sum(v.bodies for v in verdicts)
-    again = sum(v.bodies > 1 for v in verdicts)
-    found = sum(v.found_published for v in verdicts)
     bad = sum(not v.ok for v in verdicts)
     if bad:
         return [f"{bad} of {runs} runs broke the guarantee (see FAIL lines)"]
-    return [
-        f"every run had exactly one effect or one recorded permanent failure ({effects} effects + "
-        f"{failed} failed = {runs} runs), each within its retry window",
+    observed = [v for v in verdicts if v.effects is not None]
+    effects = sum(v.effects or 0 for v in observed)
+    failed = sum(v.status == "failed" for v in observed)
+    bodies = sum(v.bodies for v in verdicts)
+    again = sum(v.bodies > 1 for v in verdicts)
+    found = sum(v.found_effect for v in verdicts)
+    lines = [
+        f"every run with observed effects had exactly one effect or one recorded permanent failure "
+        f"({effects} effects + {failed} failed = {len(observed)} runs), each within its retry window",
         f"{bodies} job bodies for {runs} runs, never two of one run at a time; {again} runs started "
         "their body again, each after a kill or a retryable error",
-        f"{found} bodies run again after a kill that followed the effect found the effect already "
+        f"{found} bodies run again after a failure that followed the effect found the effect already "
         "written, and did not write it again",
     ]
+    unobserved = sorted(
+        {f"{v.trigger.run.team.name}/{v.trigger.run.job.name}" for v in verdicts if v.effects is None}
+    )
+    if unobserved:
+        lines.append(
+            f"effects not observed for {', '.join(unobserved)} (no local_effects.toml in the job's folder, "
+            "see localscheduler.effects): judged on the ledger and the job bodies only"
+        )
+    return lines

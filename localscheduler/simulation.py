@@ -24,6 +24,7 @@ from stacks.team import Job, Team
 
 from .bodies import Body, read_bodies
 from .clock import AcceleratedClock
+from .effects import FirestoreEffects, declared_effects
 from .faults import FaultMix
 from .instances import InstancePool
 from .journal import Journal, Sent
@@ -47,6 +48,10 @@ def simulation_lease(job: Job, runs: list[PlannedRun]) -> int:
         return job.lease_seconds
     last = (retries[-1] - start).total_seconds()
     return max(1, min(job.lease_seconds, int(last * LEASE_SHARE_OF_RETRY_WINDOW)))
+
+
+def _job_of(trigger: Trigger) -> tuple[str, str]:
+    return (trigger.run.team.name, trigger.run.job.name)
 
 
 def _run_of(trigger: Trigger) -> tuple:
@@ -167,17 +172,34 @@ class Simulation:
             self.scheduler.stop()
         self.scheduler.run(plan)
         journal.close()
-        view = StoreView.read(client)
+        declared = self.declared_effects()
+        view = StoreView.read(client, declared.values())
         bodies = read_bodies(self.log_dir, clock)
         sent: dict[tuple, list[Sent]] = defaultdict(list)
         for entry in journal.sent():
             sent[(entry.team, entry.job, entry.schedule_time, entry.forced)].append(entry)
         verdicts = [
-            judge(trigger, view, bodies.get(trigger.key, []), sent[_run_of(trigger)])
+            judge(
+                trigger,
+                view.records.get(trigger.key),
+                view.effects.get(trigger.key, []) if _job_of(trigger) in declared else None,
+                bodies.get(trigger.key, []),
+                sent[_run_of(trigger)],
+            )
             for trigger in sorted(plan, key=lambda t: t.at)
         ]
         restarts = sum(pool.restarts for pool in self.pools.values())
         return Result(plan, verdicts, journal, job_rows(verdicts, journal), restarts, leases, bodies)
+
+    def declared_effects(self) -> dict[tuple[str, str], FirestoreEffects]:
+        """Where each served job's effects are, for the jobs whose folder declares them."""
+        declared = {}
+        for team in self.teams:
+            for job in team.jobs:
+                effects = declared_effects(job.source_dir)
+                if effects is not None and (team.name, job.name) in self.pools:
+                    declared[(team.name, job.name)] = effects
+        return declared
 
     def stop(self) -> None:
         """Stop sending and stop every instance; safe to call from a signal handler, and twice."""

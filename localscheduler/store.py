@@ -1,25 +1,27 @@
 """What Firestore says about a run: its ledger record and the effects its job wrote.
 
 The scheduler never decides a run's fate from its own bookkeeping alone; it reads the ledger
-the handler writes (found by runonce's own key function) and the example job's outbox.
+the handler writes (found by runonce's own key function) and, for every job whose folder declares
+them, the job's effects (see `effects`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from google.cloud import firestore
 
 from runonce import Delivery, run_key
+from runonce.contract import DEFAULT_COLLECTION
 from runonce.delivery import Instant
 from stacks.naming import scheduler_job_name
 
+from .effects import FirestoreEffects
 from .plan import PlannedRun
 
-RUNS_COLLECTION = "scheduler_runs"
-OUTBOX_COLLECTION = "report_outbox"
+RUNS_COLLECTION = DEFAULT_COLLECTION
 
 
 def key_of(run: PlannedRun, forced: bool) -> str:
@@ -31,18 +33,23 @@ def key_of(run: PlannedRun, forced: bool) -> str:
 
 @dataclass(frozen=True)
 class StoreView:
-    """One read of the ledger and the outbox: records by run key, effects counted by run key."""
+    """One read of the ledger and of the declared effects."""
 
     records: dict[str, dict]
-    effects: Counter
+    """Ledger records by run key."""
+    effects: dict[str, list[str | None]]
+    """The attempts that wrote each run key's effects (None where the job does not record it)."""
 
     @classmethod
     def read(
-        cls, client: firestore.Client, runs: str = RUNS_COLLECTION, outbox: str = OUTBOX_COLLECTION
+        cls, client: firestore.Client, declared: Iterable[FirestoreEffects], runs: str = RUNS_COLLECTION
     ) -> StoreView:
-        """Read both collections whole (a demo's worth of documents)."""
+        """Read the ledger and every declared effects collection whole (a demo's worth)."""
         records = {doc.id: doc.to_dict() or {} for doc in client.collection(runs).stream()}
-        effects = Counter((doc.to_dict() or {}).get("run_key") for doc in client.collection(outbox).stream())
+        effects: dict[str, list[str | None]] = {}
+        for declaration in set(declared):
+            for key, writers in declaration.read(client).items():
+                effects.setdefault(key, []).extend(writers)
         return cls(records, effects)
 
 

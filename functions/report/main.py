@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import time
-from datetime import UTC, datetime
 
 import functions_framework
 from google.api_core.exceptions import AlreadyExists
@@ -34,21 +33,6 @@ def _client() -> firestore.Client:
     if _db is None:
         _db = firestore.Client(database=os.environ.get("RUNONCE_DATABASE", "(default)"))
     return _db
-
-
-def _log(message: str, run: Run, **fields) -> None:
-    """One structured line: Cloud Logging reads it, the local demo checks the job's story with it."""
-    line = {
-        "severity": "INFO",
-        "message": message,
-        "time": datetime.now(UTC).isoformat(),
-        "run_key": run.key,
-        "job": run.job,
-        "attempt_id": run.attempt_id,
-        "attempt": run.attempt,
-        **fields,
-    }
-    print(json.dumps(line), flush=True)
 
 
 def publish(run: Run) -> bool:
@@ -75,19 +59,13 @@ def handle(request):
     """Build the report for this run and publish it to the outbox, once."""
     knobs = json.loads(request.get_data(as_text=True) or "{}")
     run = current_run()
-    _log("report job started", run)
-    try:
-        time.sleep(float(knobs.get("work_seconds", 0)))
-        if knobs.get("fail") == "permanent":
-            raise PermanentError("report source rejected the request (demo knob fail=permanent)")
-        if knobs.get("fail") == "retryable":
-            raise RuntimeError("report source timed out (demo knob fail=retryable)")
-        effect = "published" if publish(run) else "already published"
-    except Exception as exc:
-        _log("report job raised", run, ended="raised", error=type(exc).__name__)
-        raise
-    _log(f"report {effect}", run, ended=effect)
+    time.sleep(float(knobs.get("work_seconds", 0)))
+    if knobs.get("fail") == "permanent":
+        raise PermanentError("report source rejected the request (demo knob fail=permanent)")
+    if knobs.get("fail") == "retryable":
+        raise RuntimeError("report source timed out (demo knob fail=retryable)")
+    published = publish(run)
     if knobs.get("kill_after_effect"):
         # The whole instance dies, as on a crash or an OOM kill: runonce never writes the completion.
         os.killpg(os.getpgrp(), signal.SIGKILL)
-    return {"report": run.key}
+    return {"report": run.key, "published": published}

@@ -42,6 +42,17 @@ DEAD_LETTER_MESSAGE_ID_FIELD = "dead_letter_message_id"
 DEAD_LETTER_FAILED_AT_FIELD = "dead_letter_failed_at"
 """On an event's record: when forwarding its copy last failed (a redelivery may forward it now)."""
 
+# The two log lines the core writes around every job body (with run_key and attempt_id bound):
+# one before the body starts, one when it ends. A body whose instance died has no end line.
+BODY_FIELD = "runonce_body"
+"""`started` on the first line, `ended` on the second."""
+BODY_END_FIELD = "runonce_body_end"
+"""On the end line: how the body ended, a `BodyEnd` value."""
+BODY_ERROR_FIELD = "error"
+"""On the end line of a body that raised: the exception's class name."""
+WALL_TIME_FIELD = "time"
+"""On both lines: the wall clock (RFC 3339), which Cloud Logging takes as the entry's time."""
+
 # Attributes runonce adds to an event's copy in the dead-letter topic (the original ones are kept).
 DEAD_LETTER_REASON_ATTRIBUTE = "runonce_reason"
 """Why the event was dead-lettered: one of the `DeadLetterReason` values."""
@@ -63,6 +74,28 @@ class RunStatus(str, Enum):
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
     FAILED = "failed"
+
+
+class BodyStage(str, Enum):
+    """Which of the two body lines it is (the `runonce_body` field)."""
+
+    STARTED = "started"
+    ENDED = "ended"
+
+
+class BodyEnd(str, Enum):
+    """How a job body ended, as the core read it (the `runonce_body_end` log field)."""
+
+    SUCCEEDED = "succeeded"
+    """It returned a success: the run completes."""
+    RETRYABLE = "retryable"
+    """It raised, or returned 408, 429 or 5xx: the claim is released for a retry."""
+    PERMANENT = "permanent"
+    """It raised PermanentError or returned another 4xx: the run is recorded failed."""
+    NOT_RUNNABLE = "not_runnable"
+    """It returned something that cannot run (a coroutine): the claim is released."""
+    STOPPED = "stopped"
+    """It raised SystemExit or KeyboardInterrupt: the claim is released, the process goes down."""
 
 
 class DeadLetterReason(str, Enum):

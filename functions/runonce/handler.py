@@ -16,10 +16,19 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from . import logs
-from .contract import RunStatus
+from .contract import (
+    BODY_END_FIELD,
+    BODY_ERROR_FIELD,
+    BODY_FIELD,
+    WALL_TIME_FIELD,
+    BodyEnd,
+    BodyStage,
+    RunStatus,
+)
 from .errors import ConfigError, NotRunnable, PermanentError, StoreDenied, StoreError, StoreUnavailable
 from .finish import Attempt, complete, fail, release, retry
 from .ledger import Claim, Held
@@ -126,11 +135,14 @@ def _held_answer(held: Held, attempt: Attempt) -> Answer:
 
 def _execute(job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Claim, run: Run) -> Answer:
     token = enter(run, carrier)
+    _body_line(BodyStage.STARTED)
     try:
         returned: Returned = read_return(job())
     except PermanentError as exc:
+        _body_line(BodyStage.ENDED, BodyEnd.PERMANENT, exc)
         return fail(attempt, claim, describe(exc))
     except NotRunnable as exc:
+        _body_line(BodyStage.ENDED, BodyEnd.NOT_RUNNABLE, exc)
         released, _ = release(attempt, claim)
         error = describe(exc)
         log(
@@ -142,6 +154,7 @@ def _execute(job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Clai
         )
         return Outcome.MISCONFIGURED.answer(run_key=claim.key, error=error)
     except (SystemExit, KeyboardInterrupt) as exc:
+        _body_line(BodyStage.ENDED, BodyEnd.STOPPED, exc)
         released, _ = release(attempt, claim)
         log(
             logging.ERROR,
@@ -152,15 +165,31 @@ def _execute(job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Clai
         )
         raise
     except BaseException as exc:  # anything else the job raises is retried
+        _body_line(BodyStage.ENDED, BodyEnd.RETRYABLE, exc)
         return retry(attempt, claim, type_name(exc), exc)
     finally:
         leave(token, carrier)
+    # Set before the line below can raise: the outer guard then completes a success, not releases it.
+    attempt.succeeded = returned.verdict is Verdict.SUCCEEDED
+    _body_line(BodyStage.ENDED, BodyEnd(returned.verdict.value))
     if returned.verdict is Verdict.PERMANENT:
         return fail(attempt, claim, returned.error())
     if returned.verdict is Verdict.RETRYABLE:
         return retry(attempt, claim, returned.error(), None)
-    attempt.succeeded = True
     return complete(attempt, claim, StoredResult.of(returned.body))
+
+
+def _body_line(stage: BodyStage, end: BodyEnd | None = None, exc: BaseException | None = None) -> None:
+    """The line before or after the job body: with the ledger it tells how often a run's body
+    started and whether two ever overlapped, which the record alone cannot (see `contract`)."""
+    fields: dict[str, Any] = {BODY_FIELD: stage.value}
+    if end is not None:
+        fields[BODY_END_FIELD] = end.value
+    if exc is not None:
+        fields[BODY_ERROR_FIELD] = type_name(exc)
+    # The wall clock, not runonce's (which a local simulation accelerates): it is the entry's time.
+    fields[WALL_TIME_FIELD] = datetime.now(UTC).isoformat()
+    log(logging.INFO, f"job body {stage.value}" + (f": {end.value}" if end else ""), **fields)
 
 
 def _unexpected(exc: Exception, attempt: Attempt) -> Answer:

@@ -4,6 +4,7 @@ was, lines carry the request's trace, and no line or answer exceeds Cloud Loggin
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import grpc
 import pytest
@@ -72,11 +73,11 @@ def test_a_completion_the_store_refuses_once_is_recorded_without_its_result(
     ids=["cloud trace with span", "cloud trace, no span", "traceparent"],
 )
 def test_every_line_of_a_traced_request_carries_the_trace(client, probe, log_lines, header, value, span):
-    probe.behaviour = lambda request: 1 / 0  # two lines: the retry, and nothing else
+    probe.behaviour = lambda request: 1 / 0  # the body's start and end, the retry, the rejection
     client.post("/", headers={**scheduler_headers(), header: value})
     client.post("/", headers={**scheduler_headers(time="bad"), header: value})
     lines = [line for _, line in log_lines()]
-    assert len(lines) == 2
+    assert len(lines) == 4
     for line in lines:
         assert line[TRACE] == "projects/runonce-local/traces/105445aa7843bc8bf206b12000100000"
         assert line.get(SPAN) == span
@@ -121,3 +122,52 @@ def test_log_lines_are_one_json_object_each(client, log_lines):
     client.post("/", headers=scheduler_headers())
     for raw, line in log_lines():
         assert "\n" not in raw and json.loads(raw) == line
+
+
+def _body_lines(log_lines) -> list[dict]:
+    return [line for _, line in log_lines() if "runonce_body" in line]
+
+
+def test_a_job_body_is_logged_when_it_starts_and_when_it_ends(client, probe, log_lines):
+    probe.behaviour = lambda request: "ok"
+    response = client.post("/", headers=scheduler_headers())
+    started, ended = _body_lines(log_lines)
+    assert (started["runonce_body"], ended["runonce_body"], ended["runonce_body_end"]) == (
+        "started",
+        "ended",
+        "succeeded",
+    )
+    for line in (started, ended):
+        assert (line["run_key"], line["attempt"]) == (response.json["run_key"], 1)
+        assert line["attempt_id"] == started["attempt_id"]
+        assert datetime.fromisoformat(line["time"]).tzinfo is not None
+    assert ended["time"] >= started["time"]
+
+
+@pytest.mark.parametrize(
+    "behaviour, end, error",
+    [
+        (lambda request: 1 / 0, "retryable", "ZeroDivisionError"),
+        (lambda request: ("busy", 503), "retryable", None),
+        (lambda request: _raise(PermanentError("no such account")), "permanent", "PermanentError"),
+        (lambda request: ("bad request", 400), "permanent", None),
+    ],
+    ids=["raised", "returned 503", "raised PermanentError", "returned 400"],
+)
+def test_a_body_end_line_says_how_the_core_read_the_ending(client, probe, log_lines, behaviour, end, error):
+    probe.behaviour = behaviour
+    client.post("/", headers=scheduler_headers())
+    [_, ended] = _body_lines(log_lines)
+    assert (ended["runonce_body_end"], ended.get("error")) == (end, error)
+
+
+def test_no_body_line_is_written_for_a_duplicate(client, probe, log_lines):
+    probe.behaviour = lambda request: "ok"
+    client.post("/", headers=scheduler_headers())
+    log_lines()
+    assert client.post("/", headers=scheduler_headers()).json["outcome"] == "duplicate"
+    assert _body_lines(log_lines) == []
+
+
+def _raise(exc: Exception):
+    raise exc

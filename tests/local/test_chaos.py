@@ -155,7 +155,7 @@ def test_every_run_passes_its_verdict(chaos):
 
 def test_each_run_has_exactly_one_effect_or_one_recorded_permanent_failure_within_its_window(chaos):
     result, _ = chaos
-    assert _failing(result, "executed", "never", "retry window", "outbox holds") == []
+    assert _failing(result, "executed", "never", "retry window", "effect written by") == []
     assert all(v.effects + (v.status == "failed") == 1 for v in result.verdicts)
 
 
@@ -194,15 +194,15 @@ def test_a_run_killed_after_its_effect_ran_its_body_again_and_still_has_one_effe
     result, _ = chaos
     hit = _killed_after_effect(result)
     assert len(hit) >= 3
-    assert [(v.status, v.effects, v.bodies >= 2, v.found_published) for v in hit] == [
+    assert [(v.status, v.effects, v.bodies >= 2, v.found_effect) for v in hit] == [
         ("completed", 1, True, 1)
     ] * len(hit)
 
 
 def test_only_a_body_after_a_kill_after_the_effect_found_the_effect_already_written(chaos):
     result, _ = chaos
-    assert _failing(result, "found an effect") == []
-    found = [v.trigger.key for v in result.verdicts if v.found_published]
+    assert _failing(result, "which started no body") == []
+    found = [v.trigger.key for v in result.verdicts if v.found_effect]
     assert found
     assert set(found) <= {v.trigger.key for v in _killed_after_effect(result)}
 
@@ -255,6 +255,7 @@ def unkeyed(firestore_emulator, tmp_path_factory):
     source = tmp_path_factory.mktemp("unkeyed-job")
     example = Job(name="report", schedule="* * * * *", source="report").source_dir / "main.py"
     (source / "main.py").write_text(f"EXAMPLE = {str(example)!r}\n" + UNKEYED_JOB)
+    (source / "local_effects.toml").write_text((example.parent / "local_effects.toml").read_text())
     job = Job(
         name="unkeyed",
         schedule="* * * * *",

@@ -1,14 +1,14 @@
-"""The verdict and the table: judged from what the store holds and what the job bodies logged."""
+"""The verdict and the table: judged from the ledger, the job's declared effects and the body lines
+the runonce core logged, the same way for any job."""
 
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from localscheduler.bodies import Body
 from localscheduler.journal import Journal, Sent
 from localscheduler.plan import PlannedRun
-from localscheduler.report import job_rows, judge
+from localscheduler.report import guarantee_summary, job_rows, judge, render
 from localscheduler.scheduler import Trigger
-from localscheduler.store import StoreView
+from runonce.contract import BodyEnd
 from stacks.team import Job, Team
 
 T0 = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
@@ -36,10 +36,13 @@ def _at(seconds: float) -> datetime:
 
 
 def _body(
-    trigger: Trigger, start: float, end: float | None, outcome: str | None, error=None, instance="i-0"
+    trigger: Trigger, start: float, end: float | None, how: BodyEnd | None, error=None, instance="i-0"
 ) -> Body:
     ended = _at(end) if end is not None else None
-    return Body(trigger.key, f"a{start:g}", instance, _at(start), ended, outcome, error)
+    return Body(trigger.key, f"a{start:g}", instance, _at(start), ended, how, error)
+
+
+OK, RETRY, PERMANENT = BodyEnd.SUCCEEDED, BodyEnd.RETRYABLE, BodyEnd.PERMANENT
 
 
 def _killed(trigger: Trigger, instance: str, answered: float) -> Sent:
@@ -61,98 +64,154 @@ def _killed(trigger: Trigger, instance: str, answered: float) -> Sent:
     )
 
 
-def _completed(trigger: Trigger, last_attempt: str = "a1", effects: int = 1) -> StoreView:
-    record = _record("completed", attempt_id=last_attempt)
-    return StoreView({trigger.key: record}, Counter({trigger.key: effects}))
+def _completed(last_attempt: str = "a1") -> dict:
+    return _record("completed", attempt_id=last_attempt)
 
 
 def test_a_completed_run_with_one_effect_is_good():
     trigger = _trigger(0)
-    assert judge(trigger, _completed(trigger), [_body(trigger, 1, 2, "published")], []).ok
+    assert judge(trigger, _completed(), ["a1"], [_body(trigger, 1, 2, OK)], []).ok
 
 
 def test_a_second_effect_of_one_run_fails_the_verdict():
     trigger = _trigger(0)
-    bodies = [_body(trigger, 1, 2, "published")]
-    verdict = judge(trigger, _completed(trigger, effects=2), bodies, [])
-    assert verdict.problems[0] == "executed 2 times"
+    verdict = judge(trigger, _completed(), ["a1", "a1"], [_body(trigger, 1, 2, OK)], [])
+    assert verdict.problems == ("executed 2 times",)
+
+
+def test_a_completed_run_without_its_effect_fails_the_verdict():
+    trigger = _trigger(0)
+    assert judge(trigger, _completed(), [], [_body(trigger, 1, 2, OK)], []).problems == ("executed 0 times",)
+
+
+def test_a_permanently_failed_run_with_an_effect_fails_the_verdict():
+    trigger = _trigger(0)
+    verdict = judge(
+        trigger, _record("failed"), ["a1"], [_body(trigger, 1, 2, PERMANENT, "PermanentError")], []
+    )
+    assert verdict.problems == ("executed 1 times",)
 
 
 def test_a_run_finished_after_its_next_scheduled_time_fails_the_verdict():
     trigger = _trigger(0)
-    view = StoreView({trigger.key: _record("completed", 2.5)}, Counter({trigger.key: 1}))
-    verdict = judge(trigger, view, [_body(trigger, 1, 2, "published")], [])
+    verdict = judge(trigger, _record("completed", 2.5), ["a1"], [_body(trigger, 1, 2, OK)], [])
     assert "after its retry window" in verdict.problems[0]
 
 
 def test_a_run_without_a_record_never_ran():
-    assert judge(_trigger(0), StoreView({}, Counter()), [], []).problems == ("never ran: no ledger record",)
+    assert judge(_trigger(0), None, [], [], []).problems == ("never ran: no ledger record",)
 
 
 def test_a_body_rerun_after_a_kill_that_followed_the_effect_finds_it_and_is_good():
     trigger = _trigger(0)
-    bodies = [_body(trigger, 1, 2, "published"), _body(trigger, 20, 21, "already published", instance="i-1")]
-    verdict = judge(trigger, _completed(trigger, "a20"), bodies, [_killed(trigger, "i-0", 2.5)])
+    bodies = [_body(trigger, 1, None, None), _body(trigger, 20, 21, OK, instance="i-1")]
+    verdict = judge(trigger, _completed("a20"), ["a1"], bodies, [_killed(trigger, "i-0", 2.5)])
     assert verdict.ok
-    assert (verdict.bodies, verdict.found_published) == (2, 1)
+    assert (verdict.bodies, verdict.found_effect) == (2, 1)
+
+
+def test_a_body_rerun_after_a_kill_before_the_effect_finds_nothing():
+    trigger = _trigger(0)
+    bodies = [_body(trigger, 1, None, None), _body(trigger, 20, 21, OK, instance="i-1")]
+    verdict = judge(trigger, _completed("a20"), ["a20"], bodies, [_killed(trigger, "i-0", 2.5)])
+    assert verdict.ok
+    assert verdict.found_effect == 0
 
 
 def test_two_bodies_of_one_run_at_the_same_time_fail_the_verdict():
     trigger = _trigger(0)
-    bodies = [_body(trigger, 1, None, None), _body(trigger, 3, 4, "published", instance="i-1")]
-    verdict = judge(trigger, _completed(trigger, "a3"), bodies, [_killed(trigger, "i-0", 5)])
+    bodies = [_body(trigger, 1, None, None), _body(trigger, 3, 4, OK, instance="i-1")]
+    verdict = judge(trigger, _completed("a3"), ["a3"], bodies, [_killed(trigger, "i-0", 5)])
     assert verdict.problems == ("bodies a1 and a3 ran at the same time",)
 
 
-def test_a_body_started_again_without_a_kill_or_a_retryable_error_fails_the_verdict():
+def test_a_body_started_again_without_a_kill_or_a_retryable_end_fails_the_verdict():
     trigger = _trigger(0)
-    bodies = [_body(trigger, 1, 2, "published"), _body(trigger, 3, 4, "already published")]
-    verdict = judge(trigger, _completed(trigger, "a3"), bodies, [])
-    assert verdict.problems == ("body started again after a1 ended published",)
+    bodies = [_body(trigger, 1, 2, OK), _body(trigger, 3, 4, OK)]
+    verdict = judge(trigger, _completed("a3"), ["a1"], bodies, [])
+    assert verdict.problems == ("body started again after a1 ended succeeded",)
 
 
-def test_a_body_restarted_after_a_retryable_error_is_good():
+def test_a_body_restarted_after_a_retryable_end_is_good():
     trigger = _trigger(0)
-    bodies = [_body(trigger, 1, 2, "raised", "RuntimeError"), _body(trigger, 3, 4, "published")]
-    assert judge(trigger, _completed(trigger, "a3"), bodies, []).ok
+    bodies = [_body(trigger, 1, 2, RETRY, "RuntimeError"), _body(trigger, 3, 4, OK)]
+    assert judge(trigger, _completed("a3"), ["a3"], bodies, []).ok
 
 
 def test_a_body_that_never_ended_on_an_instance_nobody_killed_fails_the_verdict():
     trigger = _trigger(0)
-    bodies = [_body(trigger, 1, None, None), _body(trigger, 3, 4, "published")]
-    verdict = judge(trigger, _completed(trigger, "a3"), bodies, [])
+    bodies = [_body(trigger, 1, None, None), _body(trigger, 3, 4, OK)]
+    verdict = judge(trigger, _completed("a3"), ["a3"], bodies, [])
     assert "body a1 never ended and its instance was not killed" in verdict.problems
 
 
 def test_a_run_finished_by_another_attempt_than_its_last_body_fails_the_verdict():
     trigger = _trigger(0)
-    verdict = judge(trigger, _completed(trigger, "a0"), [_body(trigger, 1, 2, "published")], [])
+    verdict = judge(trigger, _completed("a0"), ["a1"], [_body(trigger, 1, 2, OK)], [])
     assert verdict.problems == ("finished by attempt a0, not by its last body's",)
 
 
-def test_effects_the_bodies_logged_must_match_the_outbox():
+def test_an_effect_written_by_no_body_of_the_run_fails_the_verdict():
     trigger = _trigger(0)
-    verdict = judge(trigger, _completed(trigger), [_body(trigger, 1, 2, "already published")], [])
-    assert "bodies logged 0 effects, the outbox holds 1" in verdict.problems
-    assert "body a1 found an effect no earlier body wrote" in verdict.problems
+    verdict = judge(trigger, _completed(), ["a9"], [_body(trigger, 1, 2, OK)], [])
+    assert verdict.problems == ("effect written by attempt a9, which started no body of this run",)
+
+
+def test_a_completed_run_whose_last_body_did_not_succeed_fails_the_verdict():
+    trigger = _trigger(0)
+    verdict = judge(trigger, _completed(), ["a1"], [_body(trigger, 1, 2, RETRY, "RuntimeError")], [])
+    assert verdict.problems == ("completed, but its last body ended retryable",)
+
+
+def test_a_failed_run_whose_last_body_did_not_fail_permanently_fails_the_verdict():
+    trigger = _trigger(0)
+    verdict = judge(trigger, _record("failed"), [], [_body(trigger, 1, 2, OK)], [])
+    assert verdict.problems == ("failed, but its last body ended succeeded",)
+
+
+def test_a_job_without_declared_effects_is_judged_on_the_ledger_and_its_bodies():
+    trigger = _trigger(0)
+    good = judge(trigger, _completed(), None, [_body(trigger, 1, 2, OK)], [])
+    assert (good.ok, good.effects) == (True, None)
+    overlapping = [_body(trigger, 1, None, None), _body(trigger, 3, 4, OK, instance="i-1")]
+    bad = judge(trigger, _completed("a3"), None, overlapping, [_killed(trigger, "i-0", 5)])
+    assert bad.problems == ("bodies a1 and a3 ran at the same time",)
+
+
+def test_effects_whose_writer_is_not_recorded_are_counted_without_attribution():
+    trigger = _trigger(0)
+    assert judge(trigger, _completed(), [None], [_body(trigger, 1, 2, OK)], []).ok
+    assert judge(trigger, _completed(), [None, None], [_body(trigger, 1, 2, OK)], []).problems == (
+        "executed 2 times",
+    )
 
 
 def test_the_table_counts_bodies_effects_and_permanent_failures():
     done, failed, forced = _trigger(0), _trigger(2), _trigger(4, forced=True)
-    view = StoreView(
-        {
-            done.key: _record("completed", attempt_id="a3"),
-            failed.key: _record("failed", 2.5, "a121"),
-            forced.key: _record("completed", 4.5, "a241"),
-        },
-        Counter({done.key: 1, forced.key: 1}),
-    )
-    bodies = {
-        done.key: [_body(done, 1, 2, "raised", "RuntimeError"), _body(done, 3, 4, "published")],
-        failed.key: [_body(failed, 121, 122, "raised", "PermanentError")],
-        forced.key: [_body(forced, 241, 242, "published")],
+    records = {
+        done.key: _record("completed", attempt_id="a3"),
+        failed.key: _record("failed", 2.5, "a121"),
+        forced.key: _record("completed", 4.5, "a241"),
     }
-    verdicts = [judge(trigger, view, bodies[trigger.key], []) for trigger in (done, failed, forced)]
+    writers = {done.key: ["a3"], failed.key: [], forced.key: ["a241"]}
+    bodies = {
+        done.key: [_body(done, 1, 2, RETRY, "RuntimeError"), _body(done, 3, 4, OK)],
+        failed.key: [_body(failed, 121, 122, PERMANENT, "PermanentError")],
+        forced.key: [_body(forced, 241, 242, OK)],
+    }
+    verdicts = [
+        judge(trigger, records[trigger.key], writers[trigger.key], bodies[trigger.key], [])
+        for trigger in (done, failed, forced)
+    ]
     [row] = job_rows(verdicts, Journal())
     assert (row.scheduled, row.forced, row.bodies, row.effects, row.permanent_failures) == (2, 1, 4, 2, 1)
     assert row.verdict == "ok"
+
+
+def test_the_table_says_when_a_job_s_effects_were_not_observed():
+    trigger = _trigger(0)
+    verdict = judge(trigger, _completed(), None, [_body(trigger, 1, 2, OK)], [])
+    rows = job_rows([verdict], Journal())
+    assert rows[0].unobserved == 1
+    assert "n/a" in render(rows).splitlines()[2]
+    assert "effects not observed for demo/sync" in guarantee_summary([verdict])[-1]
