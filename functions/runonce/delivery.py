@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from functools import cached_property
 
 from .contract import JOB_HEADER, LOCATION_HEADER, PROJECT_HEADER, TIME_HEADER
+from .fields import BadField, read_text
 
 # Scheduler job ids are at most 500 characters; the others are far shorter in practice.
 MAX_LENGTH = {JOB_HEADER: 500, TIME_HEADER: 64, PROJECT_HEADER: 100, LOCATION_HEADER: 100}
@@ -25,12 +26,15 @@ _RFC3339 = re.compile(
 )
 
 
-class BadDelivery(ValueError):
+class BadDelivery(BadField):
     """The request cannot be a Cloud Scheduler delivery; answered 400, nothing is written."""
 
-    def __init__(self, header: str, problem: str):
-        super().__init__(f"{header}: {problem}")
-        self.header = header
+    MISSING = "missing; is this request from Cloud Scheduler with a unix-cron schedule?"
+
+    @property
+    def header(self) -> str:
+        """The header at fault (its field)."""
+        return self.field
 
 
 @dataclass(frozen=True)
@@ -95,16 +99,9 @@ def parse_delivery(headers: Mapping[str, str], now: datetime, forced_skew: timed
 
     def header(name: str, required: bool) -> str:
         value = lowered.get(name.lower())
-        if value is None or not value.strip():
-            if required:
-                raise BadDelivery(
-                    name, "missing; is this request from Cloud Scheduler with a unix-cron schedule?"
-                )
-            return ""
-        value = value.strip()
-        if len(value) > MAX_LENGTH[name]:
-            raise BadDelivery(name, f"{len(value)} characters, more than the {MAX_LENGTH[name]} allowed")
-        return value
+        # A header of only blanks is as good as missing.
+        stripped = value.strip() if value is not None else None
+        return read_text(stripped, name, MAX_LENGTH[name], BadDelivery, required)
 
     job = header(JOB_HEADER, required=True)
     raw_time = header(TIME_HEADER, required=True)

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from .delivery import parse_instant
+from .fields import BadField, read_text
 from .keys import KEY_VERSION
 
 # The CloudEvent type Eventarc gives a Pub/Sub message; its data is a push envelope.
@@ -25,12 +26,10 @@ MAX_ID_LENGTH = 1024
 MAX_ORIGIN_LENGTH = 1024
 
 
-class BadEnvelope(ValueError):
+class BadEnvelope(BadField):
     """The request body is not a Pub/Sub push envelope; answered 400, nothing is written."""
 
-    def __init__(self, field: str, problem: str):
-        super().__init__(f"{field}: {problem}")
-        self.field = field
+    MISSING = "missing; is this a Pub/Sub push request?"
 
 
 @dataclass(frozen=True)
@@ -68,25 +67,17 @@ def event_key(event: Event) -> str:
     return hashlib.sha256(encoded).hexdigest()
 
 
-def _text(value: object, where: str, limit: int, required: bool = True) -> str:
-    if value is None or value == "":
-        if required:
-            raise BadEnvelope(where, "missing; is this a Pub/Sub push request?")
-        return ""
-    if not isinstance(value, str):
-        raise BadEnvelope(where, f"is a {type(value).__name__}, not a string")
-    if len(value) > limit:
-        raise BadEnvelope(where, f"{len(value)} characters, more than the {limit} allowed")
-    return value
-
-
 def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str], bytes]:
     """(messageId, publishTime, attributes, data) of a push envelope's `message`."""
     if not isinstance(message, Mapping):
         raise BadEnvelope(where, "missing or not an object; is this a Pub/Sub push request?")
     # The real service sends both spellings of the id and the time; the emulator sends camelCase.
-    message_id = _text(message.get("messageId") or message.get("message_id"), f"{where}.messageId", 200)
-    raw_time = _text(message.get("publishTime") or message.get("publish_time"), f"{where}.publishTime", 64)
+    message_id = read_text(
+        message.get("messageId") or message.get("message_id"), f"{where}.messageId", 200, BadEnvelope
+    )
+    raw_time = read_text(
+        message.get("publishTime") or message.get("publish_time"), f"{where}.publishTime", 64, BadEnvelope
+    )
     try:
         published = parse_instant(raw_time).utc
     except ValueError as exc:
@@ -115,7 +106,7 @@ def parse_push(body: bytes) -> Event:
     if not isinstance(envelope, Mapping):
         raise BadEnvelope("body", "is not a JSON object; is this a Pub/Sub push request?")
     message_id, published, attributes, data = _message(envelope.get("message"), "message")
-    subscription = _text(envelope.get("subscription"), "subscription", MAX_ORIGIN_LENGTH)
+    subscription = read_text(envelope.get("subscription"), "subscription", MAX_ORIGIN_LENGTH, BadEnvelope)
     attempt = envelope.get("deliveryAttempt")
     if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1):
         raise BadEnvelope("deliveryAttempt", f"{attempt!r} is not a whole number of at least 1")

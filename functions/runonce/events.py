@@ -14,7 +14,6 @@ service and the emulator). CloudEvent: returning acknowledges, raising `EventRet
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -34,6 +33,7 @@ from .contract import (
     RunStatus,
 )
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
+from .decoration import decorate
 from .errors import ConfigError, EventRetry, StoreError
 from .event import BadEnvelope, Event, event_key, from_cloud_event, parse_push
 from .finish import Attempt
@@ -41,10 +41,9 @@ from .handler import Occurrence, claim_failed, misconfigured, run_once, serve
 from .ledger import Claim
 from .logs import log
 from .outcomes import Answer, Outcome
-from .returns import refuse_unrunnable
-from .run import Run, refuse_nested
+from .run import Run
 from .settings import EventSettings, load_event_settings
-from .text import describe, type_name
+from .text import describe
 from .trace import trace_fields
 
 if TYPE_CHECKING:
@@ -243,6 +242,29 @@ def _is_cloud_event(argument: Any) -> bool:
     return callable(getattr(argument, "get_attributes", None)) and hasattr(argument, "data")
 
 
+def _respond(job: Callable[[Event], Any], connection: EventConnection, argument: Any) -> Any:
+    """A push request's answer, or a CloudEvent's result (EventRetry to have it delivered again)."""
+    if not _is_cloud_event(argument):  # a push request
+        return serve(
+            lambda attempt: _handle_event(
+                job,
+                lambda: parse_push(argument.get_data()),
+                argument,
+                argument.headers,
+                connection,
+                attempt,
+            )
+        )
+    answer = serve(
+        lambda attempt: _handle_event(
+            job, lambda: from_cloud_event(argument), argument, {}, connection, attempt
+        )
+    )
+    if answer.status >= 300:  # a CloudEvent is delivered again only if the function raises
+        raise EventRetry(f"{answer.outcome.label}: {answer.body.get('error', '')}", answer)
+    return answer.body
+
+
 def deduplicated_event(
     func: Callable | None = None,
     *,
@@ -273,35 +295,4 @@ def deduplicated_event(
         "max_event_age": max_event_age,
         "dead_letter_topic": dead_letter_topic,
     }
-
-    def decorate(job: Callable) -> Callable:
-        refuse_unrunnable(job)
-        connection = EventConnection(overrides, client)
-        name = getattr(job, "__qualname__", None) or type_name(job)
-
-        @functools.wraps(job)
-        def handler(argument: Any):
-            refuse_nested(argument, name)
-            if not _is_cloud_event(argument):  # a push request
-                return serve(
-                    lambda attempt: _handle_event(
-                        job,
-                        lambda: parse_push(argument.get_data()),
-                        argument,
-                        argument.headers,
-                        connection,
-                        attempt,
-                    )
-                )
-            answer = serve(
-                lambda attempt: _handle_event(
-                    job, lambda: from_cloud_event(argument), argument, {}, connection, attempt
-                )
-            )
-            if answer.status >= 300:  # a CloudEvent is delivered again only if the function raises
-                raise EventRetry(f"{answer.outcome.label}: {answer.body.get('error', '')}", answer)
-            return answer.body
-
-        return handler
-
-    return decorate(func) if func is not None else decorate
+    return decorate(func, lambda: EventConnection(overrides, client), _respond)

@@ -8,13 +8,13 @@ hands the rest to `handler.run_once`; the core's answer goes back to Scheduler a
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import clock, logs
 from .connection import Connection
+from .decoration import decorate
 from .delivery import BadDelivery, Delivery, parse_delivery
 from .errors import ConfigError, StoreError
 from .finish import Attempt
@@ -23,10 +23,9 @@ from .keys import run_key
 from .ledger import Claim
 from .logs import log
 from .outcomes import Answer, Outcome
-from .returns import refuse_unrunnable
-from .run import Run, refuse_nested
+from .run import Run
 from .store import Store
-from .text import describe, type_name
+from .text import describe
 from .trace import trace_fields
 
 if TYPE_CHECKING:
@@ -121,6 +120,10 @@ def _handle(job: Callable[[Any], Any], request: Any, connection: Connection, att
     return run_once(store, _occurrence(delivery, key), lambda: job(request), attempt, request)
 
 
+def _respond(job: Callable[[Any], Any], connection: Connection, request: Any) -> Answer:
+    return serve(lambda attempt: _handle(job, request, connection, attempt))
+
+
 def deduplicated(
     func: Callable | None = None,
     *,
@@ -148,17 +151,4 @@ def deduplicated(
         "database": database,
         "forced_skew": forced_skew,
     }
-
-    def decorate(job: Callable) -> Callable:
-        refuse_unrunnable(job)
-        connection = Connection(overrides, client)
-        name = getattr(job, "__qualname__", None) or type_name(job)
-
-        @functools.wraps(job)
-        def handler(request: Any):
-            refuse_nested(request, name)
-            return serve(lambda attempt: _handle(job, request, connection, attempt))
-
-        return handler
-
-    return decorate(func) if func is not None else decorate
+    return decorate(func, lambda: Connection(overrides, client), _respond)

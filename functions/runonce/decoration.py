@@ -1,0 +1,45 @@
+"""What every runonce decorator does around its adapter: the checks a job passes before it serves.
+
+`@deduplicated` and `@deduplicated_event` differ only in how a request becomes an answer. Both
+refuse a job that could never run when decorating it, make one connection per decorated job, and
+refuse a call made from inside a running job before touching the store.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .returns import refuse_unrunnable
+from .run import refuse_nested
+from .text import type_name
+
+_C = TypeVar("_C")
+
+
+def decorate(
+    func: Callable | None,
+    connect: Callable[[], _C],
+    respond: Callable[[Callable, _C, Any], Any],
+) -> Callable:
+    """`func` decorated (bare use), or the decorator to apply (use with options).
+
+    The decorated job is refused (NotRunnable) if it is `async def` or a generator; each call
+    is refused (NestedRunError) inside a running job, then answered by `respond(job, connection,
+    argument)` with the connection `connect()` made for this job.
+    """
+
+    def wrap(job: Callable) -> Callable:
+        refuse_unrunnable(job)
+        connection = connect()
+        name = getattr(job, "__qualname__", None) or type_name(job)
+
+        @functools.wraps(job)
+        def handler(argument: Any):
+            refuse_nested(argument, name)
+            return respond(job, connection, argument)
+
+        return handler
+
+    return wrap(func) if func is not None else wrap
