@@ -58,6 +58,15 @@ class Recorded:
     body: Any
 
 
+@dataclass(frozen=True)
+class Started:
+    """Something the stand-in started, and the request that started it."""
+
+    resource: dict[str, Any]
+    """The workflow execution, job execution, build, or a generic call's operation."""
+    request: Recorded
+
+
 @dataclass
 class Fault:
     """What to do instead of a plain answer, for the next request matching `method` and `path_contains`."""
@@ -79,6 +88,7 @@ class Fault:
 class _State:
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[Recorded] = field(default_factory=list)
+    started: list[Started] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -169,7 +179,8 @@ class GoogleApisStandIn:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.on_start: Callable[[dict[str, Any]], None] | None = None
-        """Called with each started workflow execution, job execution or build: plays its body."""
+        """Called with everything started (a workflow execution, job execution, build, or a generic
+        call's operation): plays its body."""
 
     def start(self) -> GoogleApisStandIn:
         """Listen on a free loopback port and serve in a background thread."""
@@ -203,6 +214,11 @@ class GoogleApisStandIn:
         """The requests that start something (every POST)."""
         return [call for call in self.calls if call.method == "POST"]
 
+    def started(self) -> list[Started]:
+        """Everything started so far, in order, once each (not the operations wrapping a start)."""
+        with self._state.lock:
+            return list(self._state.started)
+
     def resources(self, kind: str) -> list[dict[str, Any]]:
         """Stored resources whose name contains `/{kind}/` (executions, builds, operations)."""
         with self._state.lock:
@@ -230,23 +246,25 @@ class GoogleApisStandIn:
         path = call.path
         if match := _EXECUTIONS.match(path):
             if call.method == "POST":
-                return 200, self._create_execution(match["parent"], call.body or {})
+                return 200, self._create_execution(match["parent"], call)
             return self._list_executions(match["parent"], call.query.get("filter", ""))
         if (match := _JOB_RUN.match(path)) and call.method == "POST":
-            return 200, self._run_job(match, call.body or {})
+            return 200, self._run_job(match, call)
         if (match := _TRIGGER_RUN.match(path)) and call.method == "POST":
-            return 200, self._run_trigger(match, call.body or {})
+            return 200, self._run_trigger(match, call)
         if (match := _BUILDS.match(path)) and call.method == "GET":
             return self._list_builds(match["project"], match["location"], call.query.get("filter", ""))
         if call.method == "GET":
             with self._state.lock:
                 found = self._state.resources.get(path.split("/", 2)[-1])
             return (200, found) if found is not None else (404, _error(404, f"{path} not found"))
-        return 200, self._store(
-            {"name": f"operations/{uuid.uuid4().hex}", "done": True, "request": call.body}
-        )
+        operation = {"name": f"operations/{uuid.uuid4().hex}", "done": True, "request": call.body}
+        self._store(operation)
+        self._started(operation, call)
+        return 200, operation
 
-    def _create_execution(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _create_execution(self, parent: str, call: Recorded) -> dict[str, Any]:
+        body = call.body or {}
         execution = self._store(
             {
                 "name": f"{parent}/executions/{uuid.uuid4()}",
@@ -256,10 +274,12 @@ class GoogleApisStandIn:
                 "createTime": _now(),
             }
         )
-        self._started(execution)
+        self._started(execution, call)
         return execution
 
-    def _started(self, resource: dict[str, Any]) -> None:
+    def _started(self, resource: dict[str, Any], call: Recorded) -> None:
+        with self._state.lock:
+            self._state.started.append(Started(dict(resource), call))
         if self.on_start is not None:
             self.on_start(resource)
 
@@ -275,7 +295,8 @@ class GoogleApisStandIn:
         ]
         return 200, {"executions": sorted(executions, key=lambda e: e["createTime"], reverse=True)}
 
-    def _run_job(self, match: re.Match[str], body: dict[str, Any]) -> dict[str, Any]:
+    def _run_job(self, match: re.Match[str], call: Recorded) -> dict[str, Any]:
+        body = call.body or {}
         base = f"projects/{match['project']}/locations/{match['location']}"
         execution = self._store(
             {
@@ -284,7 +305,7 @@ class GoogleApisStandIn:
                 "createTime": _now(),
             }
         )
-        self._started(execution)
+        self._started(execution, call)
         return self._store(
             {
                 "name": f"{base}/operations/{uuid.uuid4()}",
@@ -292,7 +313,8 @@ class GoogleApisStandIn:
             }
         )
 
-    def _run_trigger(self, match: re.Match[str], body: dict[str, Any]) -> dict[str, Any]:
+    def _run_trigger(self, match: re.Match[str], call: Recorded) -> dict[str, Any]:
+        body = call.body or {}
         build_id = str(uuid.uuid4())
         base = f"projects/{match['project']}/locations/{match['location']}"
         build = self._store(
@@ -304,7 +326,7 @@ class GoogleApisStandIn:
                 "createTime": _now(),
             }
         )
-        self._started(build)
+        self._started(build, call)
         return self._store(
             {
                 "name": f"{base}/operations/{uuid.uuid4()}",

@@ -9,21 +9,39 @@ logged or the harness expected. Only the job knows where that is, so its folder 
     run_key_field = "run_key"        # the field holding current_run().key
     attempt_id_field = "attempt_id"  # optional: the field holding current_run().attempt_id
 
-A folder without the file is judged on the ledger and its bodies alone (the table says so).
+A folder without the file is judged on the ledger and its bodies alone (the table says so). A job
+with a `target` runs the proxy shipped with runonce against the Google APIs stand-in: its effects
+are what the stand-in started, each found by the run key its start request carried.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from google.cloud import firestore
 
+from emulator.googleapis import GoogleApisStandIn
+
 EFFECTS_FILE = "local_effects.toml"
 _FIELDS = ("collection", "run_key_field", "attempt_id_field")
+
+
+# A run key (runonce.keys: sha256 hex) standing alone in a request's path, headers or body.
+_RUN_KEY = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+
+
+class Effects(Protocol):
+    """Where some jobs' effects can be read."""
+
+    def read(self, client: firestore.Client) -> dict[str, list[str | None]]:
+        """The writers of every effect found, by run key (None: the writer is not known)."""
+        ...
 
 
 class EffectsFileError(ValueError):
@@ -47,6 +65,24 @@ class FirestoreEffects:
             writer = effect.get(self.attempt_id_field) if self.attempt_id_field else None
             writers.setdefault(str(effect.get(self.run_key_field)), []).append(writer)
         return writers
+
+
+@dataclass(frozen=True)
+class StartedAtStandIn:
+    """A proxied job's effects: each thing the Google APIs stand-in started (an execution, a
+    build, a generic call), under the run key its start request carried."""
+
+    stand_in: GoogleApisStandIn
+
+    def read(self, client: firestore.Client) -> dict[str, list[str | None]]:
+        """Starts by run key; the proxy's attempt is not recorded at the API (None)."""
+        starts: dict[str, list[str | None]] = {}
+        for started in self.stand_in.started():
+            call = started.request
+            text = json.dumps([call.path, call.headers, call.body], default=str)
+            for key in set(_RUN_KEY.findall(text)):
+                starts.setdefault(key, []).append(None)
+        return starts
 
 
 def declared_effects(source_dir: Path) -> FirestoreEffects | None:

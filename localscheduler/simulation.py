@@ -19,12 +19,14 @@ from pathlib import Path
 
 from google.cloud import firestore
 
+from emulator.googleapis import GoogleApisStandIn
 from runonce.settings import DEFAULT_FORCED_SKEW_SECONDS
+from stacks.targets import TARGET_VARIABLE, target_json
 from stacks.team import Job, Team
 
 from .bodies import Body, read_bodies
 from .clock import AcceleratedClock
-from .effects import FirestoreEffects, declared_effects
+from .effects import Effects, StartedAtStandIn, declared_effects
 from .faults import FaultMix
 from .instances import InstancePool
 from .journal import Journal, Sent
@@ -100,6 +102,8 @@ class Simulation:
     """Instances per function, at most the job's max_instances."""
     pools: dict[tuple[str, str], InstancePool] = field(default_factory=dict)
     scheduler: LocalScheduler | None = None
+    stand_in: GoogleApisStandIn | None = None
+    """The Google APIs stand-in the proxies of jobs with a `target` call (started if any)."""
     _stopped: threading.Event = field(default_factory=threading.Event)
 
     def runs(self) -> dict[tuple[str, str], list[PlannedRun]]:
@@ -125,6 +129,7 @@ class Simulation:
                     "RUNONCE_LEASE_SECONDS": str(simulation_lease(job, runs[(team.name, job.name)])),
                     "RUNONCE_RETENTION_SECONDS": str(job.retention_seconds),
                     "RUNONCE_LOCAL_CLOCK_FILE": str(self.clock_file),
+                    **self._target_env(job),
                 }
                 size = max(1, min(job.max_instances, self.instances_per_job))
                 pool = InstancePool(
@@ -144,6 +149,19 @@ class Simulation:
         not_ready = [pool.name for pool in self.pools.values() if not all(i.ready for i in pool.instances)]
         if not_ready:
             raise RuntimeError(f"instances of {', '.join(not_ready)} did not start; see {self.log_dir}")
+
+    def _target_env(self, job: Job) -> dict[str, str]:
+        """For a job with a target: the proxy's settings, as the stack sets them, pointed at the
+        stand-in (started on first need), with anonymous credentials (see function_source)."""
+        if job.target is None:
+            return {}
+        if self.stand_in is None:
+            self.stand_in = GoogleApisStandIn().start()
+        return {
+            TARGET_VARIABLE: target_json(job.target),
+            "RUNONCE_TARGET_BASE_URL": self.stand_in.url,
+            "RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS": "1",
+        }
 
     @property
     def clock_file(self) -> Path:
@@ -191,13 +209,20 @@ class Simulation:
         restarts = sum(pool.restarts for pool in self.pools.values())
         return Result(plan, verdicts, journal, job_rows(verdicts, journal), restarts, leases, bodies)
 
-    def declared_effects(self) -> dict[tuple[str, str], FirestoreEffects]:
-        """Where each served job's effects are, for the jobs whose folder declares them."""
-        declared = {}
+    def declared_effects(self) -> dict[tuple[str, str], Effects]:
+        """Where each served job's effects are: what the stand-in started for a job with a target,
+        else what its folder declares (jobs whose folder declares nothing are left out)."""
+        declared: dict[tuple[str, str], Effects] = {}
         for team in self.teams:
             for job in team.jobs:
-                effects = declared_effects(job.source_dir)
-                if effects is not None and (team.name, job.name) in self.pools:
+                if (team.name, job.name) not in self.pools:
+                    continue
+                effects: Effects | None = (
+                    StartedAtStandIn(self.stand_in)
+                    if job.target is not None and self.stand_in is not None
+                    else declared_effects(job.source_dir)
+                )
+                if effects is not None:
                     declared[(team.name, job.name)] = effects
         return declared
 
@@ -208,6 +233,8 @@ class Simulation:
             self.scheduler.stop()
         for pool in self.pools.values():
             pool.stop()
+        if self.stand_in is not None:
+            self.stand_in.stop()
 
     def pids(self) -> list[int]:
         """Instance processes still running."""

@@ -18,7 +18,7 @@ from runonce.contract import DEFAULT_COLLECTION
 from runonce.delivery import Instant
 from stacks.naming import scheduler_job_name
 
-from .effects import FirestoreEffects
+from .effects import Effects
 from .plan import PlannedRun
 
 RUNS_COLLECTION = DEFAULT_COLLECTION
@@ -42,7 +42,7 @@ class StoreView:
 
     @classmethod
     def read(
-        cls, client: firestore.Client, declared: Iterable[FirestoreEffects], runs: str = RUNS_COLLECTION
+        cls, client: firestore.Client, declared: Iterable[Effects], runs: str = RUNS_COLLECTION
     ) -> StoreView:
         """Read the ledger and every declared effects collection whole (a demo's worth)."""
         records = {doc.id: doc.to_dict() or {} for doc in client.collection(runs).stream()}

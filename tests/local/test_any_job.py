@@ -1,7 +1,8 @@
 """The local scheduler judges any job the same way: a job from another folder, which logs nothing
 of its own and keeps its effects in a collection of its own, is judged from the ledger, the body
 lines the runonce core writes and the effects its folder declares; a job whose folder declares no
-effects is judged on the ledger and its bodies, and the table says its effects were not observed.
+effects is judged on the ledger and its bodies, and the table says its effects were not observed;
+a job with a Google API `target` runs the proxy against the stand-in, whose starts are its effects.
 
 One short simulation (8 minutes of schedule at 40x) with the faults that need nothing from the
 job: duplicate deliveries, lost answers, and instances killed while they hold a run.
@@ -16,6 +17,7 @@ import pytest
 from localscheduler.faults import FaultMix
 from localscheduler.report import guarantee_summary, render
 from localscheduler.simulation import Result, Simulation
+from stacks.targets import Workflow
 from stacks.team import Job, Retry, Team
 
 MAILER = """
@@ -53,11 +55,15 @@ def handle(request):
 RETRY = Retry(retry_count=5, min_backoff_seconds=1, max_backoff_seconds=10, max_doublings=3)
 
 
-def _job(name: str, source, entry_point: str = "handle") -> Job:
+WORKFLOW = "projects/runonce-others/locations/europe-west1/workflows/nightly-etl"
+
+
+def _job(name: str, source=None, entry_point: str = "handle", target=None) -> Job:
     return Job(
         name=name,
         schedule="* * * * *",
-        source=str(source),
+        source=str(source) if source else "",
+        target=target,
         entry_point=entry_point,
         timeout_seconds=30,
         attempt_deadline_seconds=15,
@@ -76,7 +82,11 @@ def others(firestore_emulator, tmp_path_factory) -> Result:
         name="others",
         project="runonce-others",
         region="europe-west1",
-        jobs=[_job("mailer", mailer, "send"), _job("quiet", quiet)],
+        jobs=[
+            _job("mailer", mailer, "send"),
+            _job("quiet", quiet),
+            _job("etl", target=Workflow(WORKFLOW, {"table": "orders"})),
+        ],
     )
     mix = FaultMix(seed=11, duplicate_delivery=0.2, lost_response=0.2, instance_killed=0.2)
     sim = Simulation(
@@ -125,3 +135,11 @@ def test_a_job_that_declares_no_effects_is_judged_on_the_ledger_and_its_bodies(o
     [row] = [row for row in others.rows if row.job == "quiet"]
     assert row.unobserved == len(quiet)
     assert "effects not observed for others/quiet" in guarantee_summary(others.verdicts)[-1]
+
+
+def test_a_job_with_a_target_is_judged_by_what_the_stand_in_started(others):
+    etl = _verdicts(others, "etl")
+    assert len(etl) >= 8
+    assert [(v.problems, v.status, v.effects) for v in etl] == [((), "completed", 1)] * len(etl)
+    [row] = [row for row in others.rows if row.job == "etl"]
+    assert (row.effects, row.unobserved) == (len(etl), 0)
