@@ -141,8 +141,11 @@ LEAST_PRIVILEGE = [
         "RO-IAM-9",
         rules.pubsub_agent_forwards_dead_letters,
         "error",
-        "Grant the Pub/Sub service agent roles/pubsub.publisher on the dead-letter topic and "
-        "roles/pubsub.subscriber on the subscription that dead-letters into it, and nothing else.",
+        "Grant the Pub/Sub service agent roles/pubsub.publisher on the dead-letter topic, "
+        "roles/pubsub.subscriber on the subscription that dead-letters into it, and "
+        "roles/iam.serviceAccountTokenCreator on the account a push subscription signs as "
+        "(google_service_account_iam_member on that account, which the subscription depends on), "
+        "and nothing else: never token creator on the project.",
     ),
     Rule(
         "RO-IAM-10",

@@ -338,6 +338,7 @@ APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
     "google_project_service": (),
     "google_project_iam_member": (),
     "google_service_account": ("iam.googleapis.com",),
+    "google_service_account_iam_member": ("iam.googleapis.com",),
     "google_firestore_database": ("firestore.googleapis.com",),
     "google_firestore_field": ("firestore.googleapis.com",),
     "google_storage_bucket": ("storage.googleapis.com",),
@@ -645,31 +646,83 @@ def _agent_grant_is_needed(grant: Resource) -> bool:
     return role == "roles/pubsub.subscriber" and on in _dead_letter_topics(grant.stack).values()
 
 
+TOKEN_CREATOR = "roles/iam.serviceAccountTokenCreator"
+ACCOUNT_NAME = re.compile(r"^\$\{google_service_account\.([^.}]+)\.name\}$")
+
+
+def _push_signer(config: Mapping[str, Any]) -> str:
+    """The name of the `google_service_account` a push subscription signs its OIDC tokens as
+    ("" for a pull subscription, a push without a token, or an account named by a literal)."""
+    push = _block(config, "push_config")
+    email = _block(push, "oidc_token").get("service_account_email", "") if push.get("push_endpoint") else ""
+    found = MEMBER_ACCOUNT.search(str(email))
+    return found.group(1) if found else ""
+
+
+def _agent_token_grants(stack: Mapping[str, Any], account: str) -> set[str]:
+    """The grants of token creator to the Pub/Sub service agent on the `google_service_account`
+    named `account` itself (addresses)."""
+    return {
+        f"google_service_account_iam_member.{name}"
+        for name, grant in stack.get("resource", {}).get("google_service_account_iam_member", {}).items()
+        if grant.get("role") == TOKEN_CREATOR
+        and (found := ACCOUNT_NAME.match(str(grant.get("service_account_id", "")))) is not None
+        and found.group(1) == account
+        and all(PUBSUB_AGENT.match(member) for member in _members(Resource("", name, grant, stack)))
+    }
+
+
+def _dead_lettering_granted(resource: Resource) -> bool:
+    """Publisher on the subscription's dead-letter topic and subscriber on the subscription, both
+    for the service agent."""
+    topic = TOPIC_REFERENCE.match(
+        str(_block(resource.config, "dead_letter_policy").get("dead_letter_topic", ""))
+    )
+    agent = [g for g in _pubsub_grants(resource.stack) if any(PUBSUB_AGENT.match(m) for m in _members(g))]
+    publishes = any(
+        g.type == "google_pubsub_topic_iam_member"
+        and g.config.get("role") == "roles/pubsub.publisher"
+        and topic is not None
+        and _granted_on(g) == topic.group(1)
+        for g in agent
+    )
+    subscribes = any(
+        g.type == "google_pubsub_subscription_iam_member"
+        and g.config.get("role") == "roles/pubsub.subscriber"
+        and _granted_on(g) == resource.name
+        for g in agent
+    )
+    return publishes and subscribes
+
+
 def pubsub_agent_forwards_dead_letters(resource: Resource) -> Verdict:
     """The Pub/Sub service agent holds publisher on each dead-letter topic and subscriber on each
-    subscription that dead-letters into it (dead-lettering needs both), and nothing else."""
-    if resource.type == "google_pubsub_subscription" and _block(resource.config, "dead_letter_policy"):
-        topic = TOPIC_REFERENCE.match(
-            str(_block(resource.config, "dead_letter_policy").get("dead_letter_topic", ""))
-        )
-        agent = [g for g in _pubsub_grants(resource.stack) if any(PUBSUB_AGENT.match(m) for m in _members(g))]
-        publishes = any(
-            g.type == "google_pubsub_topic_iam_member"
-            and g.config.get("role") == "roles/pubsub.publisher"
-            and topic is not None
-            and _granted_on(g) == topic.group(1)
-            for g in agent
-        )
-        subscribes = any(
-            g.type == "google_pubsub_subscription_iam_member"
-            and g.config.get("role") == "roles/pubsub.subscriber"
-            and _granted_on(g) == resource.name
-            for g in agent
-        )
-        return Verdict.COMPLIANT if publishes and subscribes else Verdict.NON_COMPLIANT
+    subscription that dead-letters into it (dead-lettering needs both); token creator on each
+    account a push subscription signs its OIDC tokens as, on that account (a project created on
+    or before April 8, 2021 needs it to sign), and the push subscription depends on that grant;
+    and nothing else (no project-level token creator either)."""
+    if resource.type == "google_pubsub_subscription":
+        dead_letters = bool(_block(resource.config, "dead_letter_policy"))
+        signer = _push_signer(resource.config)
+        if not dead_letters and not signer:
+            return Verdict.NOT_APPLICABLE
+        if dead_letters and not _dead_lettering_granted(resource):
+            return Verdict.NON_COMPLIANT
+        if signer and not _agent_token_grants(resource.stack, signer) & _depends_on_closure(
+            resource.stack, resource.config
+        ):
+            return Verdict.NON_COMPLIANT
+        return Verdict.COMPLIANT
     if not _is_iam(resource) or not any(PUBSUB_AGENT.match(m) for m in _members(resource)):
         return Verdict.NOT_APPLICABLE
-    needed = resource.type in PUBSUB_GRANT_TYPES and _agent_grant_is_needed(resource)
+    if resource.type == "google_service_account_iam_member":
+        signers = {
+            _push_signer(config)
+            for config in resource.stack.get("resource", {}).get("google_pubsub_subscription", {}).values()
+        }
+        needed = any(resource.address in _agent_token_grants(resource.stack, s) for s in signers - {""})
+    else:
+        needed = resource.type in PUBSUB_GRANT_TYPES and _agent_grant_is_needed(resource)
     return Verdict.COMPLIANT if needed else Verdict.NON_COMPLIANT
 
 

@@ -30,6 +30,12 @@ ROLE_BUILD_GCF_SOURCE_READER = "roles/storage.objectViewer"
 # https://cloud.google.com/pubsub/docs/dead-letter-topics, last step of its workflow).
 ROLE_PUBLISHER = "roles/pubsub.publisher"
 ROLE_SUBSCRIBER = "roles/pubsub.subscriber"
+# Push authentication: in a project created on or before April 8, 2021 the Pub/Sub service agent
+# needs this role to create the OIDC tokens of push requests (Cloud Run's "Use Pub/Sub with Cloud
+# Run" tutorial; later projects' agents hold roles/pubsub.serviceAgent, with the same
+# permissions). Granted on the one account the push subscriptions sign as, not on the project
+# (docs/stacks.md, "Event jobs").
+ROLE_TOKEN_CREATOR = "roles/iam.serviceAccountTokenCreator"
 # An Eventarc trigger's account receives events (a role granted only at project level) and
 # invokes its one function; a Cloud Storage trigger needs the Cloud Storage service agent to
 # publish to Eventarc's Pub/Sub transport (the provider's cloudfunctions2_basic_gcs example

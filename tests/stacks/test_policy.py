@@ -79,6 +79,11 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
         # as editor of the source topic.
         ("RO-IAM-9", "bad/dead-lettering"),
         ("RO-IAM-9", "bad/agent-editor"),
+        # Push subscriptions whose signer the agent may not create tokens for (only a project-level
+        # token creator grant, which is too broad and does not count).
+        ("RO-IAM-9", "bad/push"),
+        ("RO-IAM-9", "bad/agent-token-creator"),
+        ("RO-IAM-3", "bad/agent-token-creator"),
         # A function's runtime account publishing into the source topic, not its dead letters.
         ("RO-IAM-10", "bad/runtime-publishes-elsewhere"),
         # Nothing in the bad stack waits for its API (project IAM needs none of its own).
@@ -404,6 +409,58 @@ def test_the_example_event_job_passes_the_pubsub_rules(example):
     assert fired == set()
     ids = {rule.id for rule in LEAST_PRIVILEGE}
     assert {"RO-NET-3", "RO-PS-1", "RO-IAM-9", "RO-IAM-10"} <= ids
+
+
+def _token_creator(stack: dict) -> tuple[str, dict]:
+    """The example's one grant of token creator to the Pub/Sub service agent."""
+    ((name, config),) = stack["resource"]["google_service_account_iam_member"].items()
+    return name, config
+
+
+def _unwaited_token_creator(example, delete: bool) -> tuple[dict, str, dict, dict]:
+    """The example stack with nothing depending on the agent's token creator grant (deleted
+    too, if `delete`): the stack, the push subscription's name and config, and the grant."""
+    stack = json.loads(example.json)
+    push, config = _push(stack)
+    name, grant = _token_creator(stack)
+    for waiting in (config, stack["resource"]["time_sleep"]["invoker-settled"]):
+        waiting["depends_on"].remove(f"google_service_account_iam_member.{name}")
+    if delete:
+        del stack["resource"]["google_service_account_iam_member"]
+    return stack, push, config, grant
+
+
+@pytest.mark.parametrize("delete", [True, False], ids=["no-grant", "grant-not-waited-for"])
+def test_a_push_subscription_without_the_agents_token_creator_grant_before_it_is_flagged(example, delete):
+    stack, push, _, _ = _unwaited_token_creator(example, delete)
+    assert flagged(stack) == {("RO-IAM-9", f"google_pubsub_subscription.{push}")}
+
+
+def test_token_creator_for_the_agent_on_the_project_instead_of_the_signer_is_flagged(example):
+    stack, push, config, grant = _unwaited_token_creator(example, delete=True)
+    stack["resource"]["google_project_iam_member"]["agent-tokens"] = {
+        "project": "runonce-example",
+        "role": grant["role"],
+        "member": grant["member"],
+    }
+    config["depends_on"].append("google_project_iam_member.agent-tokens")
+    assert flagged(stack) == {
+        ("RO-IAM-9", f"google_pubsub_subscription.{push}"),
+        ("RO-IAM-9", "google_project_iam_member.agent-tokens"),
+        ("RO-IAM-3", "google_project_iam_member.agent-tokens"),
+    }
+
+
+def test_token_creator_for_the_agent_on_an_account_no_push_signs_as_is_flagged(example):
+    stack = json.loads(example.json)
+    _, grant = _token_creator(stack)
+    build = "team-build-account"
+    assert build in stack["resource"]["google_service_account"]
+    stack["resource"]["google_service_account_iam_member"]["agent-signs-builds"] = {
+        **grant,
+        "service_account_id": f"${{google_service_account.{build}.name}}",
+    }
+    assert flagged(stack) == {("RO-IAM-9", "google_service_account_iam_member.agent-signs-builds")}
 
 
 def test_a_push_subscription_with_another_audience_is_flagged(example):
