@@ -108,6 +108,14 @@ LEAST_PRIVILEGE = [
         "service named by a literal; the Scheduler invoker account holds that role and nothing else.",
     ),
     Rule(
+        "RO-IAM-11",
+        rules.caller_waits_for_its_invoker_grant,
+        "error",
+        "Make every Scheduler job and push subscription depend on its signer's run.invoker grant on "
+        "the service it calls and on a time_sleep of at least 120s after that grant (IAM changes "
+        "typically take 2 minutes to propagate); until then every call is refused.",
+    ),
+    Rule(
         "RO-IAM-8",
         rules.proxy_account_holds_only_its_target,
         "error",

@@ -16,7 +16,7 @@ from enum import Enum
 from typing import Any
 
 from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE
-from stacks.defaults import RETIRING_ACCOUNT
+from stacks.defaults import INVOKER_SETTLE_SECONDS, RETIRING_ACCOUNT
 
 
 class Verdict(Enum):
@@ -778,3 +778,73 @@ def runtime_publishes_only_its_dead_letters(resource: Resource) -> Verdict:
     path = f"projects/{project}/topics/{topic.get('name', '')}"
     own = all(_dead_letter_paths(resource.stack, account) == {path} for account in accounts)
     return Verdict.COMPLIANT if topic and own else Verdict.NON_COMPLIANT
+
+
+# The endpoint a Scheduler job or push subscription calls, as a reference to a function of this
+# stack (either of its URLs) or to a Cloud Run service, and the grant target naming its service.
+CALLED_FUNCTION = re.compile(
+    r"^\$\{google_cloudfunctions2_function\.([^.}]+)\.(service_config\[0\]\.uri|url)\}$"
+)
+CALLED_SERVICE = re.compile(r"^\$\{google_cloud_run_v2_service\.([^.}]+)\.uri\}$")
+DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def _seconds(duration: Any) -> int:
+    """A time_sleep duration ("120s", "2m", "1m30s") in seconds (0 if unreadable)."""
+    found = DURATION.match(str(duration))
+    if not found or not str(duration):
+        return 0
+    hours, minutes, secs = (int(part or 0) for part in found.groups())
+    return hours * 3600 + minutes * 60 + secs
+
+
+def _call(resource: Resource) -> tuple[str, str] | None:
+    """(endpoint, signer account name) of a Scheduler job or push subscription that calls with an
+    OIDC token signed by an account of this stack; None for anything else."""
+    if resource.type == "google_cloud_scheduler_job":
+        target = _block(resource.config, "http_target")
+        endpoint = str(target.get("uri", ""))
+        email = _block(target, "oidc_token").get("service_account_email", "")
+    elif resource.type == "google_pubsub_subscription":
+        push = _block(resource.config, "push_config")
+        endpoint = str(push.get("push_endpoint", ""))
+        email = _block(push, "oidc_token").get("service_account_email", "")
+    else:
+        return None
+    signer = MEMBER_ACCOUNT.search(str(email))
+    return (endpoint, signer.group(1)) if endpoint and signer else None
+
+
+def caller_waits_for_its_invoker_grant(resource: Resource) -> Verdict:
+    """A Scheduler job or push subscription calling a service of this stack depends on its
+    signer's invoker grant on that service, and on a time_sleep of at least the typical IAM
+    propagation time (2 minutes) after that grant: until the grant is in effect every call is
+    refused. Calls to an endpoint named by a literal are not this rule's (RO-NET-2/3)."""
+    call = _call(resource)
+    if call is None:
+        return Verdict.NOT_APPLICABLE
+    endpoint, signer = call
+    function, service = CALLED_FUNCTION.match(endpoint), CALLED_SERVICE.match(endpoint)
+    if function:
+        target = f"${{google_cloudfunctions2_function.{function.group(1)}.service_config[0].service}}"
+    elif service:
+        target = f"${{google_cloud_run_v2_service.{service.group(1)}.name}}"
+    else:
+        return Verdict.NOT_APPLICABLE
+    grants = {
+        f"{kind}.{name}"
+        for kind, field in SERVICE_IAM_TARGETS.items()
+        for name, grant in resource.stack.get("resource", {}).get(kind, {}).items()
+        if grant.get("role") in INVOKER_ROLES
+        and str(grant.get(field, "")) == target
+        and signer in _member_accounts(Resource(kind, name, grant, resource.stack))
+    }
+    depends_on = set(resource.config.get("depends_on", []))
+    waits = {
+        address
+        for address in depends_on
+        if address.startswith("time_sleep.")
+        and grants & set(_config_at(resource.stack, address).get("depends_on", []))
+        and _seconds(_config_at(resource.stack, address).get("create_duration")) >= INVOKER_SETTLE_SECONDS
+    }
+    return Verdict.COMPLIANT if grants & depends_on and waits else Verdict.NON_COMPLIANT

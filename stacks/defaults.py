@@ -54,6 +54,13 @@ DEAD_LETTER_RETENTION = "604800s"
 # They run on create only: a later apply with nothing new to enable or grant does not wait.
 API_SETTLE = "60s"
 IAM_SETTLE = "60s"
+# Before a Scheduler job or push subscription may call with its invoker's token, the invoker's
+# run.invoker grant must be in effect, or the first calls are refused (403). IAM: changes to
+# allow policies "typically propagate in 2 minutes, but could potentially take 7 minutes or
+# longer" (https://cloud.google.com/iam/docs/access-change-propagation): wait the typical time;
+# a call refused later than that is retried (Scheduler's retry_config, Pub/Sub's retry policy).
+INVOKER_SETTLE = "120s"
+INVOKER_SETTLE_SECONDS = 120
 
 # Source archives are named by digest, so every changed deploy deletes the previous object
 # and the versioned bucket keeps it as a noncurrent version: delete those after this long

@@ -240,7 +240,7 @@ class TeamStack(TerraformStack):
         self.invoker_settled = Sleep(
             self,
             "invoker-settled",
-            create_duration=defaults.IAM_SETTLE,
+            create_duration=defaults.INVOKER_SETTLE,
             triggers={"functions": ",".join(sorted(invoker_grants))},
             depends_on=[*invoker_grants.values(), *token_grants],
         )

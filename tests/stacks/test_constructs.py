@@ -563,7 +563,7 @@ def test_the_invoker_holds_run_invoker_on_the_teams_services_and_nothing_else(ex
     )
 
 
-def test_scheduler_jobs_are_created_or_repointed_sixty_seconds_after_every_invoker_grant(example):
+def test_scheduler_jobs_are_created_or_repointed_two_minutes_after_every_invoker_grant(example):
     grants = [
         f"google_cloud_run_v2_service_iam_member.{name}"
         for name in example.resources("google_cloud_run_v2_service_iam_member")
@@ -571,7 +571,8 @@ def test_scheduler_jobs_are_created_or_repointed_sixty_seconds_after_every_invok
     # The example's event job pushes, so the Pub/Sub agent's token creator grant settles here too.
     token_creator = address(example, "google_service_account_iam_member", role=defaults.ROLE_TOKEN_CREATOR)
     settled = example.resources("time_sleep")["invoker-settled"]
-    assert settled["create_duration"] == "60s"
+    # IAM: policy changes "typically propagate in 2 minutes" (docs/stacks.md, First deploy).
+    assert settled["create_duration"] == "120s"
     assert settled["triggers"] == {"functions": "ledger-close,orders,report,sync"}
     assert sorted(settled["depends_on"]) == sorted([*grants, token_creator])
     for job in EXAMPLE_JOBS:
