@@ -506,13 +506,22 @@ def _provider_project(stack: Mapping[str, Any]) -> str:
     return str((providers[0] if isinstance(providers, list) and providers else {}).get("project", ""))
 
 
-def _is_target_grant(resource: Resource) -> bool:
+def _is_target_grant(resource: Resource, kind: str = "") -> bool:
+    """Whether this grant lets a proxy's account start its target (of `kind`, if given)."""
     targets = _proxy_targets(resource.stack)
     return any(
         _grants_target(resource, target)
         for account in _member_accounts(resource)
         for target in targets.get(account, [])
+        if not kind or target.get("kind") == kind
     )
+
+
+def is_build_trigger_grant(resource: Resource) -> bool:
+    """The one grant that lets a proxy run its Cloud Build trigger: roles/cloudbuild.builds.editor
+    on the trigger's project, to the account of the proxy whose RUNONCE_TARGET names that trigger
+    (`stacks.target_access`). The checkov runner accepts CKV_GCP_49 on this grant only."""
+    return resource.type == "google_project_iam_member" and _is_target_grant(resource, "build_trigger")
 
 
 def proxy_account_holds_only_its_target(resource: Resource) -> Verdict:
