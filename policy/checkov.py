@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from policy import rules
+from policy.rules import Resource
 
 SKIPPED = {
     "CKV_GCP_62": "The source bucket holds only build inputs read by the team's build accounts; "
@@ -21,6 +26,41 @@ SKIPPED = {
     "team's data policy requires CMEK.",
 }
 """Check id -> why it does not apply to runonce stacks."""
+
+ACCEPTED: dict[str, tuple[str, Callable[[Resource], bool]]] = {
+    "CKV_GCP_49": (
+        "A proxy that runs a Cloud Build trigger needs cloudbuild.builds.create on the trigger "
+        "(projects.locations.triggers.run), and nothing narrower than a project grant exists: the "
+        "triggers API has no IAM policy of its own (its methods are create, delete, get, list, "
+        "patch, run and webhook; the provider has no trigger IAM resource), Cloud Build is not "
+        "among the services that evaluate resource attributes in IAM conditions. The predefined "
+        "role is roles/cloudbuild.builds.editor; a custom role could drop its other permissions "
+        "but not cloudbuild.builds.create, the one behind CKV_GCP_49's concern. "
+        "Accepted only on that exact grant (policy.rules.is_build_trigger_grant, which RO-IAM-8 "
+        "also checks); CKV_GCP_49 on any other resource still fails (docs/targets.md).",
+        rules.is_build_trigger_grant,
+    ),
+}
+"""Check id -> (why, which resources): failed checks accepted on those resources only, unlike
+SKIPPED, which checkov never runs."""
+
+# The resource types CKV_GCP_49 (and any accepted check) may report, looked up by the name
+# checkov prints (`resource.NAME` for Terraform JSON, or `TYPE.NAME`).
+ACCEPTED_TYPES = ("google_project_iam_member", "google_project_iam_binding")
+
+
+def accepted(check_id: str, resource: str, stack: Mapping[str, Any]) -> bool:
+    """Whether checkov's failed `check_id` on `resource` is one of the ACCEPTED exact grants."""
+    if check_id not in ACCEPTED:
+        return False
+    name = resource.rpartition(".")[2]
+    found = [
+        Resource(kind, name, stack["resource"][kind][name], stack)
+        for kind in ACCEPTED_TYPES
+        if name in stack.get("resource", {}).get(kind, {})
+    ]
+    _, applies = ACCEPTED[check_id]
+    return bool(found) and all(applies(candidate) for candidate in found)
 
 
 @dataclass(frozen=True)
@@ -37,7 +77,8 @@ class CheckovFailure:
 
 
 def run_checkov(checkov: Path, stack: str, file: Path) -> list[CheckovFailure]:
-    """Run checkov on one synthesized stack file; its failed checks (skips excluded)."""
+    """Run checkov on one synthesized stack file; its failed checks (skips and the ACCEPTED exact
+    grants excluded)."""
     # No vendor API calls: no guideline download, no policy-metadata mapping.
     env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "CKV_NO_BANNER": "1"}
     command = [
@@ -58,8 +99,12 @@ def run_checkov(checkov: Path, stack: str, file: Path) -> list[CheckovFailure]:
     if completed.returncode not in (0, 1) or not completed.stdout.strip():
         raise RuntimeError(f"checkov failed on {file}: {completed.stderr.strip()[-2000:]}")
     reports = json.loads(completed.stdout)
+    document = json.loads(file.read_text())
     failures = []
     for report in reports if isinstance(reports, list) else [reports]:
         for check in report.get("results", {}).get("failed_checks", []):
-            failures.append(CheckovFailure(stack, check["check_id"], check["resource"], check["check_name"]))
+            if not accepted(check["check_id"], check["resource"], document):
+                failures.append(
+                    CheckovFailure(stack, check["check_id"], check["resource"], check["check_name"])
+                )
     return failures

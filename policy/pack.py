@@ -108,6 +108,14 @@ LEAST_PRIVILEGE = [
         "service named by a literal; the Scheduler invoker account holds that role and nothing else.",
     ),
     Rule(
+        "RO-IAM-11",
+        rules.caller_waits_for_its_invoker_grant,
+        "error",
+        "Make every Scheduler job and push subscription depend on its signer's run.invoker grant on "
+        "the service it calls and on a time_sleep of at least 120s after that grant (IAM changes "
+        "typically take 2 minutes to propagate); until then every call is refused.",
+    ),
+    Rule(
         "RO-IAM-8",
         rules.proxy_account_holds_only_its_target,
         "error",
@@ -141,8 +149,11 @@ LEAST_PRIVILEGE = [
         "RO-IAM-9",
         rules.pubsub_agent_forwards_dead_letters,
         "error",
-        "Grant the Pub/Sub service agent roles/pubsub.publisher on the dead-letter topic and "
-        "roles/pubsub.subscriber on the subscription that dead-letters into it, and nothing else.",
+        "Grant the Pub/Sub service agent roles/pubsub.publisher on the dead-letter topic, "
+        "roles/pubsub.subscriber on the subscription that dead-letters into it, and "
+        "roles/iam.serviceAccountTokenCreator on the account a push subscription signs as "
+        "(google_service_account_iam_member on that account, which the subscription depends on), "
+        "and nothing else: never token creator on the project.",
     ),
     Rule(
         "RO-IAM-10",

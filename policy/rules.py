@@ -16,7 +16,7 @@ from enum import Enum
 from typing import Any
 
 from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE
-from stacks.defaults import RETIRING_ACCOUNT
+from stacks.defaults import INVOKER_SETTLE_SECONDS, RETIRING_ACCOUNT
 
 
 class Verdict(Enum):
@@ -338,6 +338,7 @@ APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
     "google_project_service": (),
     "google_project_iam_member": (),
     "google_service_account": ("iam.googleapis.com",),
+    "google_service_account_iam_member": ("iam.googleapis.com",),
     "google_firestore_database": ("firestore.googleapis.com",),
     "google_firestore_field": ("firestore.googleapis.com",),
     "google_storage_bucket": ("storage.googleapis.com",),
@@ -505,13 +506,22 @@ def _provider_project(stack: Mapping[str, Any]) -> str:
     return str((providers[0] if isinstance(providers, list) and providers else {}).get("project", ""))
 
 
-def _is_target_grant(resource: Resource) -> bool:
+def _is_target_grant(resource: Resource, kind: str = "") -> bool:
+    """Whether this grant lets a proxy's account start its target (of `kind`, if given)."""
     targets = _proxy_targets(resource.stack)
     return any(
         _grants_target(resource, target)
         for account in _member_accounts(resource)
         for target in targets.get(account, [])
+        if not kind or target.get("kind") == kind
     )
+
+
+def is_build_trigger_grant(resource: Resource) -> bool:
+    """The one grant that lets a proxy run its Cloud Build trigger: roles/cloudbuild.builds.editor
+    on the trigger's project, to the account of the proxy whose RUNONCE_TARGET names that trigger
+    (`stacks.target_access`). The checkov runner accepts CKV_GCP_49 on this grant only."""
+    return resource.type == "google_project_iam_member" and _is_target_grant(resource, "build_trigger")
 
 
 def proxy_account_holds_only_its_target(resource: Resource) -> Verdict:
@@ -645,31 +655,83 @@ def _agent_grant_is_needed(grant: Resource) -> bool:
     return role == "roles/pubsub.subscriber" and on in _dead_letter_topics(grant.stack).values()
 
 
+TOKEN_CREATOR = "roles/iam.serviceAccountTokenCreator"
+ACCOUNT_NAME = re.compile(r"^\$\{google_service_account\.([^.}]+)\.name\}$")
+
+
+def _push_signer(config: Mapping[str, Any]) -> str:
+    """The name of the `google_service_account` a push subscription signs its OIDC tokens as
+    ("" for a pull subscription, a push without a token, or an account named by a literal)."""
+    push = _block(config, "push_config")
+    email = _block(push, "oidc_token").get("service_account_email", "") if push.get("push_endpoint") else ""
+    found = MEMBER_ACCOUNT.search(str(email))
+    return found.group(1) if found else ""
+
+
+def _agent_token_grants(stack: Mapping[str, Any], account: str) -> set[str]:
+    """The grants of token creator to the Pub/Sub service agent on the `google_service_account`
+    named `account` itself (addresses)."""
+    return {
+        f"google_service_account_iam_member.{name}"
+        for name, grant in stack.get("resource", {}).get("google_service_account_iam_member", {}).items()
+        if grant.get("role") == TOKEN_CREATOR
+        and (found := ACCOUNT_NAME.match(str(grant.get("service_account_id", "")))) is not None
+        and found.group(1) == account
+        and all(PUBSUB_AGENT.match(member) for member in _members(Resource("", name, grant, stack)))
+    }
+
+
+def _dead_lettering_granted(resource: Resource) -> bool:
+    """Publisher on the subscription's dead-letter topic and subscriber on the subscription, both
+    for the service agent."""
+    topic = TOPIC_REFERENCE.match(
+        str(_block(resource.config, "dead_letter_policy").get("dead_letter_topic", ""))
+    )
+    agent = [g for g in _pubsub_grants(resource.stack) if any(PUBSUB_AGENT.match(m) for m in _members(g))]
+    publishes = any(
+        g.type == "google_pubsub_topic_iam_member"
+        and g.config.get("role") == "roles/pubsub.publisher"
+        and topic is not None
+        and _granted_on(g) == topic.group(1)
+        for g in agent
+    )
+    subscribes = any(
+        g.type == "google_pubsub_subscription_iam_member"
+        and g.config.get("role") == "roles/pubsub.subscriber"
+        and _granted_on(g) == resource.name
+        for g in agent
+    )
+    return publishes and subscribes
+
+
 def pubsub_agent_forwards_dead_letters(resource: Resource) -> Verdict:
     """The Pub/Sub service agent holds publisher on each dead-letter topic and subscriber on each
-    subscription that dead-letters into it (dead-lettering needs both), and nothing else."""
-    if resource.type == "google_pubsub_subscription" and _block(resource.config, "dead_letter_policy"):
-        topic = TOPIC_REFERENCE.match(
-            str(_block(resource.config, "dead_letter_policy").get("dead_letter_topic", ""))
-        )
-        agent = [g for g in _pubsub_grants(resource.stack) if any(PUBSUB_AGENT.match(m) for m in _members(g))]
-        publishes = any(
-            g.type == "google_pubsub_topic_iam_member"
-            and g.config.get("role") == "roles/pubsub.publisher"
-            and topic is not None
-            and _granted_on(g) == topic.group(1)
-            for g in agent
-        )
-        subscribes = any(
-            g.type == "google_pubsub_subscription_iam_member"
-            and g.config.get("role") == "roles/pubsub.subscriber"
-            and _granted_on(g) == resource.name
-            for g in agent
-        )
-        return Verdict.COMPLIANT if publishes and subscribes else Verdict.NON_COMPLIANT
+    subscription that dead-letters into it (dead-lettering needs both); token creator on each
+    account a push subscription signs its OIDC tokens as, on that account (a project created on
+    or before April 8, 2021 needs it to sign), and the push subscription depends on that grant;
+    and nothing else (no project-level token creator either)."""
+    if resource.type == "google_pubsub_subscription":
+        dead_letters = bool(_block(resource.config, "dead_letter_policy"))
+        signer = _push_signer(resource.config)
+        if not dead_letters and not signer:
+            return Verdict.NOT_APPLICABLE
+        if dead_letters and not _dead_lettering_granted(resource):
+            return Verdict.NON_COMPLIANT
+        if signer and not _agent_token_grants(resource.stack, signer) & _depends_on_closure(
+            resource.stack, resource.config
+        ):
+            return Verdict.NON_COMPLIANT
+        return Verdict.COMPLIANT
     if not _is_iam(resource) or not any(PUBSUB_AGENT.match(m) for m in _members(resource)):
         return Verdict.NOT_APPLICABLE
-    needed = resource.type in PUBSUB_GRANT_TYPES and _agent_grant_is_needed(resource)
+    if resource.type == "google_service_account_iam_member":
+        signers = {
+            _push_signer(config)
+            for config in resource.stack.get("resource", {}).get("google_pubsub_subscription", {}).values()
+        }
+        needed = any(resource.address in _agent_token_grants(resource.stack, s) for s in signers - {""})
+    else:
+        needed = resource.type in PUBSUB_GRANT_TYPES and _agent_grant_is_needed(resource)
     return Verdict.COMPLIANT if needed else Verdict.NON_COMPLIANT
 
 
@@ -725,3 +787,73 @@ def runtime_publishes_only_its_dead_letters(resource: Resource) -> Verdict:
     path = f"projects/{project}/topics/{topic.get('name', '')}"
     own = all(_dead_letter_paths(resource.stack, account) == {path} for account in accounts)
     return Verdict.COMPLIANT if topic and own else Verdict.NON_COMPLIANT
+
+
+# The endpoint a Scheduler job or push subscription calls, as a reference to a function of this
+# stack (either of its URLs) or to a Cloud Run service, and the grant target naming its service.
+CALLED_FUNCTION = re.compile(
+    r"^\$\{google_cloudfunctions2_function\.([^.}]+)\.(service_config\[0\]\.uri|url)\}$"
+)
+CALLED_SERVICE = re.compile(r"^\$\{google_cloud_run_v2_service\.([^.}]+)\.uri\}$")
+DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def _seconds(duration: Any) -> int:
+    """A time_sleep duration ("120s", "2m", "1m30s") in seconds (0 if unreadable)."""
+    found = DURATION.match(str(duration))
+    if not found or not str(duration):
+        return 0
+    hours, minutes, secs = (int(part or 0) for part in found.groups())
+    return hours * 3600 + minutes * 60 + secs
+
+
+def _call(resource: Resource) -> tuple[str, str] | None:
+    """(endpoint, signer account name) of a Scheduler job or push subscription that calls with an
+    OIDC token signed by an account of this stack; None for anything else."""
+    if resource.type == "google_cloud_scheduler_job":
+        target = _block(resource.config, "http_target")
+        endpoint = str(target.get("uri", ""))
+        email = _block(target, "oidc_token").get("service_account_email", "")
+    elif resource.type == "google_pubsub_subscription":
+        push = _block(resource.config, "push_config")
+        endpoint = str(push.get("push_endpoint", ""))
+        email = _block(push, "oidc_token").get("service_account_email", "")
+    else:
+        return None
+    signer = MEMBER_ACCOUNT.search(str(email))
+    return (endpoint, signer.group(1)) if endpoint and signer else None
+
+
+def caller_waits_for_its_invoker_grant(resource: Resource) -> Verdict:
+    """A Scheduler job or push subscription calling a service of this stack depends on its
+    signer's invoker grant on that service, and on a time_sleep of at least the typical IAM
+    propagation time (2 minutes) after that grant: until the grant is in effect every call is
+    refused. Calls to an endpoint named by a literal are not this rule's (RO-NET-2/3)."""
+    call = _call(resource)
+    if call is None:
+        return Verdict.NOT_APPLICABLE
+    endpoint, signer = call
+    function, service = CALLED_FUNCTION.match(endpoint), CALLED_SERVICE.match(endpoint)
+    if function:
+        target = f"${{google_cloudfunctions2_function.{function.group(1)}.service_config[0].service}}"
+    elif service:
+        target = f"${{google_cloud_run_v2_service.{service.group(1)}.name}}"
+    else:
+        return Verdict.NOT_APPLICABLE
+    grants = {
+        f"{kind}.{name}"
+        for kind, field in SERVICE_IAM_TARGETS.items()
+        for name, grant in resource.stack.get("resource", {}).get(kind, {}).items()
+        if grant.get("role") in INVOKER_ROLES
+        and str(grant.get(field, "")) == target
+        and signer in _member_accounts(Resource(kind, name, grant, resource.stack))
+    }
+    depends_on = set(resource.config.get("depends_on", []))
+    waits = {
+        address
+        for address in depends_on
+        if address.startswith("time_sleep.")
+        and grants & set(_config_at(resource.stack, address).get("depends_on", []))
+        and _seconds(_config_at(resource.stack, address).get("create_duration")) >= INVOKER_SETTLE_SECONDS
+    }
+    return Verdict.COMPLIANT if grants & depends_on and waits else Verdict.NON_COMPLIANT

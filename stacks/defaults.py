@@ -30,6 +30,12 @@ ROLE_BUILD_GCF_SOURCE_READER = "roles/storage.objectViewer"
 # https://cloud.google.com/pubsub/docs/dead-letter-topics, last step of its workflow).
 ROLE_PUBLISHER = "roles/pubsub.publisher"
 ROLE_SUBSCRIBER = "roles/pubsub.subscriber"
+# Push authentication: in a project created on or before April 8, 2021 the Pub/Sub service agent
+# needs this role to create the OIDC tokens of push requests (Cloud Run's "Use Pub/Sub with Cloud
+# Run" tutorial; later projects' agents hold roles/pubsub.serviceAgent, with the same
+# permissions). Granted on the one account the push subscriptions sign as, not on the project
+# (docs/stacks.md, "Event jobs").
+ROLE_TOKEN_CREATOR = "roles/iam.serviceAccountTokenCreator"
 # An Eventarc trigger's account receives events (a role granted only at project level) and
 # invokes its one function; a Cloud Storage trigger needs the Cloud Storage service agent to
 # publish to Eventarc's Pub/Sub transport (the provider's cloudfunctions2_basic_gcs example
@@ -48,6 +54,13 @@ DEAD_LETTER_RETENTION = "604800s"
 # They run on create only: a later apply with nothing new to enable or grant does not wait.
 API_SETTLE = "60s"
 IAM_SETTLE = "60s"
+# Before a Scheduler job or push subscription may call with its invoker's token, the invoker's
+# run.invoker grant must be in effect, or the first calls are refused (403). IAM: changes to
+# allow policies "typically propagate in 2 minutes, but could potentially take 7 minutes or
+# longer" (https://cloud.google.com/iam/docs/access-change-propagation): wait the typical time;
+# a call refused later than that is retried (Scheduler's retry_config, Pub/Sub's retry policy).
+INVOKER_SETTLE = "120s"
+INVOKER_SETTLE_SECONDS = 120
 
 # Source archives are named by digest, so every changed deploy deletes the previous object
 # and the versioned bucket keeps it as a noncurrent version: delete those after this long

@@ -28,6 +28,8 @@ from stacks.provider import (
     PubsubSubscriptionRetryPolicy,
     PubsubTopic,
     PubsubTopicIamMember,
+    ServiceAccount,
+    ServiceAccountIamMember,
 )
 from stacks.required_apis import RequiredApis
 from stacks.scheduled_job import grant_run_invoker, seconds
@@ -42,6 +44,29 @@ def event_environment(team: Team, job: EventJob) -> dict[str, str]:
         MAX_EVENT_AGE_VARIABLE: str(job.max_event_age_seconds),
         DEAD_LETTER_TOPIC_VARIABLE: naming.topic_path(team.project, topic),
     }
+
+
+def grant_push_token_creator(
+    scope: Construct, invoker: ServiceAccount, project_number: str, apis: RequiredApis
+) -> ServiceAccountIamMember:
+    """roles/iam.serviceAccountTokenCreator for the Pub/Sub service agent on the team's invoker
+    account only, the account every push subscription of the team signs its OIDC tokens as.
+
+    In a project created on or before April 8, 2021 the agent may not create those tokens
+    without it, and every push is refused (Cloud Run's "Use Pub/Sub with Cloud Run" tutorial);
+    later projects' agents already hold roles/pubsub.serviceAgent, and the grant changes nothing
+    there. Google's pages grant it on the project; a role granted on a service account applies to
+    that account alone (IAM, "Roles for service account authentication": the principal needs the
+    permissions "on the service account"), so the agent can sign as no other account of the
+    project. One grant per team, in `time_sleep.invoker-settled` like the invoker grants."""
+    return ServiceAccountIamMember(
+        scope,
+        "team-invoker-push-token-creator",
+        service_account_id=invoker.name,
+        role=defaults.ROLE_TOKEN_CREATOR,
+        member=member(naming.pubsub_service_agent(project_number)),
+        depends_on=apis.of(defaults.API_IAM),
+    )
 
 
 @dataclass(frozen=True)

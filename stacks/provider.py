@@ -92,6 +92,7 @@ from cdktf_cdktf_provider_google.pubsub_subscription_iam_member import (  # noqa
 from cdktf_cdktf_provider_google.pubsub_topic import PubsubTopic  # noqa: E402
 from cdktf_cdktf_provider_google.pubsub_topic_iam_member import PubsubTopicIamMember  # noqa: E402
 from cdktf_cdktf_provider_google.service_account import ServiceAccount  # noqa: E402
+from cdktf_cdktf_provider_google.service_account_iam_member import ServiceAccountIamMember  # noqa: E402
 from cdktf_cdktf_provider_google.storage_bucket import (  # noqa: E402
     StorageBucket,
     StorageBucketLifecycleRule,
@@ -142,6 +143,7 @@ __all__ = [
     "PubsubTopic",
     "PubsubTopicIamMember",
     "ServiceAccount",
+    "ServiceAccountIamMember",
     "Sleep",
     "StorageBucket",
     "StorageBucketIamMember",

@@ -10,8 +10,9 @@ grant it on (docs/targets.md, "The stacks"):
 - CloudRunJob: `roles/run.developer` on the one job (`google_cloud_run_v2_job_iam_member`). The
   proxy always sends overrides (the run key in env), which need run.jobs.runWithOverrides
   besides run.jobs.run.
-- BuildTrigger: `roles/cloudbuild.builds.editor` on the trigger's project: the provider has no
-  trigger-level IAM resource.
+- BuildTrigger: `roles/cloudbuild.builds.editor` on the trigger's project: triggers have no IAM
+  policy of their own (nor a provider IAM resource), and Cloud Build ignores resource attributes in
+  conditions. Checkov's CKV_GCP_49 is accepted on this grant only (`policy.checkov.ACCEPTED`).
 - GoogleApi: the target's `role` on the team's project: an arbitrary call names no resource the
   stack could grant it on.
 

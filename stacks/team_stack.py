@@ -20,7 +20,7 @@ from stacks.deduplicated_function import (
     DeduplicatedFunctionProps,
     job_archive,
 )
-from stacks.event_job import EventDelivery, EventDeliveryProps, event_environment
+from stacks.event_job import EventDelivery, EventDeliveryProps, event_environment, grant_push_token_creator
 from stacks.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.legacy_accounts import keep_job_accounts
 from stacks.provider import DataGoogleProject, GoogleProvider, Sleep, TimeProvider
@@ -228,19 +228,29 @@ class TeamStack(TerraformStack):
         invoker_grants.update(
             {name: events.grant_invoker(self.functions[name]) for name, events in self.events.items()}
         )
+        pushes = [name for name, events in self.events.items() if events.props.job.trigger != EVENTARC]
+        self.push_token_creator = (
+            grant_push_token_creator(self, self.identity.invoker_account, project_number, self.apis)
+            if pushes and self.identity.invoker_account is not None
+            else None
+        )
+        """The Pub/Sub service agent's token creator grant on the invoker account, which push
+        subscriptions sign as (`grant_push_token_creator`); None for a team without push jobs."""
+        token_grants = [self.push_token_creator] if self.push_token_creator is not None else []
         self.invoker_settled = Sleep(
             self,
             "invoker-settled",
-            create_duration=defaults.IAM_SETTLE,
+            create_duration=defaults.INVOKER_SETTLE,
             triggers={"functions": ",".join(sorted(invoker_grants))},
-            depends_on=list(invoker_grants.values()),
+            depends_on=[*invoker_grants.values(), *token_grants],
         )
-        """The `time_sleep` after every invoker grant: a Scheduler job is created, or repointed
-        to another function or invoker, only once the grant it needs has had time to settle."""
+        """The `time_sleep` after every invoker grant (and the push token creator grant): a
+        Scheduler job or push subscription is created, or repointed to another function or
+        invoker, only once the grants it needs have had time to settle."""
         for shared in self.shared_functions:
             function, grant = self.functions[shared.name], invoker_grants[shared.name]
             for job in shared.jobs:
                 self.jobs[job.name].schedule(function, after=[grant, self.invoker_settled])
-        for name, events in self.events.items():
-            if events.props.job.trigger != EVENTARC:
-                events.subscribe(self.functions[name], after=[invoker_grants[name], self.invoker_settled])
+        for name in pushes:
+            after = [invoker_grants[name], *token_grants, self.invoker_settled]
+            self.events[name].subscribe(self.functions[name], after=after)

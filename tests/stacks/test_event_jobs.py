@@ -305,6 +305,58 @@ def test_the_push_subscription_waits_for_the_invoker_grant_and_the_dead_letter_g
     assert set(publishers) <= set(push["depends_on"])
 
 
+PUBSUB_AGENT = (
+    "serviceAccount:service-${data.google_project.project.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+)
+
+
+def test_the_service_agent_may_create_tokens_for_the_invoker_account_only(events):
+    invoker, _ = _one(events, "google_service_account", account_id="acme-call")
+    assert CdktfTesting.to_have_resource_with_properties(
+        events.json,
+        "google_service_account_iam_member",
+        {
+            "service_account_id": f"${{google_service_account.{invoker}.name}}",
+            "role": "roles/iam.serviceAccountTokenCreator",
+            "member": PUBSUB_AGENT,
+        },
+    )
+    # One grant, on that account: none on the project, none on any other account.
+    assert len(events.resources("google_service_account_iam_member")) == 1
+    assert not [
+        c
+        for c in events.resources("google_project_iam_member").values()
+        if c["role"] == "roles/iam.serviceAccountTokenCreator" or c["member"] == PUBSUB_AGENT
+    ]
+
+
+def test_the_token_creator_grant_waits_for_the_iam_api_and_settles_before_the_push_subscription(events):
+    (name,) = events.resources("google_service_account_iam_member")
+    grant = events.resources("google_service_account_iam_member")[name]
+    (iam_api,) = [
+        n for n, c in events.resources("google_project_service").items() if c["service"] == defaults.API_IAM
+    ]
+    assert f"google_project_service.{iam_api}" in grant["depends_on"]
+    _, push = _one(events, "google_pubsub_subscription", name="acme-orders-push")
+    assert f"google_service_account_iam_member.{name}" in push["depends_on"]
+    settled = events.resources("time_sleep")["invoker-settled"]
+    assert f"google_service_account_iam_member.{name}" in settled["depends_on"]
+    assert "time_sleep.invoker-settled" in push["depends_on"]
+
+
+def test_one_token_creator_grant_serves_every_push_job_of_the_team(archive_dir):
+    two = replace(GOOD_TEAM, event_jobs=[GOOD_EVENT_JOB, replace(GOOD_EVENT_JOB, name="refunds")])
+    synth = synthesize(two, archive_dir)
+    (name,) = synth.resources("google_service_account_iam_member")
+    pushes = [c for c in synth.resources("google_pubsub_subscription").values() if "push_config" in c]
+    assert len(pushes) == 2
+    assert all(f"google_service_account_iam_member.{name}" in c["depends_on"] for c in pushes)
+
+
+def test_a_team_without_push_jobs_grants_the_agent_no_token_creator(payments):
+    assert payments.resources("google_service_account_iam_member") == {}
+
+
 def test_each_event_job_counts_a_function_and_its_runtime_account_against_the_quotas():
     two = replace(GOOD_TEAM, event_jobs=[GOOD_EVENT_JOB, replace(GOOD_EVENT_JOB, name="refunds")])
     # The team's build and invoker accounts, and a runtime account per event function.
@@ -410,6 +462,10 @@ def test_eventarc_stacks_enable_eventarc_and_pass_the_pack(eventarc):
 def test_an_eventarc_job_counts_its_trigger_account_against_the_quotas():
     # The build account (no invoker: nothing signs as it), the runtime and the trigger account.
     assert usage(replace(GOOD_TEAM, event_jobs=[EVENTARC_BUCKET]))["service_accounts"] == 1 + 1 + 1
+
+
+def test_eventarc_jobs_grant_the_pubsub_agent_no_token_creator(eventarc):
+    assert eventarc.resources("google_service_account_iam_member") == {}
 
 
 def test_a_team_with_only_eventarc_jobs_has_no_invoker_account(eventarc):

@@ -79,6 +79,16 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
         # as editor of the source topic.
         ("RO-IAM-9", "bad/dead-lettering"),
         ("RO-IAM-9", "bad/agent-editor"),
+        # Push subscriptions whose signer the agent may not create tokens for (only a project-level
+        # token creator grant, which is too broad and does not count).
+        ("RO-IAM-9", "bad/push"),
+        ("RO-IAM-9", "bad/agent-token-creator"),
+        ("RO-IAM-3", "bad/agent-token-creator"),
+        # Scheduler jobs and push subscriptions calling a function whose service their signer may
+        # not invoke, and waiting for no grant.
+        ("RO-IAM-11", "bad/job"),
+        ("RO-IAM-11", "bad/push"),
+        ("RO-IAM-11", "bad/dead-lettering"),
         # A function's runtime account publishing into the source topic, not its dead letters.
         ("RO-IAM-10", "bad/runtime-publishes-elsewhere"),
         # Nothing in the bad stack waits for its API (project IAM needs none of its own).
@@ -264,10 +274,22 @@ def test_the_build_account_running_a_function_is_flagged(example):
     assert ("RO-IAM-4", "google_service_account.team-build-account") in flagged(stack)
 
 
+def _callers_of(stack: dict, grant: dict) -> set[tuple[str, str]]:
+    """RO-IAM-11 findings for the Scheduler jobs calling the service an invoker grant is on."""
+    uri = grant["name"].replace("service_config[0].service", "service_config[0].uri")
+    return {
+        ("RO-IAM-11", f"google_cloud_scheduler_job.{name}")
+        for name, job in stack["resource"]["google_cloud_scheduler_job"].items()
+        if job["http_target"]["uri"] == uri
+    }
+
+
 def test_the_invoker_granted_run_invoker_on_the_project_is_flagged(example):
     stack = json.loads(example.json)
     grants = stack["resource"]["google_cloud_run_v2_service_iam_member"]
     name, grant = next(iter(grants.items()))
+    callers = _callers_of(stack, grant)
+    assert callers  # the jobs that called through the removed grant now wait for none
     del grants[name]
     stack["resource"]["time_sleep"]["invoker-settled"]["depends_on"].remove(
         f"google_cloud_run_v2_service_iam_member.{name}"
@@ -284,6 +306,7 @@ def test_the_invoker_granted_run_invoker_on_the_project_is_flagged(example):
     assert flagged(stack) == {
         ("RO-IAM-7", "google_project_iam_member.invoker-everywhere"),
         ("RO-IAM-3", "google_project_iam_member.invoker-everywhere"),
+        *callers,
     }
 
 
@@ -291,8 +314,51 @@ def test_run_invoker_on_a_service_the_stack_does_not_own_is_flagged(example):
     stack = json.loads(example.json)
     grants = stack["resource"]["google_cloud_run_v2_service_iam_member"]
     name = next(iter(grants))
+    callers = _callers_of(stack, grants[name])
+    assert callers  # the jobs of the function whose grant moved may no longer call it
     grants[name]["name"] = "payments-settle"  # another team's service, by its name
-    assert flagged(stack) == {("RO-IAM-7", f"google_cloud_run_v2_service_iam_member.{name}")}
+    assert flagged(stack) == {("RO-IAM-7", f"google_cloud_run_v2_service_iam_member.{name}"), *callers}
+
+
+@pytest.mark.parametrize("duration", ["60s", "1m59s", "", None])
+def test_callers_waiting_less_than_two_minutes_after_the_invoker_grants_are_flagged(example, duration):
+    stack = json.loads(example.json)
+    settled = stack["resource"]["time_sleep"]["invoker-settled"]
+    if duration is None:
+        del settled["create_duration"]
+    else:
+        settled["create_duration"] = duration
+    push, _ = _push(stack)
+    assert flagged(stack) == {
+        *(
+            ("RO-IAM-11", f"google_cloud_scheduler_job.{n}")
+            for n in stack["resource"]["google_cloud_scheduler_job"]
+        ),
+        ("RO-IAM-11", f"google_pubsub_subscription.{push}"),
+    }
+
+
+@pytest.mark.parametrize("kind", ["google_cloud_scheduler_job", "google_pubsub_subscription"])
+def test_a_caller_created_before_its_invoker_grant_or_without_the_wait_is_flagged(example, kind):
+    stack = json.loads(example.json)
+    name, caller = next(
+        (n, c)
+        for n, c in stack["resource"][kind].items()
+        if kind != "google_pubsub_subscription" or "push_config" in c
+    )
+    grants = [d for d in caller["depends_on"] if d.startswith("google_cloud_run_v2_service_iam_member.")]
+    assert len(grants) == 1
+    without_grant = json.loads(json.dumps(stack))
+    without_grant["resource"][kind][name]["depends_on"].remove(grants[0])
+    assert flagged(without_grant) == {("RO-IAM-11", f"{kind}.{name}")}
+    caller["depends_on"].remove("time_sleep.invoker-settled")
+    assert flagged(stack) == {("RO-IAM-11", f"{kind}.{name}")}
+
+
+def test_two_minutes_written_in_minutes_is_enough(example):
+    stack = json.loads(example.json)
+    stack["resource"]["time_sleep"]["invoker-settled"]["create_duration"] = "2m"
+    assert flagged(stack) == set()
 
 
 def test_the_invoker_holding_any_other_role_is_flagged(example):
@@ -404,6 +470,58 @@ def test_the_example_event_job_passes_the_pubsub_rules(example):
     assert fired == set()
     ids = {rule.id for rule in LEAST_PRIVILEGE}
     assert {"RO-NET-3", "RO-PS-1", "RO-IAM-9", "RO-IAM-10"} <= ids
+
+
+def _token_creator(stack: dict) -> tuple[str, dict]:
+    """The example's one grant of token creator to the Pub/Sub service agent."""
+    ((name, config),) = stack["resource"]["google_service_account_iam_member"].items()
+    return name, config
+
+
+def _unwaited_token_creator(example, delete: bool) -> tuple[dict, str, dict, dict]:
+    """The example stack with nothing depending on the agent's token creator grant (deleted
+    too, if `delete`): the stack, the push subscription's name and config, and the grant."""
+    stack = json.loads(example.json)
+    push, config = _push(stack)
+    name, grant = _token_creator(stack)
+    for waiting in (config, stack["resource"]["time_sleep"]["invoker-settled"]):
+        waiting["depends_on"].remove(f"google_service_account_iam_member.{name}")
+    if delete:
+        del stack["resource"]["google_service_account_iam_member"]
+    return stack, push, config, grant
+
+
+@pytest.mark.parametrize("delete", [True, False], ids=["no-grant", "grant-not-waited-for"])
+def test_a_push_subscription_without_the_agents_token_creator_grant_before_it_is_flagged(example, delete):
+    stack, push, _, _ = _unwaited_token_creator(example, delete)
+    assert flagged(stack) == {("RO-IAM-9", f"google_pubsub_subscription.{push}")}
+
+
+def test_token_creator_for_the_agent_on_the_project_instead_of_the_signer_is_flagged(example):
+    stack, push, config, grant = _unwaited_token_creator(example, delete=True)
+    stack["resource"]["google_project_iam_member"]["agent-tokens"] = {
+        "project": "runonce-example",
+        "role": grant["role"],
+        "member": grant["member"],
+    }
+    config["depends_on"].append("google_project_iam_member.agent-tokens")
+    assert flagged(stack) == {
+        ("RO-IAM-9", f"google_pubsub_subscription.{push}"),
+        ("RO-IAM-9", "google_project_iam_member.agent-tokens"),
+        ("RO-IAM-3", "google_project_iam_member.agent-tokens"),
+    }
+
+
+def test_token_creator_for_the_agent_on_an_account_no_push_signs_as_is_flagged(example):
+    stack = json.loads(example.json)
+    _, grant = _token_creator(stack)
+    build = "team-build-account"
+    assert build in stack["resource"]["google_service_account"]
+    stack["resource"]["google_service_account_iam_member"]["agent-signs-builds"] = {
+        **grant,
+        "service_account_id": f"${{google_service_account.{build}.name}}",
+    }
+    assert flagged(stack) == {("RO-IAM-9", "google_service_account_iam_member.agent-signs-builds")}
 
 
 def test_a_push_subscription_with_another_audience_is_flagged(example):
