@@ -51,7 +51,7 @@ BODY_END_FIELD = "runonce_body_end"
 BODY_ERROR_FIELD = "error"
 """On the end line of a body that raised: the exception's class name."""
 WALL_TIME_FIELD = "time"
-"""On both lines: the wall clock (RFC 3339), which Cloud Logging takes as the entry's time."""
+"""On both lines: the wall clock (RFC 3339) when the line was written."""
 
 # Attributes runonce adds to an event's copy in the dead-letter topic (the original ones are kept).
 DEAD_LETTER_REASON_ATTRIBUTE = "runonce_reason"

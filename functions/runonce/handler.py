@@ -187,7 +187,7 @@ def _body_line(stage: BodyStage, end: BodyEnd | None = None, exc: BaseException 
         fields[BODY_END_FIELD] = end.value
     if exc is not None:
         fields[BODY_ERROR_FIELD] = type_name(exc)
-    # The wall clock, not runonce's (which a local simulation accelerates): it is the entry's time.
+    # The wall clock, not runonce's (which a local simulation accelerates): when it happened.
     fields[WALL_TIME_FIELD] = datetime.now(UTC).isoformat()
     log(logging.INFO, f"job body {stage.value}" + (f": {end.value}" if end else ""), **fields)
 
