@@ -1,15 +1,16 @@
 """Where a job's effects can be seen locally, as its function folder declares them.
 
 The verdict counts each run's effects from where the job wrote them, never from what the job
-logged or the harness expected. Only the job knows where that is, so its folder says so in
-`local_effects.toml` (read by `make demo` and the chaos suite; deployed with the folder, unused there):
+logged or the harness expected. Only the job knows where that is, so its folder says so in the
+`[effects]` table of its `local_demo.toml` (see `folder_file`):
 
+    [effects]
     # One Firestore document per effect, naming the run it belongs to.
     collection = "report_outbox"
     run_key_field = "run_key"        # the field holding current_run().key
     attempt_id_field = "attempt_id"  # optional: the field holding current_run().attempt_id
 
-A folder without the file is judged on the ledger and its bodies alone (the table says so). A job
+A folder without the table is judged on the ledger and its bodies alone (the table says so). A job
 with a `target` runs the proxy shipped with runonce against the Google APIs stand-in: its effects
 are what the stand-in started, each found by the run key its start request carried.
 """
@@ -18,17 +19,17 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from google.cloud import firestore
 
 from emulator.googleapis import GoogleApisStandIn
 
-EFFECTS_FILE = "local_effects.toml"
+from .folder_file import check_fields, read_section, text_field
+
+SECTION = "effects"
 _FIELDS = ("collection", "run_key_field", "attempt_id_field")
 
 
@@ -42,10 +43,6 @@ class Effects(Protocol):
     def read(self, client: firestore.Client) -> dict[str, list[str | None]]:
         """The writers of every effect found, by run key (None: the writer is not known)."""
         ...
-
-
-class EffectsFileError(ValueError):
-    """A local_effects.toml that cannot be used; the message names the file, the field and the fix."""
 
 
 @dataclass(frozen=True)
@@ -86,36 +83,14 @@ class StartedAtStandIn:
 
 
 def declared_effects(source_dir: Path) -> FirestoreEffects | None:
-    """The effects `source_dir/local_effects.toml` declares; None if the folder has no such file."""
-    path = source_dir / EFFECTS_FILE
-    if not path.is_file():
+    """The effects the folder's local_demo.toml declares; None if it declares none."""
+    found = read_section(source_dir, SECTION)
+    if found is None:
         return None
-    try:
-        declared = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise EffectsFileError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
-    unknown = sorted(set(declared) - set(_FIELDS))
-    if unknown:
-        raise EffectsFileError(
-            f"{path}: unknown field {unknown[0]!r}; the fields are {', '.join(_FIELDS)} "
-            "(see localscheduler.effects)"
-        )
+    table, path = found
+    check_fields(table, _FIELDS, path, SECTION)
     return FirestoreEffects(
-        collection=_text(declared, "collection", path, required=True) or "",
-        run_key_field=_text(declared, "run_key_field", path) or "run_key",
-        attempt_id_field=_text(declared, "attempt_id_field", path),
+        collection=text_field(table, "collection", path, SECTION, "report_outbox", required=True) or "",
+        run_key_field=text_field(table, "run_key_field", path, SECTION, "run_key") or "run_key",
+        attempt_id_field=text_field(table, "attempt_id_field", path, SECTION, "attempt_id"),
     )
-
-
-def _text(declared: Mapping[str, Any], name: str, path: Path, required: bool = False) -> str | None:
-    value = declared.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise EffectsFileError(
-            f'{path}: {name} must be a non-empty string, e.g. {name} = "{_EXAMPLES[name]}"'
-        )
-    return value
-
-
-_EXAMPLES = {"collection": "report_outbox", "run_key_field": "run_key", "attempt_id_field": "attempt_id"}

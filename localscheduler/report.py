@@ -257,7 +257,7 @@ def guarantee_summary(verdicts: list[RunVerdict]) -> list[str]:
     )
     if unobserved:
         lines.append(
-            f"effects not observed for {', '.join(unobserved)} (no local_effects.toml in the job's folder, "
-            "see localscheduler.effects): judged on the ledger and the job bodies only"
+            f"effects not observed for {', '.join(unobserved)} (no [effects] in the folder's "
+            "local_demo.toml, see localscheduler.effects): judged on the ledger and the job bodies only"
         )
     return lines

@@ -40,7 +40,9 @@ def send(request):
         pass
     return "sent"
 """
-MAILER_EFFECTS = 'collection = "sent_mail"\nrun_key_field = "for_run"\nattempt_id_field = "by_attempt"\n'
+MAILER_EFFECTS = (
+    '[effects]\ncollection = "sent_mail"\nrun_key_field = "for_run"\nattempt_id_field = "by_attempt"\n'
+)
 QUIET = """
 import functions_framework
 
@@ -75,7 +77,7 @@ def _job(name: str, source=None, entry_point: str = "handle", target=None) -> Jo
 def others(firestore_emulator, tmp_path_factory) -> Result:
     mailer = tmp_path_factory.mktemp("mailer")
     (mailer / "main.py").write_text(MAILER)
-    (mailer / "local_effects.toml").write_text(MAILER_EFFECTS)
+    (mailer / "local_demo.toml").write_text(MAILER_EFFECTS)
     quiet = tmp_path_factory.mktemp("quiet")
     (quiet / "main.py").write_text(QUIET)
     team = Team(

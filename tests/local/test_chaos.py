@@ -255,7 +255,7 @@ def unkeyed(firestore_emulator, tmp_path_factory):
     source = tmp_path_factory.mktemp("unkeyed-job")
     example = Job(name="report", schedule="* * * * *", source="report").source_dir / "main.py"
     (source / "main.py").write_text(f"EXAMPLE = {str(example)!r}\n" + UNKEYED_JOB)
-    (source / "local_effects.toml").write_text((example.parent / "local_effects.toml").read_text())
+    (source / "local_demo.toml").write_text((example.parent / "local_demo.toml").read_text())
     job = Job(
         name="unkeyed",
         schedule="* * * * *",
