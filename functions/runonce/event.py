@@ -124,6 +124,8 @@ def from_cloud_event(cloud_event: Any) -> Event:
     event_id, source = context.get("id", ""), context.get("source", "")
     if not event_id or not source:
         raise BadEnvelope("id" if not event_id else "source", "missing from the CloudEvent")
+    event_id = read_text(event_id, "id", MAX_ID_LENGTH, BadEnvelope)
+    source = read_text(source, "source", MAX_ORIGIN_LENGTH, BadEnvelope)
     time = None
     if context.get("time"):
         try:

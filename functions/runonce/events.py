@@ -37,7 +37,7 @@ from .decoration import decorate
 from .errors import ConfigError, EventRetry, StoreError
 from .event import BadEnvelope, Event, event_key, from_cloud_event, parse_push
 from .finish import Attempt
-from .handler import Occurrence, claim_failed, misconfigured, run_once, serve
+from .handler import Occurrence, claim_failed, misconfigured, rejected, run_once, serve
 from .ledger import Claim
 from .logs import log
 from .outcomes import Answer, Outcome
@@ -222,15 +222,7 @@ def _handle_event(
     try:
         event = read()
     except BadEnvelope as exc:
-        error = describe(exc, 1024)
-        log(
-            logging.WARNING,
-            f"rejected event: {error}",
-            outcome=Outcome.REJECTED.label,
-            field=exc.field,
-            latency_ms=attempt.ms(),
-        )
-        return Outcome.REJECTED.answer(error=error)
+        return rejected(exc, "event", "field", attempt)
     key = event_key(event)
     logs.bind(run_key=key, event_id=event.id, event_source=event.source, event_kind=event.kind)
     occurrence = _occurrence(event, key, _expired(event, setup.settings))

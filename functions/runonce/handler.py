@@ -30,6 +30,7 @@ from .contract import (
     RunStatus,
 )
 from .errors import ConfigError, NotRunnable, PermanentError, StoreDenied, StoreError, StoreUnavailable
+from .fields import BadField
 from .finish import Attempt, complete, fail, release, retry
 from .ledger import Claim, Held
 from .logs import log
@@ -100,6 +101,15 @@ def run_once(
     if occurrence.expired is not None:
         return fail(attempt, claim, occurrence.expired, Outcome.TOO_OLD)
     return _execute(job, carrier, attempt, claim, occurrence.run(claim))
+
+
+def rejected(exc: BadField, what: str, log_key: str, attempt: Attempt) -> Answer:
+    """The request is not a `what` runonce can run (`exc` names the field): 400, nothing written.
+    `log_key` names the field on the log line (`header` for a delivery, `field` for an event)."""
+    error = describe(exc, 1024)
+    fields: dict[str, Any] = {log_key: exc.field, "latency_ms": attempt.ms()}
+    log(logging.WARNING, f"rejected {what}: {error}", outcome=Outcome.REJECTED.label, **fields)
+    return Outcome.REJECTED.answer(error=error)
 
 
 def claim_failed(exc: StoreError, key: str, attempt: Attempt) -> Answer:

@@ -18,14 +18,13 @@ from .decoration import decorate
 from .delivery import BadDelivery, Delivery, parse_delivery
 from .errors import ConfigError, StoreError
 from .finish import Attempt
-from .handler import Occurrence, claim_failed, misconfigured, run_once, serve
+from .handler import Occurrence, claim_failed, misconfigured, rejected, run_once, serve
 from .keys import run_key
 from .ledger import Claim
 from .logs import log
 from .outcomes import Answer, Outcome
 from .run import Run
 from .store import Store
-from .text import describe
 from .trace import trace_fields
 
 if TYPE_CHECKING:
@@ -87,15 +86,7 @@ def _handle(job: Callable[[Any], Any], request: Any, connection: Connection, att
     try:
         delivery = parse_delivery(request.headers, now, settings.forced_skew)
     except BadDelivery as exc:
-        error = describe(exc, 1024)
-        log(
-            logging.WARNING,
-            f"rejected delivery: {error}",
-            outcome=Outcome.REJECTED.label,
-            header=exc.header,
-            latency_ms=attempt.ms(),
-        )
-        return Outcome.REJECTED.answer(error=error)
+        return rejected(exc, "delivery", "header", attempt)
     key = run_key(delivery)
     logs.bind(
         run_key=key, job=delivery.job, schedule_time=delivery.schedule_time.rfc3339(), forced=delivery.forced

@@ -61,6 +61,14 @@ def test_a_cloud_event_runs_once_and_the_function_returns(handler, probe, record
     assert record["status"] == "completed" and record["event_source"] == BUCKET
 
 
+@pytest.mark.parametrize("field", ["id", "source"])
+def test_an_overlong_id_or_source_is_rejected_before_anything_is_written(handler, probe, records, field):
+    event = storage_event(**{"event_id" if field == "id" else "source": "x" * 1025})
+    with pytest.raises(EventRetry, match=f"rejected: {field}: 1025 characters, more than the 1024 allowed"):
+        handler()(event)
+    assert (probe.count, records()) == (0, {})
+
+
 def test_a_redelivered_cloud_event_returns_without_running(handler, probe):
     handle = handler()
     handle(storage_event())
