@@ -118,22 +118,10 @@ class EventDelivery(Construct):
         if job.topic and not job.bucket:
             self.topic_id = naming.topic_path(team.project, job.topic)
         elif not job.bucket:
-            self.topic = PubsubTopic(
-                self,
-                "topic",
-                project=team.project,
-                name=naming.topic_name(team.name, job.name),
-                labels=job.labels or None,
-                depends_on=pubsub,
-            )
+            self.topic = self._topic("topic", naming.topic_name(team.name, job.name))
             self.topic_id = self.topic.id
-        self.dead_letter_topic = PubsubTopic(
-            self,
-            "dead-letter-topic",
-            project=team.project,
-            name=naming.dead_letter_topic_name(team.name, job.name),
-            labels=job.labels or None,
-            depends_on=pubsub,
+        self.dead_letter_topic = self._topic(
+            "dead-letter-topic", naming.dead_letter_topic_name(team.name, job.name)
         )
         """Where runonce (permanent failures, too old events) and Pub/Sub (delivery attempts
         used up) put the events that did not end in an effect."""
@@ -150,15 +138,7 @@ class EventDelivery(Construct):
         )
         """The pull subscription that keeps dead letters for 7 days, until someone reads them."""
         self.grants: list[ITerraformDependable] = [
-            PubsubTopicIamMember(
-                self,
-                "runtime-dead-letter-publisher",
-                project=team.project,
-                topic=self.dead_letter_topic.name,
-                role=defaults.ROLE_PUBLISHER,
-                member=member(props.runtime_email),
-                depends_on=pubsub,
-            )
+            self._dead_letter_publisher("runtime-dead-letter-publisher", member(props.runtime_email))
         ]
         """Publisher on the dead-letter topic for the runtime account (runonce's dead letters) and,
         for push, for the service agent (Pub/Sub's); for Eventarc, the trigger account's and the
@@ -168,17 +148,7 @@ class EventDelivery(Construct):
         if job.trigger == EVENTARC:
             self._eventarc_grants(props)
         else:
-            self.grants.append(
-                PubsubTopicIamMember(
-                    self,
-                    "agent-dead-letter-publisher",
-                    project=team.project,
-                    topic=self.dead_letter_topic.name,
-                    role=defaults.ROLE_PUBLISHER,
-                    member=self.service_agent,
-                    depends_on=pubsub,
-                )
-            )
+            self.grants.append(self._dead_letter_publisher("agent-dead-letter-publisher", self.service_agent))
         self.subscription: PubsubSubscription | None = None
         """The push subscription, once `subscribe` ran."""
 
@@ -197,24 +167,40 @@ class EventDelivery(Construct):
         )
         self.trigger_email = account.email
         self.grants.append(
-            ProjectIamMember(
-                self,
-                "trigger-event-receiver",
-                project=team.project,
-                role=defaults.ROLE_EVENT_RECEIVER,
-                member=member(self.trigger_email),
-            )
+            self._project_grant("trigger-event-receiver", defaults.ROLE_EVENT_RECEIVER, self.trigger_email)
         )
         if job.bucket:
-            self.grants.append(
-                ProjectIamMember(
-                    self,
-                    "storage-agent-publisher",
-                    project=team.project,
-                    role=defaults.ROLE_PUBLISHER,
-                    member=member(naming.storage_service_agent(props.project_number)),
-                )
-            )
+            agent = naming.storage_service_agent(props.project_number)
+            self.grants.append(self._project_grant("storage-agent-publisher", defaults.ROLE_PUBLISHER, agent))
+
+    def _topic(self, id: str, name: str) -> PubsubTopic:
+        """A topic of the job's, labelled like the job."""
+        job = self.props.job
+        return PubsubTopic(
+            self,
+            id,
+            project=self.props.team.project,
+            name=name,
+            labels=job.labels or None,
+            depends_on=self.props.apis.of(defaults.API_PUBSUB),
+        )
+
+    def _dead_letter_publisher(self, id: str, principal: str) -> PubsubTopicIamMember:
+        """Publisher for `principal` on the dead-letter topic only."""
+        return PubsubTopicIamMember(
+            self,
+            id,
+            project=self.props.team.project,
+            topic=self.dead_letter_topic.name,
+            role=defaults.ROLE_PUBLISHER,
+            member=principal,
+            depends_on=self.props.apis.of(defaults.API_PUBSUB),
+        )
+
+    def _project_grant(self, id: str, role: str, email: str) -> ProjectIamMember:
+        """`role` at project level for the account `email`, for the grants no narrower resource
+        takes (docs/stacks.md, "The Eventarc option")."""
+        return ProjectIamMember(self, id, project=self.props.team.project, role=role, member=member(email))
 
     def event_trigger(self) -> Cloudfunctions2FunctionEventTrigger | None:
         """The function's Eventarc trigger (retried on failure), None for push: object finalize
