@@ -74,6 +74,28 @@ def test_delivery_attempts_are_five_to_a_hundred(attempts):
     assert problems_of(max_delivery_attempts=attempts) == [("orders", "max_delivery_attempts")]
 
 
+@pytest.mark.parametrize(
+    ("changes", "message", "fix"),
+    [
+        (
+            {"retry": PushRetry(max_backoff_seconds=601)},
+            "601 s is outside Pub/Sub's backoff range 0-600 s",
+            "choose 0-600",
+        ),
+        (
+            {"retry_window_seconds": 599, "max_event_age_seconds": 300},
+            "599 s is outside Pub/Sub's message retention range 600-604800 s (10 minutes to 7 days)",
+            "choose 600-604800",
+        ),
+        ({"max_delivery_attempts": 101}, "101 is outside Pub/Sub's dead-letter range 5-100", "choose 5-100"),
+    ],
+)
+def test_a_setting_outside_pubsubs_range_names_the_range_and_its_unit(changes, message, fix):
+    team = replace(GOOD_TEAM, event_jobs=[replace(GOOD_EVENT_JOB, **changes)])
+    (problem,) = find_problems([team])
+    assert (problem.message, problem.fix) == (message, fix)
+
+
 def test_the_maximum_event_age_may_not_exceed_the_retry_window():
     assert problems_of(retry_window_seconds=3600, max_event_age_seconds=3601) == [
         ("orders", "max_event_age_seconds")
