@@ -59,10 +59,17 @@ def grant_push_token_creator(
     that account alone (IAM, "Roles for service account authentication": the principal needs the
     permissions "on the service account"), so the agent can sign as no other account of the
     project. One grant per team, in `time_sleep.invoker-settled` like the invoker grants."""
+    return _agent_token_creator(scope, "team-invoker-push-token-creator", invoker, project_number, apis)
+
+
+def _agent_token_creator(
+    scope: Construct, id: str, account: ServiceAccount, project_number: str, apis: RequiredApis
+) -> ServiceAccountIamMember:
+    """roles/iam.serviceAccountTokenCreator for the Pub/Sub service agent on `account` only."""
     return ServiceAccountIamMember(
         scope,
-        "team-invoker-push-token-creator",
-        service_account_id=invoker.name,
+        id,
+        service_account_id=account.name,
         role=defaults.ROLE_TOKEN_CREATOR,
         member=member(naming.pubsub_service_agent(project_number)),
         depends_on=apis.of(defaults.API_IAM),
@@ -141,10 +148,14 @@ class EventDelivery(Construct):
             self._dead_letter_publisher("runtime-dead-letter-publisher", member(props.runtime_email))
         ]
         """Publisher on the dead-letter topic for the runtime account (runonce's dead letters) and,
-        for push, for the service agent (Pub/Sub's); for Eventarc, the trigger account's and the
-        Cloud Storage agent's grants. The stack's IAM wait includes them all."""
+        for push, for the service agent (Pub/Sub's); for Eventarc, the trigger account's, the
+        Pub/Sub agent's token creator on it and the Cloud Storage agent's grants. The stack's IAM
+        wait includes them all, and the function waits for it."""
         self.trigger_email = ""
         """The Eventarc trigger's account (its email), "" for push."""
+        self.trigger_token_creator: ServiceAccountIamMember | None = None
+        """The Pub/Sub service agent's token creator grant on the Eventarc trigger's account, None
+        for push (the team's invoker has its own, `grant_push_token_creator`)."""
         if job.trigger == EVENTARC:
             self._eventarc_grants(props)
         else:
@@ -154,7 +165,8 @@ class EventDelivery(Construct):
 
     def _eventarc_grants(self, props: EventDeliveryProps) -> None:
         """The trigger's own account, which receives the events (eventReceiver exists only at
-        project level); for a bucket, publisher for the Cloud Storage service agent, which
+        project level) and whose tokens the Pub/Sub service agent may sign (token creator on that
+        account only); for a bucket, publisher for the Cloud Storage service agent, which
         publishes object events to Eventarc's Pub/Sub transport."""
         team, job = props.team, props.job
         account = service_account(
@@ -169,6 +181,14 @@ class EventDelivery(Construct):
         self.grants.append(
             self._project_grant("trigger-event-receiver", defaults.ROLE_EVENT_RECEIVER, self.trigger_email)
         )
+        # The trigger's account signs the tokens of the pushes that deliver its events; in a project
+        # whose Pub/Sub agent dates from on or before April 8, 2021 the agent needs token creator to
+        # sign them (Eventarc, "Roles and permissions for Cloud Run functions targets"). On this
+        # account only, as for the push invoker; in `grants`, so the function waits for it.
+        self.trigger_token_creator = _agent_token_creator(
+            self, "trigger-agent-token-creator", account, props.project_number, props.apis
+        )
+        self.grants.append(self.trigger_token_creator)
         if job.bucket:
             agent = naming.storage_service_agent(props.project_number)
             self.grants.append(self._project_grant("storage-agent-publisher", defaults.ROLE_PUBLISHER, agent))
