@@ -151,9 +151,10 @@ LEAST_PRIVILEGE = [
         "error",
         "Grant the Pub/Sub service agent roles/pubsub.publisher on the dead-letter topic, "
         "roles/pubsub.subscriber on the subscription that dead-letters into it, and "
-        "roles/iam.serviceAccountTokenCreator on the account a push subscription signs as "
-        "(google_service_account_iam_member on that account, which the subscription depends on), "
-        "and nothing else: never token creator on the project.",
+        "roles/iam.serviceAccountTokenCreator on the account a push subscription or an Eventarc "
+        "trigger signs as (google_service_account_iam_member on that account, which the "
+        "subscription or the triggered function depends on), and nothing else: never token "
+        "creator on the project.",
     ),
     Rule(
         "RO-IAM-10",

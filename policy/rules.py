@@ -668,6 +668,25 @@ def _push_signer(config: Mapping[str, Any]) -> str:
     return found.group(1) if found else ""
 
 
+def _trigger_signer(config: Mapping[str, Any]) -> str:
+    """The name of the `google_service_account` a gen2 function's Eventarc trigger signs its
+    pushes' tokens as ("" without an `event_trigger`, or for an account named by a literal)."""
+    email = _block(config, "event_trigger").get("service_account_email", "")
+    found = MEMBER_ACCOUNT.search(str(email))
+    return found.group(1) if found else ""
+
+
+def _signers(stack: Mapping[str, Any]) -> set[str]:
+    """Every `google_service_account` of the stack that push subscriptions or Eventarc triggers
+    sign their OIDC tokens as."""
+    resources = stack.get("resource", {})
+    pushes = {_push_signer(config) for config in resources.get("google_pubsub_subscription", {}).values()}
+    triggers = {
+        _trigger_signer(config) for config in resources.get("google_cloudfunctions2_function", {}).values()
+    }
+    return (pushes | triggers) - {""}
+
+
 def _agent_token_grants(stack: Mapping[str, Any], account: str) -> set[str]:
     """The grants of token creator to the Pub/Sub service agent on the `google_service_account`
     named `account` itself (addresses)."""
@@ -707,9 +726,18 @@ def _dead_lettering_granted(resource: Resource) -> bool:
 def pubsub_agent_forwards_dead_letters(resource: Resource) -> Verdict:
     """The Pub/Sub service agent holds publisher on each dead-letter topic and subscriber on each
     subscription that dead-letters into it (dead-lettering needs both); token creator on each
-    account a push subscription signs its OIDC tokens as, on that account (a project created on
-    or before April 8, 2021 needs it to sign), and the push subscription depends on that grant;
-    and nothing else (no project-level token creator either)."""
+    account a push subscription or an Eventarc trigger signs its OIDC tokens as, on that account
+    (a project created on or before April 8, 2021 needs it to sign), and the subscription or the
+    triggered function depends on that grant; and nothing else (no project-level token creator
+    either)."""
+    if resource.type == "google_cloudfunctions2_function":
+        signer = _trigger_signer(resource.config)
+        if not signer:
+            return Verdict.NOT_APPLICABLE
+        waits = _agent_token_grants(resource.stack, signer) & _depends_on_closure(
+            resource.stack, resource.config
+        )
+        return Verdict.COMPLIANT if waits else Verdict.NON_COMPLIANT
     if resource.type == "google_pubsub_subscription":
         dead_letters = bool(_block(resource.config, "dead_letter_policy"))
         signer = _push_signer(resource.config)
@@ -725,11 +753,9 @@ def pubsub_agent_forwards_dead_letters(resource: Resource) -> Verdict:
     if not _is_iam(resource) or not any(PUBSUB_AGENT.match(m) for m in _members(resource)):
         return Verdict.NOT_APPLICABLE
     if resource.type == "google_service_account_iam_member":
-        signers = {
-            _push_signer(config)
-            for config in resource.stack.get("resource", {}).get("google_pubsub_subscription", {}).values()
-        }
-        needed = any(resource.address in _agent_token_grants(resource.stack, s) for s in signers - {""})
+        needed = any(
+            resource.address in _agent_token_grants(resource.stack, s) for s in _signers(resource.stack)
+        )
     else:
         needed = resource.type in PUBSUB_GRANT_TYPES and _agent_grant_is_needed(resource)
     return Verdict.COMPLIANT if needed else Verdict.NON_COMPLIANT

@@ -59,10 +59,17 @@ def grant_push_token_creator(
     that account alone (IAM, "Roles for service account authentication": the principal needs the
     permissions "on the service account"), so the agent can sign as no other account of the
     project. One grant per team, in `time_sleep.invoker-settled` like the invoker grants."""
+    return _agent_token_creator(scope, "team-invoker-push-token-creator", invoker, project_number, apis)
+
+
+def _agent_token_creator(
+    scope: Construct, id: str, account: ServiceAccount, project_number: str, apis: RequiredApis
+) -> ServiceAccountIamMember:
+    """roles/iam.serviceAccountTokenCreator for the Pub/Sub service agent on `account` only."""
     return ServiceAccountIamMember(
         scope,
-        "team-invoker-push-token-creator",
-        service_account_id=invoker.name,
+        id,
+        service_account_id=account.name,
         role=defaults.ROLE_TOKEN_CREATOR,
         member=member(naming.pubsub_service_agent(project_number)),
         depends_on=apis.of(defaults.API_IAM),
@@ -118,22 +125,10 @@ class EventDelivery(Construct):
         if job.topic and not job.bucket:
             self.topic_id = naming.topic_path(team.project, job.topic)
         elif not job.bucket:
-            self.topic = PubsubTopic(
-                self,
-                "topic",
-                project=team.project,
-                name=naming.topic_name(team.name, job.name),
-                labels=job.labels or None,
-                depends_on=pubsub,
-            )
+            self.topic = self._topic("topic", naming.topic_name(team.name, job.name))
             self.topic_id = self.topic.id
-        self.dead_letter_topic = PubsubTopic(
-            self,
-            "dead-letter-topic",
-            project=team.project,
-            name=naming.dead_letter_topic_name(team.name, job.name),
-            labels=job.labels or None,
-            depends_on=pubsub,
+        self.dead_letter_topic = self._topic(
+            "dead-letter-topic", naming.dead_letter_topic_name(team.name, job.name)
         )
         """Where runonce (permanent failures, too old events) and Pub/Sub (delivery attempts
         used up) put the events that did not end in an effect."""
@@ -150,41 +145,28 @@ class EventDelivery(Construct):
         )
         """The pull subscription that keeps dead letters for 7 days, until someone reads them."""
         self.grants: list[ITerraformDependable] = [
-            PubsubTopicIamMember(
-                self,
-                "runtime-dead-letter-publisher",
-                project=team.project,
-                topic=self.dead_letter_topic.name,
-                role=defaults.ROLE_PUBLISHER,
-                member=member(props.runtime_email),
-                depends_on=pubsub,
-            )
+            self._dead_letter_publisher("runtime-dead-letter-publisher", member(props.runtime_email))
         ]
         """Publisher on the dead-letter topic for the runtime account (runonce's dead letters) and,
-        for push, for the service agent (Pub/Sub's); for Eventarc, the trigger account's and the
-        Cloud Storage agent's grants. The stack's IAM wait includes them all."""
+        for push, for the service agent (Pub/Sub's); for Eventarc, the trigger account's, the
+        Pub/Sub agent's token creator on it and the Cloud Storage agent's grants. The stack's IAM
+        wait includes them all, and the function waits for it."""
         self.trigger_email = ""
         """The Eventarc trigger's account (its email), "" for push."""
+        self.trigger_token_creator: ServiceAccountIamMember | None = None
+        """The Pub/Sub service agent's token creator grant on the Eventarc trigger's account, None
+        for push (the team's invoker has its own, `grant_push_token_creator`)."""
         if job.trigger == EVENTARC:
             self._eventarc_grants(props)
         else:
-            self.grants.append(
-                PubsubTopicIamMember(
-                    self,
-                    "agent-dead-letter-publisher",
-                    project=team.project,
-                    topic=self.dead_letter_topic.name,
-                    role=defaults.ROLE_PUBLISHER,
-                    member=self.service_agent,
-                    depends_on=pubsub,
-                )
-            )
+            self.grants.append(self._dead_letter_publisher("agent-dead-letter-publisher", self.service_agent))
         self.subscription: PubsubSubscription | None = None
         """The push subscription, once `subscribe` ran."""
 
     def _eventarc_grants(self, props: EventDeliveryProps) -> None:
         """The trigger's own account, which receives the events (eventReceiver exists only at
-        project level); for a bucket, publisher for the Cloud Storage service agent, which
+        project level) and whose tokens the Pub/Sub service agent may sign (token creator on that
+        account only); for a bucket, publisher for the Cloud Storage service agent, which
         publishes object events to Eventarc's Pub/Sub transport."""
         team, job = props.team, props.job
         account = service_account(
@@ -197,24 +179,48 @@ class EventDelivery(Construct):
         )
         self.trigger_email = account.email
         self.grants.append(
-            ProjectIamMember(
-                self,
-                "trigger-event-receiver",
-                project=team.project,
-                role=defaults.ROLE_EVENT_RECEIVER,
-                member=member(self.trigger_email),
-            )
+            self._project_grant("trigger-event-receiver", defaults.ROLE_EVENT_RECEIVER, self.trigger_email)
         )
+        # The trigger's account signs the tokens of the pushes that deliver its events; in a project
+        # whose Pub/Sub agent dates from on or before April 8, 2021 the agent needs token creator to
+        # sign them (Eventarc, "Roles and permissions for Cloud Run functions targets"). On this
+        # account only, as for the push invoker; in `grants`, so the function waits for it.
+        self.trigger_token_creator = _agent_token_creator(
+            self, "trigger-agent-token-creator", account, props.project_number, props.apis
+        )
+        self.grants.append(self.trigger_token_creator)
         if job.bucket:
-            self.grants.append(
-                ProjectIamMember(
-                    self,
-                    "storage-agent-publisher",
-                    project=team.project,
-                    role=defaults.ROLE_PUBLISHER,
-                    member=member(naming.storage_service_agent(props.project_number)),
-                )
-            )
+            agent = naming.storage_service_agent(props.project_number)
+            self.grants.append(self._project_grant("storage-agent-publisher", defaults.ROLE_PUBLISHER, agent))
+
+    def _topic(self, id: str, name: str) -> PubsubTopic:
+        """A topic of the job's, labelled like the job."""
+        job = self.props.job
+        return PubsubTopic(
+            self,
+            id,
+            project=self.props.team.project,
+            name=name,
+            labels=job.labels or None,
+            depends_on=self.props.apis.of(defaults.API_PUBSUB),
+        )
+
+    def _dead_letter_publisher(self, id: str, principal: str) -> PubsubTopicIamMember:
+        """Publisher for `principal` on the dead-letter topic only."""
+        return PubsubTopicIamMember(
+            self,
+            id,
+            project=self.props.team.project,
+            topic=self.dead_letter_topic.name,
+            role=defaults.ROLE_PUBLISHER,
+            member=principal,
+            depends_on=self.props.apis.of(defaults.API_PUBSUB),
+        )
+
+    def _project_grant(self, id: str, role: str, email: str) -> ProjectIamMember:
+        """`role` at project level for the account `email`, for the grants no narrower resource
+        takes (docs/stacks.md, "The Eventarc option")."""
+        return ProjectIamMember(self, id, project=self.props.team.project, role=role, member=member(email))
 
     def event_trigger(self) -> Cloudfunctions2FunctionEventTrigger | None:
         """The function's Eventarc trigger (retried on failure), None for push: object finalize

@@ -20,15 +20,10 @@ from __future__ import annotations
 from constructs import Construct
 
 from stacks import defaults, naming
+from stacks.build_grants import grant_build_access
 from stacks.build_storage import BuildStorage
 from stacks.identity import member, service_account
-from stacks.provider import (
-    ArtifactRegistryRepositoryIamMember,
-    ProjectIamMember,
-    ProjectIamMemberCondition,
-    ServiceAccount,
-    StorageBucketIamMember,
-)
+from stacks.provider import ServiceAccount
 from stacks.required_apis import RequiredApis
 from stacks.team import Job, Team
 
@@ -46,43 +41,8 @@ def keep_job_accounts(
     its old invoker account (in the job's `schedule` construct, id `invoker-account`)."""
     prefix = f"{job.name}-identity"
     build_account = _account(stack, f"{prefix}-build-account", team, job, "build", "function build", apis)
-    build_member = member(build_account.email)
-    StorageBucketIamMember(
-        stack,
-        f"{prefix}-build-source-reader",
-        bucket=build.bucket_name,
-        role=defaults.ROLE_BUILD_SOURCE_READER,
-        member=build_member,
-        depends_on=apis.of(defaults.API_STORAGE),
-    )
-    ProjectIamMember(
-        stack,
-        f"{prefix}-build-gcf-source-reader",
-        project=team.project,
-        role=defaults.ROLE_BUILD_GCF_SOURCE_READER,
-        member=build_member,
-        condition=ProjectIamMemberCondition(
-            title="runonce-gcf-sources-only",
-            description="Only the gcf-v2-sources bucket the build fetches the source from",
-            expression=naming.one_bucket_condition(gcf_sources_bucket),
-        ),
-    )
-    ArtifactRegistryRepositoryIamMember(
-        stack,
-        f"{prefix}-build-image-writer",
-        project=team.project,
-        location=build.repository_location,
-        repository=build.repository_name,
-        role=defaults.ROLE_BUILD_IMAGE_WRITER,
-        member=build_member,
-        depends_on=apis.of(defaults.API_ARTIFACT_REGISTRY),
-    )
-    ProjectIamMember(
-        stack,
-        f"{prefix}-build-log-writer",
-        project=team.project,
-        role=defaults.ROLE_BUILD_LOG_WRITER,
-        member=build_member,
+    grant_build_access(
+        stack, f"{prefix}-build", member(build_account.email), team, build, apis, gcf_sources_bucket
     )
     invoker_account = _account(schedule, "invoker-account", team, job, "call", "scheduler invoker", apis)
     return [build_account, invoker_account]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 WORKFLOW_NAME = re.compile(
@@ -43,7 +43,19 @@ ROLE = re.compile(
 
 
 @dataclass(frozen=True)
-class Workflow:
+class _TargetForm:
+    """What every target shares: its `kind`, and its `RUNONCE_TARGET` form built from its fields,
+    so that a field added to a target is in the JSON the proxy parses without a second edit."""
+
+    kind: ClassVar[str]
+
+    def as_json(self) -> dict[str, Any]:
+        """The `RUNONCE_TARGET` form."""
+        return {"kind": self.kind, **{each.name: getattr(self, each.name) for each in fields(self)}}
+
+
+@dataclass(frozen=True)
+class Workflow(_TargetForm):
     """Start an execution of a Workflows workflow, with the run key in its argument and labels."""
 
     workflow: str
@@ -53,13 +65,9 @@ class Workflow:
 
     kind = "workflow"
 
-    def as_json(self) -> dict[str, Any]:
-        """The `RUNONCE_TARGET` form."""
-        return {"kind": self.kind, "workflow": self.workflow, "argument": self.argument}
-
 
 @dataclass(frozen=True)
-class CloudRunJob:
+class CloudRunJob(_TargetForm):
     """Run a Cloud Run job, with the run key as the env variable `RUNONCE_IDEMPOTENCY_KEY`."""
 
     job: str
@@ -69,13 +77,9 @@ class CloudRunJob:
 
     kind = "cloud_run_job"
 
-    def as_json(self) -> dict[str, Any]:
-        """The `RUNONCE_TARGET` form."""
-        return {"kind": self.kind, "job": self.job, "overrides": self.overrides}
-
 
 @dataclass(frozen=True)
-class BuildTrigger:
+class BuildTrigger(_TargetForm):
     """Run a Cloud Build trigger, with the run key as the substitution `_RUNONCE_IDEMPOTENCY_KEY`."""
 
     trigger: str
@@ -87,18 +91,9 @@ class BuildTrigger:
 
     kind = "build_trigger"
 
-    def as_json(self) -> dict[str, Any]:
-        """The `RUNONCE_TARGET` form."""
-        return {
-            "kind": self.kind,
-            "trigger": self.trigger,
-            "substitutions": self.substitutions,
-            "source": self.source,
-        }
-
 
 @dataclass(frozen=True)
-class GoogleApi:
+class GoogleApi(_TargetForm):
     """Any call to an `https://*.googleapis.com` URL, with the run key in the header
     `X-Runonce-Idempotency-Key`; `role` is what the proxy's account needs for it."""
 
@@ -113,16 +108,6 @@ class GoogleApi:
     """The JSON body, if any."""
 
     kind = "googleapis"
-
-    def as_json(self) -> dict[str, Any]:
-        """The `RUNONCE_TARGET` form."""
-        return {
-            "kind": self.kind,
-            "method": self.method,
-            "url": self.url,
-            "body": self.body,
-            "role": self.role,
-        }
 
 
 Target = Workflow | CloudRunJob | BuildTrigger | GoogleApi
@@ -140,34 +125,29 @@ def target_problems(target: Target) -> list[tuple[str, str, str]]:
     """(field, message, fix) for every way the target cannot be started."""
     found: list[tuple[str, str, str]] = []
     if isinstance(target, Workflow):
-        if not WORKFLOW_NAME.match(target.workflow):
-            found.append(
-                (
-                    "target.workflow",
-                    f"{target.workflow!r} is not a workflow name",
-                    "write projects/P/locations/L/workflows/W",
-                )
-            )
+        _resource_name(
+            found,
+            "target.workflow",
+            target.workflow,
+            WORKFLOW_NAME,
+            "a workflow name",
+            "projects/P/locations/L/workflows/W",
+        )
         _json_object(found, "target.argument", target.argument)
     elif isinstance(target, CloudRunJob):
-        if not JOB_NAME.match(target.job):
-            found.append(
-                (
-                    "target.job",
-                    f"{target.job!r} is not a Cloud Run job name",
-                    "write projects/P/locations/L/jobs/J",
-                )
-            )
+        _resource_name(
+            found, "target.job", target.job, JOB_NAME, "a Cloud Run job name", "projects/P/locations/L/jobs/J"
+        )
         _json_object(found, "target.overrides", target.overrides)
     elif isinstance(target, BuildTrigger):
-        if not TRIGGER_NAME.match(target.trigger):
-            found.append(
-                (
-                    "target.trigger",
-                    f"{target.trigger!r} is not a build trigger name",
-                    "write projects/P/locations/L/triggers/T",
-                )
-            )
+        _resource_name(
+            found,
+            "target.trigger",
+            target.trigger,
+            TRIGGER_NAME,
+            "a build trigger name",
+            "projects/P/locations/L/triggers/T",
+        )
         if any(not name.startswith("_") for name in target.substitutions):
             found.append(
                 (
@@ -221,3 +201,10 @@ def _json_object(found: list[tuple[str, str, str]], name: str, value: Any) -> No
         json.dumps(value)
     except (TypeError, ValueError):
         found.append((name, "is not JSON", "use dicts, lists, strings, numbers, booleans and None"))
+
+
+def _resource_name(
+    found: list[tuple[str, str, str]], name: str, value: str, pattern: re.Pattern[str], what: str, form: str
+) -> None:
+    if not pattern.match(value):
+        found.append((name, f"{value!r} is not {what}", f"write {form}"))

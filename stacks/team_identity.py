@@ -18,16 +18,11 @@ from dataclasses import dataclass
 
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import naming
+from stacks.build_grants import grant_build_access
 from stacks.build_storage import BuildStorage
 from stacks.identity import member, service_account
-from stacks.provider import (
-    ArtifactRegistryRepositoryIamMember,
-    ProjectIamMember,
-    ProjectIamMemberCondition,
-    ServiceAccount,
-    StorageBucketIamMember,
-)
+from stacks.provider import ServiceAccount
 from stacks.required_apis import RequiredApis
 from stacks.team import Team
 
@@ -53,8 +48,6 @@ class TeamIdentity:
 
     def __init__(self, scope: Construct, props: TeamIdentityProps) -> None:
         team = props.team
-        storage_api = props.apis.of(defaults.API_STORAGE)
-        registry_api = props.apis.of(defaults.API_ARTIFACT_REGISTRY)
         self.build_account = service_account(
             scope,
             "team-build-account",
@@ -66,46 +59,15 @@ class TeamIdentity:
         """The `google_service_account` Cloud Build runs every function build of the team as."""
         self.build_email: str = self.build_account.email  # read once: each read is a jsii round trip
         """The build account's email (a Terraform reference)."""
-        build_member = member(self.build_email)
-        self.build_grants = [
-            StorageBucketIamMember(
-                scope,
-                "team-build-source-reader",
-                bucket=props.build.bucket_name,
-                role=defaults.ROLE_BUILD_SOURCE_READER,
-                member=build_member,
-                depends_on=storage_api,
-            ),
-            ProjectIamMember(
-                scope,
-                "team-build-gcf-source-reader",
-                project=team.project,
-                role=defaults.ROLE_BUILD_GCF_SOURCE_READER,
-                member=build_member,
-                condition=ProjectIamMemberCondition(
-                    title="runonce-gcf-sources-only",
-                    description="Only the gcf-v2-sources bucket the build fetches the source from",
-                    expression=naming.one_bucket_condition(props.gcf_sources_bucket),
-                ),
-            ),
-            ArtifactRegistryRepositoryIamMember(
-                scope,
-                "team-build-image-writer",
-                project=team.project,
-                location=props.build.repository_location,
-                repository=props.build.repository_name,
-                role=defaults.ROLE_BUILD_IMAGE_WRITER,
-                member=build_member,
-                depends_on=registry_api,
-            ),
-            ProjectIamMember(
-                scope,
-                "team-build-log-writer",
-                project=team.project,
-                role=defaults.ROLE_BUILD_LOG_WRITER,
-                member=build_member,
-            ),
-        ]
+        self.build_grants = grant_build_access(
+            scope,
+            "team-build",
+            member(self.build_email),
+            team,
+            props.build,
+            props.apis,
+            props.gcf_sources_bucket,
+        )
         """What the builds need: read the sources (both buckets), push the images, write their logs."""
         self.invoker_account: ServiceAccount | None = None
         """The `google_service_account` whose OIDC token every Scheduler job and push subscription

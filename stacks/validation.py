@@ -814,37 +814,55 @@ def _push_ranges(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
         ("min_backoff_seconds", retry.min_backoff_seconds),
         ("max_backoff_seconds", retry.max_backoff_seconds),
     ):
-        if not 0 <= value <= MAX_PUSH_BACKOFF:
-            yield problem(
-                f"retry.{field}",
-                f"{value} s is outside Pub/Sub's backoff range 0-{MAX_PUSH_BACKOFF} s",
-                f"choose 0-{MAX_PUSH_BACKOFF}",
-            )
+        yield from _pubsub_range(problem, f"retry.{field}", value, 0, MAX_PUSH_BACKOFF, "backoff", " s")
     if retry.min_backoff_seconds > retry.max_backoff_seconds:
         yield problem(
             "retry.min_backoff_seconds",
             f"{retry.min_backoff_seconds} s is above max_backoff_seconds ({retry.max_backoff_seconds} s)",
             "make min_backoff_seconds <= max_backoff_seconds",
         )
-    if not MIN_RETRY_WINDOW <= job.retry_window_seconds <= MAX_RETRY_WINDOW_SECONDS:
-        yield problem(
-            "retry_window_seconds",
-            f"{job.retry_window_seconds} s is outside Pub/Sub's message retention range "
-            f"{MIN_RETRY_WINDOW}-{MAX_RETRY_WINDOW_SECONDS} s (10 minutes to 7 days)",
-            f"choose {MIN_RETRY_WINDOW}-{MAX_RETRY_WINDOW_SECONDS}",
-        )
-    if not MIN_DELIVERY_ATTEMPTS <= job.max_delivery_attempts <= MAX_DELIVERY_ATTEMPTS:
-        yield problem(
-            "max_delivery_attempts",
-            f"{job.max_delivery_attempts} is outside Pub/Sub's dead-letter range "
-            f"{MIN_DELIVERY_ATTEMPTS}-{MAX_DELIVERY_ATTEMPTS}",
-            f"choose {MIN_DELIVERY_ATTEMPTS}-{MAX_DELIVERY_ATTEMPTS}",
-        )
+    yield from _pubsub_range(
+        problem,
+        "retry_window_seconds",
+        job.retry_window_seconds,
+        MIN_RETRY_WINDOW,
+        MAX_RETRY_WINDOW_SECONDS,
+        "message retention",
+        " s",
+        " (10 minutes to 7 days)",
+    )
+    yield from _pubsub_range(
+        problem,
+        "max_delivery_attempts",
+        job.max_delivery_attempts,
+        MIN_DELIVERY_ATTEMPTS,
+        MAX_DELIVERY_ATTEMPTS,
+        "dead-letter",
+    )
     if job.max_event_age_seconds < 1:
         yield problem(
             "max_event_age_seconds",
             f"{job.max_event_age_seconds} s is not a positive age",
             "give 1 or more seconds",
+        )
+
+
+def _pubsub_range(
+    problem: ProblemAt,
+    field: str,
+    value: int,
+    low: int,
+    high: int,
+    what: str,
+    unit: str = "",
+    note: str = "",
+) -> Iterator[Problem]:
+    """`value` outside Pub/Sub's `what` range `low`-`high`, with that range as the fix."""
+    if not low <= value <= high:
+        yield problem(
+            field,
+            f"{value}{unit} is outside Pub/Sub's {what} range {low}-{high}{unit}{note}",
+            f"choose {low}-{high}",
         )
 
 

@@ -74,6 +74,28 @@ def test_delivery_attempts_are_five_to_a_hundred(attempts):
     assert problems_of(max_delivery_attempts=attempts) == [("orders", "max_delivery_attempts")]
 
 
+@pytest.mark.parametrize(
+    ("changes", "message", "fix"),
+    [
+        (
+            {"retry": PushRetry(max_backoff_seconds=601)},
+            "601 s is outside Pub/Sub's backoff range 0-600 s",
+            "choose 0-600",
+        ),
+        (
+            {"retry_window_seconds": 599, "max_event_age_seconds": 300},
+            "599 s is outside Pub/Sub's message retention range 600-604800 s (10 minutes to 7 days)",
+            "choose 600-604800",
+        ),
+        ({"max_delivery_attempts": 101}, "101 is outside Pub/Sub's dead-letter range 5-100", "choose 5-100"),
+    ],
+)
+def test_a_setting_outside_pubsubs_range_names_the_range_and_its_unit(changes, message, fix):
+    team = replace(GOOD_TEAM, event_jobs=[replace(GOOD_EVENT_JOB, **changes)])
+    (problem,) = find_problems([team])
+    assert (problem.message, problem.fix) == (message, fix)
+
+
 def test_the_maximum_event_age_may_not_exceed_the_retry_window():
     assert problems_of(retry_window_seconds=3600, max_event_age_seconds=3601) == [
         ("orders", "max_event_age_seconds")
@@ -464,8 +486,48 @@ def test_an_eventarc_job_counts_its_trigger_account_against_the_quotas():
     assert usage(replace(GOOD_TEAM, event_jobs=[EVENTARC_BUCKET]))["service_accounts"] == 1 + 1 + 1
 
 
-def test_eventarc_jobs_grant_the_pubsub_agent_no_token_creator(eventarc):
-    assert eventarc.resources("google_service_account_iam_member") == {}
+PUBSUB_AGENT = (
+    "serviceAccount:service-${data.google_project.project.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+)
+
+
+@pytest.mark.parametrize("account_id", ["acme-uploads-trg", "acme-orders-trg"])
+def test_the_pubsub_agent_may_create_tokens_for_each_trigger_account_and_no_other(eventarc, account_id):
+    account, _ = _one(eventarc, "google_service_account", account_id=account_id)
+    assert CdktfTesting.to_have_resource_with_properties(
+        eventarc.json,
+        "google_service_account_iam_member",
+        {
+            "service_account_id": f"${{google_service_account.{account}.name}}",
+            "role": "roles/iam.serviceAccountTokenCreator",
+            "member": PUBSUB_AGENT,
+        },
+    )
+    grants = eventarc.resources("google_service_account_iam_member").values()
+    assert sorted(config["service_account_id"] for config in grants) == sorted(
+        f"${{google_service_account.{name}.name}}"
+        for name, config in eventarc.resources("google_service_account").items()
+        if config["account_id"].endswith("-trg")
+    )
+    assert all(config["member"] == PUBSUB_AGENT for config in grants)
+
+
+def test_the_pubsub_agent_gets_no_token_creator_on_the_project(eventarc):
+    roles = {config["role"] for config in eventarc.resources("google_project_iam_member").values()}
+    assert "roles/iam.serviceAccountTokenCreator" not in roles
+
+
+@pytest.mark.parametrize("name", ["acme-uploads", "acme-orders"])
+def test_a_triggered_function_is_created_after_its_token_creator_grant_has_settled(eventarc, name):
+    _, function = _one(eventarc, "google_cloudfunctions2_function", name=name)
+    trigger_account = function["event_trigger"]["service_account_email"].removesuffix(".email}")
+    (grant,) = [
+        f"google_service_account_iam_member.{grant}"
+        for grant, config in eventarc.resources("google_service_account_iam_member").items()
+        if config["service_account_id"] == f"{trigger_account}.name}}"
+    ]
+    assert "time_sleep.iam-settled" in function["depends_on"]
+    assert grant in eventarc.resources("time_sleep")["iam-settled"]["depends_on"]
 
 
 def test_a_team_with_only_eventarc_jobs_has_no_invoker_account(eventarc):
@@ -489,8 +551,38 @@ def test_without_its_bucket_trigger_the_storage_agents_project_grant_and_the_tri
         for name, config in stack["resource"]["google_project_iam_member"].items()
         if "gs-project-accounts" in config["member"]
     ]
+    (token_grant,) = [
+        name
+        for name, config in stack["resource"]["google_service_account_iam_member"].items()
+        if config["service_account_id"] == f"${{google_service_account.{account}.name}}"
+    ]
     found = {(finding.rule.id, finding.resource.address) for finding in check_stack("acme", stack)}
     assert found == {
         ("RO-IAM-3", f"google_project_iam_member.{agent_grant}"),
         ("RO-IAM-4", f"google_service_account.{account}"),
+        ("RO-IAM-9", f"google_service_account_iam_member.{token_grant}"),
     }
+
+
+@pytest.mark.parametrize("delete", [True, False], ids=["no-grant", "grant-not-waited-for"])
+def test_a_triggered_function_without_the_agents_token_creator_grant_before_it_is_flagged(eventarc, delete):
+    import json
+
+    from policy.runner import check_stack
+
+    stack = json.loads(eventarc.json)
+    function, _ = _one(eventarc, "google_cloudfunctions2_function", name="acme-uploads")
+    account, _ = _one(eventarc, "google_service_account", account_id="acme-uploads-trg")
+    grants = stack["resource"]["google_service_account_iam_member"]
+    (token_grant,) = [
+        name
+        for name, config in grants.items()
+        if config["service_account_id"] == f"${{google_service_account.{account}.name}}"
+    ]
+    stack["resource"]["time_sleep"]["iam-settled"]["depends_on"].remove(
+        f"google_service_account_iam_member.{token_grant}"
+    )
+    if delete:
+        del grants[token_grant]
+    found = {(finding.rule.id, finding.resource.address) for finding in check_stack("acme", stack)}
+    assert found == {("RO-IAM-9", f"google_cloudfunctions2_function.{function}")}
