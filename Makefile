@@ -27,9 +27,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-## make typecheck: mypy on the library, the stacks, the policy pack and the local scheduler.
+## make typecheck: mypy on the library, the stacks, the policy pack, the local scheduler, the emulators and the benchmarks.
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy functions/runonce stacks policy localscheduler
+	$(VENV)/bin/mypy functions/runonce stacks policy localscheduler emulator benchmarks
 
 ## make bench: runonce against the seed's two-transaction pattern, side by side, one emulator: store time,
 ## then the event path's round trips per outcome, then end to end over HTTP (functions-framework processes, floor subtracted); then synth time against a

@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import flask
 
@@ -36,7 +37,7 @@ def _envelope(message_id: str, age: timedelta = timedelta(0)) -> str:
 
 
 def main() -> int:
-    from google.cloud import pubsub_v1
+    from google.cloud.pubsub_v1 import PublisherClient
 
     import runonce
 
@@ -44,7 +45,7 @@ def main() -> int:
     with FirestoreEmulator() as firestore_emulator, PubSubEmulator() as pubsub_emulator:
         os.environ["FIRESTORE_EMULATOR_HOST"] = firestore_emulator.host
         os.environ["PUBSUB_EMULATOR_HOST"] = pubsub_emulator.host
-        dead = pubsub_v1.PublisherClient().create_topic(name=f"projects/{PROJECT}/topics/dead").name
+        dead = PublisherClient().create_topic(name=f"projects/{PROJECT}/topics/dead").name
         tap = WireTap()
         client = TappedClient(tap, project=PROJECT)
         state = {"fail": False}
@@ -61,11 +62,15 @@ def main() -> int:
             max_event_age=3600,
         )(job)
         app = flask.Flask("bench-events")
-        app.add_url_rule("/", "push", lambda: handler(flask.request._get_current_object()), methods=["POST"])
+        # The decorated view gets the request itself, as functions-framework hands it, not Flask's proxy.
+        request = cast(Any, flask.request)
+        app.add_url_rule("/", "push", lambda: handler(request._get_current_object()), methods=["POST"])
         http = app.test_client()
 
         def push(body: str) -> dict:
-            return http.post("/", data=body, content_type="application/json").json
+            answer = http.post("/", data=body, content_type="application/json").json
+            assert isinstance(answer, dict), f"not a JSON object: {answer!r}"
+            return answer
 
         for warmup in range(WARMUP):
             push(_envelope(f"warm-{warmup}"))

@@ -202,6 +202,7 @@ class GoogleApisStandIn:
         """Base URL, e.g. http://127.0.0.1:PORT."""
         assert self._server is not None, "start() the stand-in first"
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str), "an AF_INET server's host is text"
         return f"http://{host}:{port}"
 
     @property
