@@ -29,7 +29,7 @@ from emulator.pubsub import PubSubEmulator
 from stacks.team import TEAMS_DIR, load_teams
 
 from .event_verdict import event_summary, render_events
-from .events_demo import DEMO_MIX, EventHarness, EventResult
+from .events_demo import DEMO_MIX, EXAMPLE, EventHarness, EventResult
 from .faults import FaultMix
 from .proxy_demo import ProxyHarness, ProxyResult
 from .report import fault_summary, guarantee_summary, render
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         args.instances,
     )
     pubsub = PubSubEmulator()
-    events = EventHarness(EVENT_JOB, DEMO_MIX, args.seed, PROJECT, sim.log_dir / "events")
+    events = EventHarness(EVENT_JOB, EXAMPLE, DEMO_MIX, args.seed, PROJECT, sim.log_dir / "events")
     proxy = ProxyHarness(PROJECT, emulator.host, sim.log_dir / "proxy", PROXY_RUNS, args.seed)
     started_pids: list[int] = []
 
