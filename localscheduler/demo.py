@@ -141,9 +141,7 @@ def _event_harnesses(teams: list[Team], seed: int, log_dir: Path) -> list[EventH
     for team in teams:
         for job in team.event_jobs:
             if job.trigger != PUSH:
-                print(
-                    f"  {team.name}/{job.name}: not served (a {job.trigger} trigger: a CloudEvent function)"
-                )
+                print(f"  {team.name}/{job.name}: not served ({job.trigger} trigger: a CloudEvent function)")
                 continue
             name = f"{team.name}/{job.name}"
             folder = log_dir / f"{team.name}-{job.name}"
