@@ -9,8 +9,10 @@ job does. Times are the wall clock, mapped onto the simulated clock the schedule
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -69,6 +71,24 @@ def read_bodies(log_dir: Path, clock: AcceleratedClock) -> dict[str, list[Body]]
             )
         bodies[body.run_key].append(body)
     return {key: sorted(runs, key=lambda b: b.started) for key, runs in bodies.items()}
+
+
+def succession_problems(bodies: Sequence[Body], death: Callable[[Body], datetime | None]) -> list[str]:
+    """What the order of one run's bodies (in start order) contradicts: two at the same time, or
+    one started again after a body that was neither killed nor ended retryably. `death` says when
+    a body's instance died under it (None: it did not); a killed body ends then."""
+    problems = []
+    for earlier, later in itertools.pairwise(bodies):
+        died = death(earlier)
+        end = earlier.ended or died
+        if end is None:
+            problems.append(f"body {earlier.attempt_id} never ended and its instance was not killed")
+        elif end > later.started:
+            problems.append(f"bodies {earlier.attempt_id} and {later.attempt_id} ran at the same time")
+        if not earlier.retryable and died is None:
+            how = "killed" if earlier.end is None else earlier.end.value
+            problems.append(f"body started again after {earlier.attempt_id} ended {how}")
+    return problems
 
 
 def _simulated(line: dict, clock: AcceleratedClock) -> datetime:

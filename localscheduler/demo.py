@@ -1,10 +1,11 @@
 """`make demo`: the team files' jobs on the Firestore emulator, delivered with faults, judged;
-then an event job on the Pub/Sub emulator, published with faults, judged.
+then the event jobs on the Pub/Sub emulator, published with faults, judged.
 
 Starts the emulator and a pool of functions-framework instances per job, plays the schedule on
 an accelerated clock with the fault mix, prints progress, then the table. Then starts the Pub/Sub
-emulator and the example event function's instances, publishes messages with the event fault
-mix (see localscheduler.events_demo) and prints the event table. Exits 1 if any run broke the
+emulator and, side by side, the example event function and every push `EventJob` of the team
+files, each with its own instances, publishes messages with an event fault mix (see
+localscheduler.events_demo) and prints the event table, a row per event job. Exits 1 if any run broke the
 guarantee (see localscheduler.report), never finished within its retry window, any message did
 not end with exactly one effect or one dead letter (see localscheduler.event_verdict), or any
 process it started outlived it; 130 on Ctrl-C, after stopping everything.
@@ -26,11 +27,12 @@ from pathlib import Path
 
 from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
 from emulator.pubsub import PubSubEmulator
-from stacks.team import TEAMS_DIR, load_teams
+from stacks.team import PUSH, TEAMS_DIR, Team, load_teams
 
 from .event_verdict import event_summary, render_events
-from .events_demo import DEMO_MIX, EventHarness, EventResult
+from .events_demo import DEMO_MIX, EXAMPLE, TEAM_CONFIG, TEAM_MIX, EventFunction, EventHarness, EventResult
 from .faults import FaultMix
+from .folder_file import FolderFileError
 from .proxy_demo import ProxyHarness, ProxyResult
 from .report import fault_summary, guarantee_summary, render
 from .simulation import Result, Simulation
@@ -132,15 +134,63 @@ def _report(result: Result, sim: Simulation) -> None:
     print(f"logs: {sim.log_dir}")
 
 
-def _report_events(result: EventResult, harness: EventHarness) -> None:
+def _event_harnesses(teams: list[Team], seed: int, log_dir: Path) -> list[EventHarness]:
+    """The example event job, then every push event job of the team files (an Eventarc job is a
+    CloudEvent function, which a push subscription cannot serve)."""
+    harnesses = [EventHarness(EVENT_JOB, EXAMPLE, DEMO_MIX, seed, PROJECT, log_dir / EVENT_JOB)]
+    for team in teams:
+        for job in team.event_jobs:
+            if job.trigger != PUSH:
+                print(f"  {team.name}/{job.name}: not served ({job.trigger} trigger: a CloudEvent function)")
+                continue
+            name = f"{team.name}/{job.name}"
+            folder = log_dir / f"{team.name}-{job.name}"
+            harnesses.append(
+                EventHarness(name, EventFunction.of(job), TEAM_MIX, seed, PROJECT, folder, TEAM_CONFIG)
+            )
+    return harnesses
+
+
+def _play_events(harnesses: list[EventHarness], host: str) -> list[EventResult]:
+    """Start the harnesses one at a time, then play them side by side."""
+    for harness in harnesses:
+        messages = sum(harness.mix.values())
+        print(f"  {harness.name}: {harness.config.instances} instances, {messages} messages", flush=True)
+        harness.start(host)
+    outcomes: dict[int, EventResult | BaseException] = {}
+
+    def play(index: int) -> None:
+        try:
+            outcomes[index] = harnesses[index].play(
+                EVENT_TIMEOUT_SECONDS, progress=lambda line: print(line, flush=True)
+            )
+        except BaseException as exc:  # handed to the main thread, which raises it
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=play, args=(index,), daemon=True) for index in range(len(harnesses))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    results = []
+    for index in range(len(harnesses)):
+        outcome = outcomes[index]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        results.append(outcome)
+    return results
+
+
+def _report_events(results: list[EventResult], harnesses: list[EventHarness]) -> None:
     print()
-    print(render_events([result.row]))
-    print(result.faults())
-    if not result.settled:
-        print(f"  FAIL not every message ended within {EVENT_TIMEOUT_SECONDS:.0f} s")
-    for line in event_summary(result.verdicts, result.strays):
-        print(line)
-    print(f"logs: {harness.pool.log_dir}")
+    print(render_events([result.row for result in results]))
+    for result, harness in zip(results, harnesses, strict=True):
+        print(f"{harness.name}: {result.faults()}")
+        if not result.settled:
+            print(f"  FAIL not every message ended within {EVENT_TIMEOUT_SECONDS:.0f} s")
+        for line in event_summary(result.verdicts, result.strays):
+            print(f"  {line}")
+        print(f"  logs: {harness.pool.log_dir}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,14 +211,19 @@ def main(argv: list[str] | None = None) -> int:
         args.instances,
     )
     pubsub = PubSubEmulator()
-    events = EventHarness(EVENT_JOB, DEMO_MIX, args.seed, PROJECT, sim.log_dir / "events")
+    try:
+        events = _event_harnesses(sim.teams, args.seed, sim.log_dir / "events")
+    except FolderFileError as exc:
+        print(f"cannot run the demo: {exc}", file=sys.stderr)
+        return 2
     proxy = ProxyHarness(PROJECT, emulator.host, sim.log_dir / "proxy", PROXY_RUNS, args.seed)
     started_pids: list[int] = []
 
     def stop_everything() -> None:
-        started_pids.extend(sim.pids() + events.pids() + proxy.pids())
+        started_pids.extend(sim.pids() + [pid for harness in events for pid in harness.pids()] + proxy.pids())
         sim.stop()
-        events.stop()
+        for harness in events:
+            harness.stop()
         proxy.stop()
         pubsub.stop()
         emulator.stop()
@@ -182,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(about {wall:.0f} s), seed {args.seed}, faults {args.faults}"
     )
     outcome: list[Result | BaseException] = []
-    event_outcome: list[EventResult] = []
+    event_outcome: list[list[EventResult]] = []
     proxy_outcome: list[ProxyResult] = []
 
     def play() -> None:
@@ -214,16 +269,14 @@ def main(argv: list[str] | None = None) -> int:
             print(_progress(sim, began, planned), flush=True)
         if not isinstance(outcome[0], BaseException):
             started_pids.extend(sim.pids())
-            sim.stop()  # the scheduled jobs' instances are done: their cores go to the event job
-            print(f"event job {EVENT_JOB}: starting the Pub/Sub emulator and instances ...", flush=True)
+            sim.stop()  # the scheduled jobs' instances are done: their cores go to the event jobs
+            print(f"{len(events)} event jobs: starting the Pub/Sub emulator and instances ...", flush=True)
             pubsub.start()
             os.environ["PUBSUB_EMULATOR_HOST"] = pubsub.host
-            print(f"  publishing {sum(DEMO_MIX.values())} messages with faults ...", flush=True)
-            event_outcome.append(
-                events.run(pubsub.host, EVENT_TIMEOUT_SECONDS, progress=lambda line: print(line, flush=True))
-            )
-            started_pids.extend(events.pids())
-            events.stop()
+            event_outcome.append(_play_events(events, pubsub.host))
+            for harness in events:
+                started_pids.extend(harness.pids())
+                harness.stop()
             print(
                 f"proxied job: {PROXY_RUNS} runs of a Workflows target through functions/proxy ...",
                 flush=True,
@@ -249,4 +302,5 @@ def main(argv: list[str] | None = None) -> int:
     print(f"logs: {proxy.log_dir}")
     if alive:
         print(f"FAIL: processes still running after stop: {alive}", file=sys.stderr)
-    return 0 if outcome[0].ok and event_outcome[0].ok and proxy_outcome[0].ok and not alive else 1
+    events_ok = all(result.ok for result in event_outcome[0])
+    return 0 if outcome[0].ok and events_ok and proxy_outcome[0].ok and not alive else 1

@@ -1,31 +1,40 @@
-"""The verdict on an event job: did every published message end with exactly one effect, or in
-the dead-letter subscription with its reason? None lost, none run twice.
+"""The verdict on an event job: did every published message end with exactly one completed run,
+or in the dead-letter subscription with its reason? None lost, none run twice.
 
-A message is judged from the emulator's and the store's state, never from what the harness
-expected: its ledger record (found by runonce's own event key), the outbox documents and body
-traces the job wrote, and the copies read back from the dead-letter subscription (matched to the
-message by the `demo_id` attribute every copy keeps). The pushes the proxy saw only fill the
+A message is judged the same way for any job, from the emulators' and the store's state, never
+from what the harness expected or what the job does: its ledger record (found by runonce's own
+event key), the job bodies read from the lines the runonce core logs around every body (see
+`bodies`), the effects the job's folder declares in its `local_demo.toml` (see `effects`; none
+declared: the message is judged on the rest), and the copies read back from the dead-letter
+subscription (matched to the message by the `demo_id` attribute every copy keeps). The pushes
+the proxy answered say when an instance died under a body that never ended, and fill the
 table's delivery columns.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from google.cloud import firestore
 
+from runonce.contract import BodyEnd
 from runonce.event import Event, event_key
+from runonce.events import TOO_OLD_ERROR
 
+from .bodies import Body, succession_problems
+from .effects import Effects
 from .pubsub_topology import DeadLetter
 from .push_proxy import Push
 from .table import aligned
 
 DEMO_ID_ATTRIBUTE = "demo_id"
-# How a body ended, as the example job writes it; a body with no end was killed.
-NORMAL_ENDS = ("effect_written", "effect_found", "permanent_failure")
+COMPLETED = "completed"
+# Body endings after which the message must not run again (unless its instance died before
+# runonce recorded the end).
+NORMAL_ENDS = (BodyEnd.SUCCEEDED, BodyEnd.PERMANENT)
 
 
 @dataclass(frozen=True)
@@ -48,29 +57,27 @@ class Published:
 
 @dataclass(frozen=True)
 class EventStore:
-    """One read of the ledger, the outbox and the body traces of an event job."""
+    """One read of an event job's ledger, its declared effects and its job bodies."""
 
     records: dict[str, dict]
-    effects: dict[str, list[str]]
-    """The attempt ids that wrote each run key's outbox documents (one, for a good message)."""
-    bodies: dict[str, list[dict]]
-    """Body traces by run key, in start order."""
+    """Ledger records by run key."""
+    effects: dict[str, list[str | None]] | None
+    """The attempts that wrote each run key's effects (None where the job does not record it);
+    None if the job's folder declares no effects."""
+    bodies: Mapping[str, Sequence[Body]]
+    """Job bodies by run key, in start order."""
 
     @classmethod
-    def read(cls, client: firestore.Client, runs: str, outbox: str, bodies: str) -> EventStore:
-        """Read the three collections whole (a demo's or a chaos run's worth of documents)."""
+    def read(
+        cls,
+        client: firestore.Client,
+        runs: str,
+        effects: Effects | None,
+        bodies: Mapping[str, Sequence[Body]],
+    ) -> EventStore:
+        """Read the ledger and the declared effects whole (a demo's or a chaos run's worth)."""
         records = {doc.id: doc.to_dict() or {} for doc in client.collection(runs).stream()}
-        effects: dict[str, list[str]] = {}
-        for doc in client.collection(outbox).stream():
-            effect = doc.to_dict() or {}
-            effects.setdefault(str(effect.get("run_key")), []).append(str(effect.get("attempt_id")))
-        traces: dict[str, list[dict]] = {}
-        for doc in client.collection(bodies).stream():
-            trace = {**(doc.to_dict() or {}), "attempt_id": doc.id}
-            traces.setdefault(str(trace.get("run_key")), []).append(trace)
-        for group in traces.values():
-            group.sort(key=lambda trace: trace["started_at"])
-        return cls(records, effects, traces)
+        return cls(records, None if effects is None else effects.read(client), bodies)
 
 
 @dataclass(frozen=True)
@@ -80,10 +87,12 @@ class MessageVerdict:
     message: Published
     fate: str
     """completed, permanent_failure, too_old, delivery_attempts, lost, or several joined by +."""
-    effects: int
+    effects: int | None
+    """Effects found for it; None where the job's folder declares none to look at."""
     bodies: int
     found: int
-    """Bodies that reached the effect and found it written by an earlier body (after a kill)."""
+    """Bodies that succeeded after the body that wrote the effect (killed before runonce recorded
+    it) had started: they found the effect written."""
     problems: tuple[str, ...]
 
     @property
@@ -92,60 +101,127 @@ class MessageVerdict:
         return not self.problems
 
 
-def _body_problems(traces: Sequence[dict]) -> list[str]:
-    problems = []
-    for earlier, later in itertools.pairwise(traces):
-        ended = earlier.get("ended")
-        if ended in NORMAL_ENDS:
-            problems.append(f"a body started again after one that ended normally ({ended})")
-        elif ended is not None and later["started_at"] < earlier["ended_at"]:
-            problems.append("two bodies ran at the same time")
-    return problems
+def instance_deaths(pushes: Sequence[Push]) -> dict[str, list[tuple[str, datetime, datetime]]]:
+    """By messageId: the pushes of it whose instance died under them: (instance, arrived, answered)."""
+    deaths: dict[str, list[tuple[str, datetime, datetime]]] = {}
+    for push in pushes:
+        if push.outcome == "instance_died":
+            span = (
+                push.instance,
+                datetime.fromtimestamp(push.started, UTC),
+                datetime.fromtimestamp(push.ended, UTC),
+            )
+            deaths.setdefault(push.message_id, []).append(span)
+    return deaths
 
 
-def judge_message(message: Published, store: EventStore, letters: Sequence[DeadLetter]) -> MessageVerdict:
-    """The verdict on one message from one read of the store and every dead letter read."""
-    record = store.records.get(message.key) or {}
+def _death(body: Body, deaths: Sequence[tuple[str, datetime, datetime]]) -> datetime | None:
+    """When the instance running `body` died under the push that carried it (None: it did not).
+    A push that fails at once on a dying instance carried no body and excuses none."""
+    return min(
+        (
+            died
+            for instance, arrived, died in deaths
+            if instance == body.instance and arrived <= body.started <= died
+        ),
+        default=None,
+    )
+
+
+def _ending(body: Body) -> str:
+    return "killed" if body.end is None else body.end.value
+
+
+def _ending_problems(record: dict, bodies: Sequence[Body]) -> list[str]:
+    """Whether the ledger's end is the one the last body says: completed after a success, failed
+    after a permanent failure (both written by that body's attempt), and neither otherwise."""
     status = record.get("status")
-    writers = store.effects.get(message.key, [])
-    effects = len(writers)
-    traces = store.bodies.get(message.key, [])
-    # A body killed right after its effect never wrote its end: the outbox names the writer.
-    claimed = {trace["attempt_id"] for trace in traces if trace.get("ended") == "effect_written"}
-    fates = [letter.reason for letter in letters] + ["completed"] * effects
-    fate = "+".join(fates) or "lost"
-    problems = _body_problems(traces)
-    if len(fates) != 1:
-        problems.append(f"{effects} effects and {len(letters)} dead-letter copies: not exactly one end")
-    if effects and not (claimed <= set(writers) and set(writers) <= {t["attempt_id"] for t in traces}):
-        problems.append("the bodies that say they wrote the effect are not the ones the outbox names")
-    if effects and status != "completed":
-        problems.append(f"effect written but ledger status {status}")
+    last = bodies[-1] if bodies else None
+    too_old = str(record.get("error") or "").startswith(TOO_OLD_ERROR)
+    if status == COMPLETED or (status == "failed" and not too_old):
+        wanted = BodyEnd.SUCCEEDED if status == COMPLETED else BodyEnd.PERMANENT
+        if last is None:
+            return [f"{status} without a job body"]
+        problems = []
+        if last.end is not wanted:
+            problems.append(f"{status}, but its last body ended {_ending(last)}")
+        if record.get("attempt_id") != last.attempt_id:
+            problems.append(f"finished by attempt {record.get('attempt_id')}, not by its last body's")
+        return problems
+    if last is not None and last.end in NORMAL_ENDS:
+        return [f"its last body ended {_ending(last)}, but the ledger says {status}"]
+    return []
+
+
+def _letter_problems(message: Published, record: dict, letters: Sequence[DeadLetter]) -> list[str]:
+    """A copy by Pub/Sub only for a message runonce never finished; runonce's own copies name the
+    event and are the one recorded on its failed record."""
+    status = record.get("status")
+    problems = []
     for letter in letters:
         if letter.by_pubsub:
-            if status in ("completed", "failed"):
+            if status in (COMPLETED, "failed"):
                 problems.append(f"dead-lettered by Pub/Sub although the ledger says {status}")
             continue
         if letter.attributes.get("runonce_event_id") != message.message_id:
             problems.append("dead-letter copy names another event")
         if status != "failed" or record.get("dead_letter_message_id") != letter.message_id:
             problems.append("dead-letter copy not recorded on a failed ledger record")
+    return problems
+
+
+def judge_message(
+    message: Published,
+    store: EventStore,
+    letters: Sequence[DeadLetter],
+    deaths: Sequence[tuple[str, datetime, datetime]] = (),
+) -> MessageVerdict:
+    """The verdict on one message from one read of the store, its dead letters and the instance
+    deaths under its pushes."""
+    record = store.records.get(message.key) or {}
+    status = record.get("status")
+    bodies = store.bodies.get(message.key, [])
+    ends = [letter.reason for letter in letters] + ([COMPLETED] if status == COMPLETED else [])
+    fate = "+".join(ends) or "lost"
+    problems = succession_problems(bodies, lambda body: _death(body, deaths))
+    if len(ends) != 1:
+        problems.append(
+            f"{len(ends) - len(letters)} completed records and {len(letters)} dead-letter copies: "
+            "not exactly one end"
+        )
+    writers = None if store.effects is None else store.effects.get(message.key, [])
+    if writers is not None:
+        if len(writers) != (1 if status == COMPLETED else 0):
+            problems.append(f"{len(writers)} effects, ledger status {status}")
+        started = {body.attempt_id for body in bodies}
+        problems += [
+            f"effect written by attempt {writer}, which started no body of this message"
+            for writer in writers
+            if writer is not None and writer not in started
+        ]
+    problems += _ending_problems(record, bodies)
+    problems += _letter_problems(message, record, letters)
     if record and "expire_at" not in record:
         problems.append("ledger record without expire_at")
     if fate != message.expected and not problems:
         problems.append(f"expected {message.expected} for fault {message.fault}, got {fate}")
-    found = sum(trace.get("ended") == "effect_found" for trace in traces)
-    return MessageVerdict(message, fate, effects, len(traces), found, tuple(problems))
+    first = next((i for i, body in enumerate(bodies) if writers and body.attempt_id in writers), len(bodies))
+    found = sum(body.end is BodyEnd.SUCCEEDED for body in bodies[first + 1 :])
+    effects = None if writers is None else len(writers)
+    return MessageVerdict(message, fate, effects, len(bodies), found, tuple(problems))
 
 
 def judge_all(
-    messages: Sequence[Published], store: EventStore, letters: Sequence[DeadLetter]
+    messages: Sequence[Published], store: EventStore, letters: Sequence[DeadLetter], pushes: Sequence[Push]
 ) -> tuple[list[MessageVerdict], list[DeadLetter]]:
     """A verdict per message, and the dead letters that belong to none of them."""
     by_id: dict[str, list[DeadLetter]] = {}
     for letter in letters:
         by_id.setdefault(letter.attributes.get(DEMO_ID_ATTRIBUTE, ""), []).append(letter)
-    verdicts = [judge_message(m, store, by_id.pop(m.demo_id, [])) for m in messages]
+    deaths = instance_deaths(pushes)
+    verdicts = [
+        judge_message(m, store, by_id.pop(m.demo_id, []), deaths.get(m.message_id, [])) for m in messages
+    ]
     strays = [letter for group in by_id.values() for letter in group]
     return verdicts, strays
 
@@ -158,7 +234,8 @@ class EventRow:
     published: int = 0
     deliveries: int = 0
     bodies: int = 0
-    effects: int = 0
+    effects: int | None = 0
+    """Effects found; None where the job's folder declares none (shown n/a)."""
     permanent: int = 0
     expired: int = 0
     dead_lettered: int = 0
@@ -190,12 +267,13 @@ COLUMNS = [
 def event_row(job: str, verdicts: Sequence[MessageVerdict], pushes: Sequence[Push]) -> EventRow:
     """The table line of one job from its verdicts and the pushes its proxy answered."""
     fates = Counter(part for v in verdicts for part in v.fate.split("+"))
+    observed = all(v.effects is not None for v in verdicts)
     return EventRow(
         job=job,
         published=len(verdicts),
         deliveries=len(pushes),
         bodies=sum(v.bodies for v in verdicts),
-        effects=sum(v.effects for v in verdicts),
+        effects=sum(v.effects or 0 for v in verdicts) if observed else None,
         permanent=fates["permanent_failure"],
         expired=fates["too_old"],
         dead_lettered=fates["permanent_failure"] + fates["too_old"] + fates["delivery_attempts"],
@@ -206,10 +284,14 @@ def event_row(job: str, verdicts: Sequence[MessageVerdict], pushes: Sequence[Pus
 
 
 def render_events(rows: Sequence[EventRow]) -> str:
-    """The rows as an aligned text table."""
+    """The rows as an aligned text table, one per event job."""
     lines = [[title for _, title in COLUMNS]]
-    lines += [[str(getattr(row, name)) for name, _ in COLUMNS] for row in rows]
+    lines += [[_cell(getattr(row, name)) for name, _ in COLUMNS] for row in rows]
     return aligned(lines)
+
+
+def _cell(value: object) -> str:
+    return "n/a" if value is None else str(value)
 
 
 def event_summary(verdicts: Sequence[MessageVerdict], strays: Sequence[DeadLetter]) -> list[str]:
@@ -222,14 +304,22 @@ def event_summary(verdicts: Sequence[MessageVerdict], strays: Sequence[DeadLette
         lines.append(f"  FAIL {len(strays)} dead letters belong to no published message")
     if bad or strays:
         return [*lines, f"{len(bad)} of {len(verdicts)} messages broke the guarantee"]
-    effects = sum(v.effects for v in verdicts)
-    letters = Counter(v.fate for v in verdicts if v.fate != "completed")
+    completed = sum(v.fate == COMPLETED for v in verdicts)
+    letters = Counter(v.fate for v in verdicts if v.fate != COMPLETED)
     bodies = sum(v.bodies for v in verdicts)
     again = sum(v.bodies > 1 for v in verdicts)
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(letters.items()))
-    return [
-        f"every message had exactly one effect or one dead-letter copy with its reason "
-        f"({effects} effects + {sum(letters.values())} dead letters [{reasons}] = {len(verdicts)} published)",
+    observed = all(v.effects is not None for v in verdicts)
+    kind, unit = ("one effect", "effects") if observed else ("one completed ledger record", "completed")
+    lines = [
+        f"every message had exactly {kind} or one dead-letter copy with its reason ({completed} {unit} "
+        f"+ {sum(letters.values())} dead letters [{reasons}] = {len(verdicts)} published)",
         f"{bodies} job bodies for {len(verdicts)} messages, never two of one message at a time; "
         f"{again} messages started their body again, each after a kill or a retryable error",
     ]
+    if not observed:
+        lines.append(
+            "effects not observed (no [effects] in the folder's local_demo.toml, see "
+            "localscheduler.effects): judged on the ledger, the job bodies and the dead letters"
+        )
+    return lines

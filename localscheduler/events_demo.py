@@ -1,10 +1,13 @@
 """An event job on the real Pub/Sub emulator, delivered with faults, judged: the demo's second
-part and the event chaos test both run one `EventHarness`.
+part and the event chaos test both run one `EventHarness` per event job.
 
 Publisher -> topics -> push subscriptions (ack deadline, retry policy, dead-letter policy) -> the
-push proxy (lost acks, late arrivals) -> a pool of functions-framework instances serving
-`functions/events_example` under `@deduplicated_event` -> its ledger, outbox and body traces in
-the Firestore emulator, and dead letters in the dead-letter topic's pull subscription.
+push proxy (lost acks, late arrivals, duplicate pushes, instances killed holding the claim) -> a
+pool of functions-framework instances serving any folder's `@deduplicated_event` entry point (the
+example's, or a team file's `EventJob`) -> the ledger and the job's effects in the Firestore
+emulator, the body lines the runonce core logs, and dead letters in the dead-letter topic's pull
+subscription. Each harness has a project of its own on both emulators, so a job's own default
+collections (those its folder's `[effects]` table names) start empty.
 
 Unlike the scheduled part, events run on the real clock: the emulator's backoffs, ack deadline
 and publishTime are wall time, so the lease, the ack deadline and the maximum event age are
@@ -17,18 +20,25 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from google.cloud import firestore
 
-from stacks.team import REPO_ROOT
+from stacks.team import FUNCTIONS_DIR, EventJob
 
+from .bodies import read_bodies
+from .clock import AcceleratedClock
+from .effects import declared_effects
+from .event_data import declared_event_data
 from .event_verdict import (
+    COMPLETED,
     DEMO_ID_ATTRIBUTE,
     EventRow,
     EventStore,
@@ -39,10 +49,39 @@ from .event_verdict import (
 )
 from .instances import InstancePool
 from .pubsub_topology import DeadLetter, PushPolicy, Topology
-from .push_proxy import HOLD_ATTRIBUTE, LOSE_ACK_ATTRIBUTE, Push, PushJournal, PushProxy
+from .push_proxy import (
+    DUPLICATE_ATTRIBUTE,
+    HOLD_ATTRIBUTE,
+    KILL_ATTRIBUTE,
+    LOSE_ACK_ATTRIBUTE,
+    Push,
+    PushJournal,
+    PushProxy,
+)
+from .store import RUNS_COLLECTION
 
-EVENT_FUNCTION = REPO_ROOT / "functions" / "events_example" / "main.py"
-COMPLETED = "completed"
+# Events run on the real clock: this clock reads wall time as it is (for `bodies.read_bodies`).
+WALL_CLOCK = AcceleratedClock(datetime.fromtimestamp(0, UTC), 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class EventFunction:
+    """The function an event harness serves: a folder's main.py and entry point."""
+
+    source_dir: Path
+    """The folder: main.py, and optionally local_demo.toml with `[effects]` and `[events]`."""
+    entry_point: str = "handle"
+    """The `@deduplicated_event` function under `@functions_framework.http` in main.py."""
+    env: dict[str, str] = field(default_factory=dict)
+    """The job's own environment (RUNONCE_* are the harness's)."""
+
+    @classmethod
+    def of(cls, job: EventJob) -> EventFunction:
+        """The function of a team file's event job."""
+        return cls(job.source_dir, job.entry_point, dict(job.env))
+
+
+EXAMPLE = EventFunction(FUNCTIONS_DIR / "events_example")
 
 
 @dataclass(frozen=True)
@@ -76,6 +115,8 @@ def fault_table(config: EventConfig) -> dict[str, tuple[dict[str, str], str]]:
         "none": ({}, COMPLETED),
         "slow": ({"work_seconds": str(config.slow_work_seconds)}, COMPLETED),
         "lost_ack": ({LOSE_ACK_ATTRIBUTE: "1"}, COMPLETED),
+        "duplicate_push": ({DUPLICATE_ATTRIBUTE: "1"}, COMPLETED),
+        "killed_holding_claim": ({KILL_ATTRIBUTE: "1"}, COMPLETED),
         "retryable": ({"fault": "retryable"}, COMPLETED),
         "kill_before_effect": ({"fault": "kill_before_effect"}, COMPLETED),
         "kill_after_effect": ({"fault": "kill_after_effect"}, COMPLETED),
@@ -85,12 +126,25 @@ def fault_table(config: EventConfig) -> dict[str, tuple[dict[str, str], str]]:
     }
 
 
+# The faults that need nothing from the job (the proxy makes them): any event job can take them.
+# The others are knobs only functions/events_example reads from the message attributes.
+GENERIC_FAULTS = ("none", "lost_ack", "duplicate_push", "killed_holding_claim", "too_old")
+
 # Every message that is nacked at least once (each fault here) gets a subscription of its own:
 # the emulator stops redelivering when several nacked messages of one push subscription are
 # outstanding (3 of them: after 3 rounds; in a run of 500 messages even single retries stalled),
 # and does not resume within minutes, not even when new messages arrive. Real Pub/Sub has no
 # such limit. Messages acknowledged at their first push share the `topics` shared topics.
-ISOLATED = ("slow", "lost_ack", "retryable", "kill_before_effect", "kill_after_effect", "attempts_exhausted")
+ISOLATED = (
+    "slow",
+    "lost_ack",
+    "duplicate_push",
+    "killed_holding_claim",
+    "retryable",
+    "kill_before_effect",
+    "kill_after_effect",
+    "attempts_exhausted",
+)
 
 DEMO_MIX = {
     "none": 30,
@@ -103,6 +157,11 @@ DEMO_MIX = {
     "too_old": 4,
     "attempts_exhausted": 2,
 }
+# A team file's event job: the generic faults only, fewer messages.
+TEAM_MIX = {"none": 12, "lost_ack": 2, "duplicate_push": 2, "killed_holding_claim": 2, "too_old": 2}
+# No slow job among the generic faults, so the lease only has to outlast a fast body and the run
+# is shorter: a killed message is taken over after 6 s, a late one is held 21 s.
+TEAM_CONFIG = EventConfig(lease_seconds=6, max_event_age_seconds=18)
 
 
 @dataclass(frozen=True)
@@ -135,31 +194,42 @@ class EventHarness:
 
     def __init__(
         self,
-        job: str,
+        name: str,
+        function: EventFunction,
         mix: dict[str, int],
         seed: int,
         project: str,
         log_dir: Path,
         config: EventConfig | None = None,
     ):
-        self.job = job
+        self.name = name
+        self.function = function
         self.mix = mix
         self.seed = seed
-        self.project = project
         self.config = config or EventConfig()
-        prefix = f"ev{uuid.uuid4().hex[:8]}"
-        self.collections = {name: f"{prefix}_{name}" for name in ("runs", "outbox", "bodies", "marks")}
+        unknown = sorted(set(mix) - set(fault_table(self.config)))
+        if unknown:
+            known = ", ".join(fault_table(self.config))
+            raise ValueError(f"{name}: unknown event fault {unknown[0]!r}; the faults are {known}")
+        if mix.get("slow") and self.config.slow_work_seconds >= self.config.lease_seconds:
+            raise ValueError(f"{name}: a slow job must end within the lease ({self.config.lease_seconds} s)")
+        # A project of its own on both emulators: the job's collections start empty.
+        self.project = f"{project}-{uuid.uuid4().hex[:8]}"
+        # Read now: a mistake in the folder's local_demo.toml stops the demo before anything starts.
+        self.effects = declared_effects(function.source_dir)
+        self.data = declared_event_data(function.source_dir)
+        self.slug = re.sub(r"[^a-z0-9-]+", "-", name.lower())
         self.journal = PushJournal()
         self.topology: Topology | None = None
         self.proxy: PushProxy | None = None
         self.messages: list[Published] = []
         self.letters: list[DeadLetter] = []
         self.pool = InstancePool(
-            job,
-            EVENT_FUNCTION,
-            "handle",
+            self.slug,
+            function.source_dir / "main.py",
+            function.entry_point,
             self.config.instances,
-            {},
+            dict(function.env),
             log_dir,
         )
         self._client: firestore.Client | None = None
@@ -170,17 +240,14 @@ class EventHarness:
         PUBSUB_EMULATOR_HOST must already point at `pubsub_host` (the clients read it)."""
         if os.environ.get("PUBSUB_EMULATOR_HOST") != pubsub_host:
             raise RuntimeError(f"set PUBSUB_EMULATOR_HOST={pubsub_host} first: the Pub/Sub clients read it")
-        topology = Topology(self.project, self.job)
+        topology = Topology(self.project, self.slug)
         self.pool.env.update(
             PUBSUB_EMULATOR_HOST=pubsub_host,
             GOOGLE_CLOUD_PROJECT=self.project,
             RUNONCE_LEASE_SECONDS=str(self.config.lease_seconds),
             RUNONCE_MAX_EVENT_AGE_SECONDS=str(self.config.max_event_age_seconds),
             RUNONCE_DEAD_LETTER_TOPIC=topology.dead_letter_topic,
-            RUNONCE_COLLECTION=self.collections["runs"],
-            EVENT_OUTBOX_COLLECTION=self.collections["outbox"],
-            EVENT_BODIES_COLLECTION=self.collections["bodies"],
-            EVENT_FAULT_MARKS_COLLECTION=self.collections["marks"],
+            RUNONCE_COLLECTION=RUNS_COLLECTION,
         )
         self.pool.start()
         self.proxy = PushProxy(self.pool, self.journal).start()
@@ -211,7 +278,7 @@ class EventHarness:
         for number, (fault, (topic, subscription)) in enumerate(zip(faults, routes, strict=True)):
             attributes, expected = table[fault]
             demo_id = f"{number:05d}"
-            data = f'{{"order": {number}}}'.encode()
+            data = self.data.message(number)
             message_id = topology.publish(topic, data, {**attributes, DEMO_ID_ATTRIBUTE: demo_id})
             self.messages.append(Published(demo_id, message_id, topic, subscription, fault, expected))
         return self.messages
@@ -220,7 +287,7 @@ class EventHarness:
         """Messages that have ended so far: completed in the ledger, or read as a dead letter."""
         assert self.topology is not None and self._client is not None
         self.letters += self.topology.pull_dead_letters()
-        runs = self._client.collection(self.collections["runs"])
+        runs = self._client.collection(RUNS_COLLECTION)
         completed = sum(
             1 for _ in runs.where(filter=firestore.FieldFilter("status", "==", COMPLETED)).stream()
         )
@@ -247,38 +314,41 @@ class EventHarness:
         """One progress line."""
         pushes = self.journal.snapshot()
         return (
-            f"[{time.monotonic() - self._began:5.1f}s] {self.job}: ended {ended}/{len(self.messages)} | "
+            f"[{time.monotonic() - self._began:5.1f}s] {self.name}: ended {ended}/{len(self.messages)} | "
             f"pushes {len(pushes)} | 409s {sum(p.outcome == 'in_progress' for p in pushes)} | "
             f"duplicates {sum(p.outcome == 'duplicate' for p in pushes)} | "
             f"instances replaced {self.pool.restarts}"
         )
 
     def judge(self, settled: bool) -> EventResult:
-        """The verdict from the ledger, the outbox, the body traces and the dead letters."""
+        """The verdict from the ledger, the declared effects, the body lines and the dead letters."""
         assert self.topology is not None and self._client is not None
         self.letters += self.topology.pull_dead_letters()
-        store = EventStore.read(
-            self._client, self.collections["runs"], self.collections["outbox"], self.collections["bodies"]
-        )
-        verdicts, strays = judge_all(self.messages, store, self.letters)
+        bodies = read_bodies(self.pool.log_dir, WALL_CLOCK)
+        store = EventStore.read(self._client, RUNS_COLLECTION, self.effects, bodies)
         pushes = self.journal.snapshot()
+        verdicts, strays = judge_all(self.messages, store, self.letters, pushes)
         return EventResult(
             verdicts,
             strays,
             pushes,
-            event_row(self.job, verdicts, pushes),
+            event_row(self.name, verdicts, pushes),
             self.pool.restarts,
             settled,
             time.monotonic() - self._began,
         )
 
+    def play(self, timeout: float, progress: Callable[[str], None] | None = None) -> EventResult:
+        """publish(), settle() and judge(), once started. Harnesses may play side by side, but
+        start one at a time: an instance's port is chosen before its process binds it."""
+        self.publish()
+        return self.judge(self.settle(timeout, progress=progress))
+
     def run(
         self, pubsub_host: str, timeout: float, progress: Callable[[str], None] | None = None
     ) -> EventResult:
-        """start(), publish(), settle() and judge(); the caller stops it."""
-        self.start(pubsub_host)
-        self.publish()
-        return self.judge(self.settle(timeout, progress=progress))
+        """start() and play(); the caller stops it."""
+        return self.start(pubsub_host).play(timeout, progress)
 
     def pids(self) -> list[int]:
         """Process groups of the instances still running."""

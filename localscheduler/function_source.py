@@ -12,19 +12,29 @@ as `make bench` wants), RUNONCE_LOCAL_SOURCE (path of the job's main.py), RUNONC
 (its entry point), RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS (set to 1 by the demo's proxied job:
 google.auth.default() then answers anonymous credentials, so the proxy calls the local stand-in
 with no token and never asks a metadata server; the library itself is unchanged).
+
+A request with the `instances.KILL_HEADER` header (the push proxy's "killed holding the claim"
+fault) SIGKILLs the instance right after the runonce core logs that the body of the run named by
+the header started: the claim is held, the body never runs, nothing is released, as when an
+instance crashes mid-run. The job's code is not involved.
 """
 
 import functools
 import importlib.util
+import logging
 import os
+import signal
 import sys
 from datetime import datetime
 from pathlib import Path
 
+import flask
 from google.cloud import firestore
 
 import runonce
 from localscheduler.clock import AcceleratedClock
+from localscheduler.instances import KILL_HEADER
+from runonce.contract import BODY_FIELD, BodyStage
 
 
 @functools.cache
@@ -45,6 +55,27 @@ if os.environ.get("RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS") == "1":
         return google.auth.credentials.AnonymousCredentials(), os.environ.get("GOOGLE_CLOUD_PROJECT")
 
     google.auth.default = _anonymous
+
+
+class _DieHoldingClaim(logging.Filter):
+    """On runonce's logger: write the body-started line of the run the request's KILL_HEADER
+    names, then kill the whole instance."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields = getattr(record, "fields", {})
+        if (
+            fields.get(BODY_FIELD) == BodyStage.STARTED.value
+            and flask.has_request_context()
+            and flask.request.headers.get(KILL_HEADER) == fields.get("run_key")
+        ):
+            for handler in logging.getLogger(record.name).handlers:
+                handler.handle(record)
+                handler.flush()
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        return True
+
+
+logging.getLogger("runonce").addFilter(_DieHoldingClaim())
 
 if "RUNONCE_LOCAL_CLOCK_FILE" in os.environ:
     runonce.set_clock(simulated_now)

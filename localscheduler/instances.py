@@ -25,6 +25,10 @@ from emulator.firestore import free_port
 from stacks.team import REPO_ROOT
 
 FUNCTION_SOURCE = Path(__file__).with_name("function_source.py")
+# A request carrying this header, set to a run key, kills its instance as soon as the runonce core
+# logs that the job body of that run started, i.e. while the instance holds the run's claim.
+KILL_HEADER = "X-Localscheduler-Die-Holding-Claim"
+DYING_SECONDS = 1.0
 
 
 @dataclass
@@ -128,9 +132,15 @@ class InstancePool:
 
     def died(self, instance: Instance, process: subprocess.Popen | None) -> None:
         """A request found the instance's `process` dead: take it out of rotation until the pool
-        has replaced it (unless it already has: then the new process stays in rotation)."""
+        has replaced it (unless it already has: then the new process stays in rotation). The
+        connection can break a moment before the process is seen dead (its worker died first):
+        give it `DYING_SECONDS` to be, or the next request is handed to it and fails at once."""
+        if process is None:
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=DYING_SECONDS)
         with self._changed:
-            if instance.process is process and process is not None and not instance.alive():
+            if instance.process is process and not instance.alive():
                 instance.ready = False
 
     def pids(self) -> list[int]:
@@ -191,6 +201,7 @@ class InstancePool:
             for instance in self.instances:
                 if not instance.alive() and instance.process is not None:
                     instance.process.wait()
+                    _wait_closed(instance.port)
                     with self._changed:
                         self._launch(instance)
                 elif not instance.ready and _accepts(instance.port):
@@ -203,6 +214,15 @@ def _accepts(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_closed(port: int, timeout: float = 2.0) -> None:
+    """Wait until nothing accepts on `port`: a dead instance's worker may outlive its master by a
+    moment, holding the listening socket, and the new instance must not be probed ready on it
+    (requests handed to it would fail at once, as if it had died under them)."""
+    deadline = time.monotonic() + timeout
+    while _accepts(port) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -1,14 +1,19 @@
 """The network between the Pub/Sub emulator and a function's local instances, with its faults.
 
-The emulator pushes to this proxy (one endpoint per subscription); the proxy hands each push to an
-idle instance of the pool, as Cloud Run's front end would, and passes the answer back. Two faults
-live here because they happen outside the function: a **lost ack** (the function answered 200,
-but Pub/Sub sees a failure and redelivers: the proxy answers 500 instead, on the message's first
-delivery that the function acknowledged) and a **late arrival** (no delivery of the message gets
-through before `hold_seconds` after its publishTime, as behind a backlog or an outage, so the
-function sees it older than its maximum event age; the held deliveries of one message then pass
-one at a time, see `_hold`). An instance that dies mid-request is answered
-502, as Cloud Run answers a crashed request. Every push is written to the journal.
+The emulator pushes to this proxy (one endpoint per subscription); the proxy hands each push to
+an idle instance of the pool, as Cloud Run's front end would, and passes the answer back. Two
+faults live here because they happen outside the function: a **lost ack** (the function answered
+200, but Pub/Sub sees a failure and redelivers: the proxy answers 500 instead, on the message's
+first delivery that the function acknowledged) and a **late arrival** (no delivery of the
+message gets through before `hold_seconds` after its publishTime, as behind a backlog or an
+outage, so the function sees it older than its maximum event age; the held deliveries of one
+message then pass one at a time, see `_hold`). Two more need nothing from the job either: a
+**duplicate push** (the message's first push reaches two instances at once, as Pub/Sub's
+at-least-once delivery may do) and an **instance killed holding the claim** (the instance serving
+the message's first push is told, by a header, to die as soon as the runonce core logs that the
+message's job body started: runonce has claimed it and cannot record its end; see
+`function_source`). An instance that dies mid-request is answered 502, as Cloud Run answers a
+crashed request. Every push is written to the journal.
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from emulator.process import free_port
+from runonce.event import Event, event_key
 
-from .instances import InstancePool
+from .instances import KILL_HEADER, InstancePool
 
 LOSE_ACK_ATTRIBUTE = "demo_lose_ack"
 HOLD_ATTRIBUTE = "demo_hold_seconds"
+DUPLICATE_ATTRIBUTE = "demo_duplicate_push"
+KILL_ATTRIBUTE = "demo_kill_holding_claim"
 # Longer than any job's work: a push the instance never answers is a dead instance.
 FORWARD_TIMEOUT_SECONDS = 120.0
 
@@ -52,7 +60,11 @@ class Push:
     outcome: str
     """The function's `outcome`, `lost_ack`, `instance_died`, or `no_instance`."""
     started: float
+    """Wall time (time.time()) the push arrived."""
     ended: float
+    """Wall time it was answered; for `instance_died`, just after the instance died."""
+    instance: str = ""
+    """The instance that served it ("" if none did)."""
 
 
 @dataclass
@@ -95,7 +107,7 @@ class PushProxy:
         self.pool = pool
         self.journal = journal
         self.port = free_port()
-        self._lost: set[str] = set()
+        self._once: set[tuple[str, str]] = set()
         self._held: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._server: BaseWSGIServer = make_server(
@@ -121,23 +133,30 @@ class PushProxy:
         self._thread.join(timeout=10)
 
     def _app(self, environ, start_response):
-        request = Request(environ)
-        body = request.get_data()
+        status, answer = self._push(Request(environ).get_data())
+        return Response(answer, status=status, content_type="application/json")(environ, start_response)
+
+    def _push(self, body: bytes) -> tuple[int, bytes]:
+        """Serve one push (or the proxy's duplicate of one) and journal it."""
         self.journal.begin()
-        started = time.monotonic()
-        message_id, subscription, status, outcome, answer = "?", "?", 500, "bad_push", b""
+        started = time.time()
+        message_id, subscription, status, outcome, answer, instance = "?", "?", 500, "bad_push", b"", ""
         try:
             envelope = json.loads(body)
             message = envelope["message"]
             message_id, subscription = message["messageId"], envelope["subscription"]
             attributes = message.get("attributes") or {}
+            if attributes.get(DUPLICATE_ATTRIBUTE) and self._first("duplicate", message_id):
+                threading.Thread(target=self._push, args=(body,), daemon=True).start()
+            kill = bool(attributes.get(KILL_ATTRIBUTE)) and self._first("kill", message_id)
+            key = event_key(Event(id=message_id, source=subscription, time=None)) if kill else None
             with self._hold(message, attributes):
-                status, outcome, answer = self._forward(body)
-            if status == 200 and attributes.get(LOSE_ACK_ATTRIBUTE) and self._lose_first(message_id):
+                status, outcome, answer, instance = self._forward(body, key)
+            if status == 200 and attributes.get(LOSE_ACK_ATTRIBUTE) and self._first("lose", message_id):
                 status, outcome, answer = 500, "lost_ack", b'{"lost": true}'
         finally:
-            self.journal.end(Push(message_id, subscription, status, outcome, started, time.monotonic()))
-        return Response(answer, status=status, content_type="application/json")(environ, start_response)
+            self.journal.end(Push(message_id, subscription, status, outcome, started, time.time(), instance))
+        return status, answer
 
     @contextlib.contextmanager
     def _hold(self, message: dict, attributes: dict) -> Iterator[None]:
@@ -157,32 +176,36 @@ class PushProxy:
         with one_at_a_time:
             yield
 
-    def _forward(self, body: bytes) -> tuple[int, str, bytes]:
+    def _forward(self, body: bytes, kill_key: str | None) -> tuple[int, str, bytes, str]:
+        """Post the push to an idle instance: (status, outcome, answer, instance name). With
+        `kill_key`, the instance dies as soon as the body of that run key starts (see
+        `function_source`)."""
+        headers = {"Content-Type": "application/json"}
+        if kill_key is not None:
+            headers[KILL_HEADER] = kill_key
         with self.pool.acquire(timeout=FORWARD_TIMEOUT_SECONDS) as instance:
             if instance is None:
-                return 503, "no_instance", b"{}"
+                return 503, "no_instance", b"{}", ""
             process = instance.process
             try:
                 with requests.Session() as session:
                     session.trust_env = False  # never route loopback traffic through a proxy
                     response = session.post(
-                        instance.url,
-                        data=body,
-                        headers={"Content-Type": "application/json"},
-                        timeout=FORWARD_TIMEOUT_SECONDS,
+                        instance.url, data=body, headers=headers, timeout=FORWARD_TIMEOUT_SECONDS
                     )
             except requests.RequestException:
                 self.pool.died(instance, process)
-                return 502, "instance_died", b"{}"
+                return 502, "instance_died", b"{}", instance.name
         try:
             outcome = str(response.json().get("outcome", f"http_{response.status_code}"))
         except ValueError:
             outcome = f"http_{response.status_code}"
-        return response.status_code, outcome, response.content
+        return response.status_code, outcome, response.content, instance.name
 
-    def _lose_first(self, message_id: str) -> bool:
+    def _first(self, fault: str, message_id: str) -> bool:
+        """True the first time `fault` asks for this message, False after."""
         with self._lock:
-            if message_id in self._lost:
+            if (fault, message_id) in self._once:
                 return False
-            self._lost.add(message_id)
+            self._once.add((fault, message_id))
             return True

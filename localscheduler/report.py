@@ -12,7 +12,6 @@ or ended retryably. The per-job table adds what the deliveries went through.
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from datetime import datetime
 
 from runonce.contract import BodyEnd
 
-from .bodies import Body
+from .bodies import Body, succession_problems
 from .journal import Journal, Sent
 from .scheduler import Trigger
 from .store import as_utc
@@ -97,16 +96,7 @@ def _body_problems(status: str | None, bodies: Sequence[Body], sent: Sequence[Se
     """What the bodies' own story contradicts: overlap, unexplained restarts, the ending."""
     if not bodies:
         return ["no job body started"]
-    problems = []
-    for earlier, later in itertools.pairwise(bodies):
-        death = _death(earlier, sent)
-        end = earlier.ended or death
-        if end is None:
-            problems.append(f"body {earlier.attempt_id} never ended and its instance was not killed")
-        elif end > later.started:
-            problems.append(f"bodies {earlier.attempt_id} and {later.attempt_id} ran at the same time")
-        if not earlier.retryable and death is None:
-            problems.append(f"body started again after {earlier.attempt_id} ended {_ending(earlier)}")
+    problems = succession_problems(bodies, lambda body: _death(body, sent))
     last = bodies[-1]
     if status == "completed" and last.end is not BodyEnd.SUCCEEDED:
         problems.append(f"completed, but its last body ended {_ending(last)}")

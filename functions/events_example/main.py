@@ -1,9 +1,9 @@
 """Example event job: store each order pushed by Pub/Sub in an outbox, exactly once per message.
 
 The effect is a `create()` of the outbox document named by the run key, so a body run again
-after its instance died right after the effect finds the document and writes nothing. Every body
-also leaves a trace in `event_example_bodies` (named by its attempt id: when it started, how it
-ended), which is how the local demo proves that no message ran twice.
+after its instance died right after the effect finds the document and writes nothing. Each
+document names its run key and the attempt that wrote it; `local_demo.toml` tells the local demo
+where to find them (it reads how often a body ran from the lines the runonce core logs).
 
 Message attributes are the knobs the local demo uses to misbehave on purpose, read like the
 `report` job reads its request body: `work_seconds` (how long the job takes) and `fault`:
@@ -23,9 +23,8 @@ from google.cloud import firestore
 
 from runonce import Event, PermanentError, Run, current_run, deduplicated_event
 
-OUTBOX = os.environ.get("EVENT_OUTBOX_COLLECTION", "event_example_outbox")
-BODIES = os.environ.get("EVENT_BODIES_COLLECTION", "event_example_bodies")
-FAULT_MARKS = os.environ.get("EVENT_FAULT_MARKS_COLLECTION", "event_example_fault_marks")
+OUTBOX = "event_example_outbox"  # the collection local_demo.toml declares
+FAULT_MARKS = "event_example_fault_marks"
 _db = None
 
 
@@ -43,20 +42,6 @@ def _first_time(run: Run) -> bool:
     except AlreadyExists:
         return False
     return True
-
-
-def _body(run: Run, event: Event) -> firestore.DocumentReference:
-    """Record that a body of this run started (one document per attempt)."""
-    trace = _client().collection(BODIES).document(run.attempt_id)
-    trace.create(
-        {
-            "run_key": run.key,
-            "message_id": event.id,
-            "subscription": event.source,
-            "started_at": firestore.SERVER_TIMESTAMP,
-        }
-    )
-    return trace
 
 
 def store_order(run: Run, event: Event) -> bool:
@@ -89,22 +74,14 @@ def handle(event: Event):
     run = current_run()
     knobs = event.attributes
     fault = knobs.get("fault", "")
-    trace = _body(run, event)
-    try:
-        time.sleep(float(knobs.get("work_seconds", 0)))
-        if fault == "permanent":
-            raise PermanentError("order rejected (demo knob fault=permanent)")
-        if fault == "always_retryable" or (fault == "retryable" and _first_time(run)):
-            raise RuntimeError(f"order service timed out (demo knob fault={fault})")
-        if fault == "kill_before_effect" and _first_time(run):
-            _die()
-        stored = store_order(run, event)
-        if fault == "kill_after_effect" and _first_time(run):
-            _die()
-    except Exception as exc:
-        ended = "permanent_failure" if isinstance(exc, PermanentError) else "raised"
-        trace.update({"ended": ended, "ended_at": firestore.SERVER_TIMESTAMP})
-        raise
-    ended = "effect_written" if stored else "effect_found"
-    trace.update({"ended": ended, "ended_at": firestore.SERVER_TIMESTAMP})
+    time.sleep(float(knobs.get("work_seconds", 0)))
+    if fault == "permanent":
+        raise PermanentError("order rejected (demo knob fault=permanent)")
+    if fault == "always_retryable" or (fault == "retryable" and _first_time(run)):
+        raise RuntimeError(f"order service timed out (demo knob fault={fault})")
+    if fault == "kill_before_effect" and _first_time(run):
+        _die()
+    stored = store_order(run, event)
+    if fault == "kill_after_effect" and _first_time(run):
+        _die()
     return {"order": run.key, "stored": stored}

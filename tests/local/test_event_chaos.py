@@ -1,36 +1,38 @@
 """Event chaos suite: 500 messages published to the real Pub/Sub emulator with every event fault
-mixed in (slow jobs past the ack deadline, lost acks, transient, permanent and never-ending
-failures, instances killed before and right after the effect, messages that arrive too old),
-pushed through real push subscriptions (retry policy, ack deadline, dead-letter policy) to real
-functions-framework instances serving functions/events_example under @deduplicated_event.
+mixed in (slow jobs past the ack deadline, lost acks, duplicate pushes, transient, permanent and
+never-ending failures, instances killed holding the claim, before and right after the effect,
+messages that arrive too old), pushed through real push subscriptions (retry policy, ack
+deadline, dead-letter policy) to real functions-framework instances serving
+functions/events_example under @deduplicated_event.
 
-It proves the event guarantee from the emulators' state, not from what the harness saw: every
-published messageId has exactly one effect (the outbox document its body wrote, with the ledger
-record completed) or exactly one copy in the dead-letter subscription with its reason (runonce's
-own for permanent failures and too old events, recorded on the failed ledger record; Pub/Sub's
-for exhausted deliveries); none is lost; no body of a message starts again after one that ended
-normally, nor while another one runs. One harness run serves the module (about 80 s of wall
-time); each test asserts one property of its outcome. The fault order is seeded.
+It proves the event guarantee from the emulators' state, not from what the harness saw, judged
+as any event job is (localscheduler.event_verdict): every published messageId has exactly one
+effect (the outbox document its folder's local_demo.toml declares, with the ledger record
+completed) or exactly one copy in the dead-letter subscription with its reason (runonce's own for
+permanent failures and too old events, recorded on the failed ledger record; Pub/Sub's for
+exhausted deliveries); none is lost; no body of a message (read from the lines the runonce core
+logs) starts again after one that ended normally, nor while another one runs. One harness run
+serves the module (about 80 s of wall time); each test asserts one property of its outcome. The
+fault order is seeded.
 """
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import pytest
 
-from emulator.process import EmulatorUnavailable
-from emulator.pubsub import PubSubEmulator
 from localscheduler.event_verdict import event_summary, render_events
-from localscheduler.events_demo import ISOLATED, EventConfig, EventHarness, EventResult, fault_table
+from localscheduler.events_demo import EXAMPLE, ISOLATED, EventConfig, EventHarness, EventResult, fault_table
 from tests.conftest import PROJECT
 
 SEED = 20260329
 MIX = {
-    "none": 366,
+    "none": 350,
     "slow": 6,
     "lost_ack": 30,
+    "duplicate_push": 8,
+    "killed_holding_claim": 8,
     "retryable": 30,
     "kill_before_effect": 8,
     "kill_after_effect": 8,
@@ -45,23 +47,14 @@ TIMEOUT_SECONDS = 240.0
 
 
 @pytest.fixture(scope="module")
-def outcome(firestore_emulator, tmp_path_factory) -> EventResult:
+def outcome(firestore_emulator, pubsub_emulator, tmp_path_factory) -> EventResult:
+    harness = EventHarness(
+        "chaos-events", EXAMPLE, MIX, SEED, PROJECT, tmp_path_factory.mktemp("events"), CONFIG
+    )
     try:
-        pubsub = PubSubEmulator().start()
-    except EmulatorUnavailable as exc:
-        pytest.fail(f"cannot run the event chaos suite: {exc}", pytrace=False)
-    saved = os.environ.get("PUBSUB_EMULATOR_HOST")
-    os.environ["PUBSUB_EMULATOR_HOST"] = pubsub.host
-    harness = EventHarness("chaos-events", MIX, SEED, PROJECT, tmp_path_factory.mktemp("events"), CONFIG)
-    try:
-        result = harness.run(pubsub.host, TIMEOUT_SECONDS)
+        result = harness.run(pubsub_emulator.host, TIMEOUT_SECONDS)
     finally:
         harness.stop()
-        pubsub.stop()
-        if saved is None:
-            os.environ.pop("PUBSUB_EMULATOR_HOST", None)
-        else:
-            os.environ["PUBSUB_EMULATOR_HOST"] = saved
     print()
     print(render_events([result.row]))
     print(result.faults(), f"; {result.seconds:.0f} s")
