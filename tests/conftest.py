@@ -1,4 +1,5 @@
-"""Shared fixtures: one real Firestore emulator per test session, started here, stopped at the end."""
+"""Shared fixtures: one real Firestore emulator and one real Pub/Sub emulator per test session,
+started here on first use, stopped at the end."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import pytest
 
 from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
+from emulator.pubsub import PubSubEmulator
 
 PROJECT = "runonce-local"
 
@@ -28,6 +30,23 @@ def firestore_emulator():
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def pubsub_emulator():
+    """A running Pub/Sub emulator; PUBSUB_EMULATOR_HOST points at it for the whole session."""
+    try:
+        emulator = PubSubEmulator().start()
+    except EmulatorUnavailable as exc:
+        pytest.fail(f"cannot run the Pub/Sub tests: {exc}", pytrace=False)
+    saved = os.environ.get("PUBSUB_EMULATOR_HOST")
+    os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
+    yield emulator
+    emulator.stop()
+    if saved is None:
+        os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+    else:
+        os.environ["PUBSUB_EMULATOR_HOST"] = saved
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import threading
 import time
 import uuid
@@ -19,27 +18,9 @@ import pytest
 from werkzeug.serving import make_server
 
 import runonce
-from emulator.process import EmulatorUnavailable, free_port
-from emulator.pubsub import PubSubEmulator
+from emulator.process import free_port
 from emulator.wire import TappedClient, WireTap
 from tests.conftest import PROJECT
-
-
-@pytest.fixture(scope="session")
-def pubsub_emulator():
-    """A running Pub/Sub emulator; PUBSUB_EMULATOR_HOST points at it for the whole session."""
-    try:
-        emulator = PubSubEmulator().start()
-    except EmulatorUnavailable as exc:
-        pytest.fail(f"cannot run the Pub/Sub tests: {exc}", pytrace=False)
-    saved = os.environ.get("PUBSUB_EMULATOR_HOST")
-    os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
-    yield emulator
-    emulator.stop()
-    if saved is None:
-        os.environ.pop("PUBSUB_EMULATOR_HOST", None)
-    else:
-        os.environ["PUBSUB_EMULATOR_HOST"] = saved
 
 
 class PubSub:
