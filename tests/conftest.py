@@ -13,16 +13,16 @@ from emulator.pubsub import PubSubEmulator
 PROJECT = "runonce-local"
 
 
-@pytest.fixture(scope="session")
-def firestore_emulator():
-    """A running Firestore emulator; FIRESTORE_EMULATOR_HOST and GOOGLE_CLOUD_PROJECT point at it."""
+def _serving(emulator, what: str, variables):
+    """Start `emulator`, point the environment at it (`variables(emulator)`) until the session ends,
+    then stop it and put the environment back; fail the tests that need it if it cannot start."""
     try:
-        emulator = FirestoreEmulator().start()
+        emulator.start()
     except EmulatorUnavailable as exc:
-        pytest.fail(f"cannot run the Firestore tests: {exc}", pytrace=False)
-    saved = {name: os.environ.get(name) for name in ("FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
-    os.environ["FIRESTORE_EMULATOR_HOST"] = emulator.host
-    os.environ["GOOGLE_CLOUD_PROJECT"] = PROJECT
+        pytest.fail(f"cannot run the {what} tests: {exc}", pytrace=False)
+    wanted = variables(emulator)
+    saved = {name: os.environ.get(name) for name in wanted}
+    os.environ.update(wanted)
     yield emulator
     emulator.stop()
     for name, value in saved.items():
@@ -33,20 +33,19 @@ def firestore_emulator():
 
 
 @pytest.fixture(scope="session")
+def firestore_emulator():
+    """A running Firestore emulator; FIRESTORE_EMULATOR_HOST and GOOGLE_CLOUD_PROJECT point at it."""
+    yield from _serving(
+        FirestoreEmulator(),
+        "Firestore",
+        lambda emulator: {"FIRESTORE_EMULATOR_HOST": emulator.host, "GOOGLE_CLOUD_PROJECT": PROJECT},
+    )
+
+
+@pytest.fixture(scope="session")
 def pubsub_emulator():
     """A running Pub/Sub emulator; PUBSUB_EMULATOR_HOST points at it for the whole session."""
-    try:
-        emulator = PubSubEmulator().start()
-    except EmulatorUnavailable as exc:
-        pytest.fail(f"cannot run the Pub/Sub tests: {exc}", pytrace=False)
-    saved = os.environ.get("PUBSUB_EMULATOR_HOST")
-    os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
-    yield emulator
-    emulator.stop()
-    if saved is None:
-        os.environ.pop("PUBSUB_EMULATOR_HOST", None)
-    else:
-        os.environ["PUBSUB_EMULATOR_HOST"] = saved
+    yield from _serving(PubSubEmulator(), "Pub/Sub", lambda emulator: {"PUBSUB_EMULATOR_HOST": emulator.host})
 
 
 @pytest.fixture
