@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # the package ships no stubs for this name
+from google.cloud import pubsub_v1
 
 
 @dataclass(frozen=True)
