@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import IO, ClassVar, Self
@@ -23,11 +24,22 @@ class EmulatorUnavailable(RuntimeError):
     """The emulator cannot be started on this machine; the message says what to install."""
 
 
+_handed_out: set[int] = set()
+_handing_out = threading.Lock()
+
+
 def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now and that this process has
+    not handed out before: servers started from parallel threads bind only after the call, and
+    the kernel may offer a port just released to the next caller."""
+    with _handing_out:
+        while True:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """Instance pools: real functions-framework processes serving the example function."""
 
+import threading
 from datetime import UTC, datetime
 
 import pytest
 import requests
 
+from emulator.process import free_port
 from localscheduler.clock import AcceleratedClock
 from localscheduler.instances import InstancePool
 from stacks.team import FUNCTIONS_DIR
@@ -45,3 +47,17 @@ def test_a_killed_instance_is_replaced_and_serves_again(pool):
 def test_stopping_the_pool_leaves_no_process(pool):
     pool.stop()
     assert pool.pids() == []
+
+
+def test_ports_handed_to_pools_started_in_parallel_are_all_different():
+    handed: list[int] = []
+
+    def take() -> None:
+        handed.extend(free_port() for _ in range(50))
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(handed) == 400 and len(set(handed)) == 400
