@@ -447,7 +447,7 @@ def build_account_reads_gcf_sources(resource: Resource) -> Verdict:
 TARGET_VARIABLE = "RUNONCE_TARGET"
 TARGET_ROLES = {
     "workflow": "roles/workflows.invoker",
-    "cloud_run_job": "roles/run.developer",
+    "cloud_run_job": "roles/run.jobsExecutorWithOverrides",
     "build_trigger": "roles/cloudbuild.builds.editor",
 }
 TARGET_FIELDS = {"workflow": "workflow", "cloud_run_job": "job", "build_trigger": "trigger"}

@@ -7,9 +7,10 @@ grant it on (docs/targets.md, "The stacks"):
 - Workflow: `roles/workflows.invoker` on the workflow's project. Google lists "Project" as the
   lowest-level resource for the Workflows roles, and the provider has no workflow-level IAM
   resource.
-- CloudRunJob: `roles/run.developer` on the one job (`google_cloud_run_v2_job_iam_member`). The
-  proxy always sends overrides (the run key in env), which need run.jobs.runWithOverrides
-  besides run.jobs.run.
+- CloudRunJob: `roles/run.jobsExecutorWithOverrides` on the one job
+  (`google_cloud_run_v2_job_iam_member`). The proxy always sends overrides (the run key in env),
+  which need run.jobs.runWithOverrides besides run.jobs.run; this role executes and cancels jobs
+  with overrides and, unlike Cloud Run Developer, cannot change the job.
 - BuildTrigger: `roles/cloudbuild.builds.editor` on the trigger's project: triggers have no IAM
   policy of their own (nor a provider IAM resource), and Cloud Build ignores resource attributes in
   conditions. Checkov's CKV_GCP_49 is accepted on this grant only (`policy.checkov.ACCEPTED`).
@@ -45,7 +46,7 @@ from stacks.targets import (
 from stacks.team import Team
 
 ROLE_WORKFLOW = "roles/workflows.invoker"
-ROLE_CLOUD_RUN_JOB = "roles/run.developer"
+ROLE_CLOUD_RUN_JOB = "roles/run.jobsExecutorWithOverrides"
 ROLE_BUILD_TRIGGER = "roles/cloudbuild.builds.editor"
 API_WORKFLOW_EXECUTIONS = "workflowexecutions.googleapis.com"
 SERVICE_HOST = re.compile(r"^https://([a-z0-9]+\.googleapis\.com)/")

@@ -132,7 +132,7 @@ def test_each_proxy_account_gets_its_targets_role_on_the_narrowest_resource(synt
         ),
         (
             "google_cloud_run_v2_job_iam_member",
-            "roles/run.developer",
+            "roles/run.jobsExecutorWithOverrides",
             P,
             "export",
             runtime_member(proxy(synth, EXPORT)[1]),
