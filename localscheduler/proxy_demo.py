@@ -30,7 +30,7 @@ from pathlib import Path
 from emulator.googleapis import Fault, GoogleApisStandIn
 from runonce.targets import ARGUMENT_FIELD as TOKEN
 from runonce.targets import LABEL_KEY
-from stacks.targets import Workflow, target_json
+from stacks.targets import TARGET_VARIABLE, Target, Workflow, target_json
 from stacks.team import PROXY_SOURCE, Job, Team
 
 from .delivery import Answer, post, scheduler_headers
@@ -116,6 +116,16 @@ class ProxyResult:
         return "\n".join(lines)
 
 
+def proxy_env(target: Target, stand_in: GoogleApisStandIn) -> dict[str, str]:
+    """The proxy's settings for `target`, as the stack sets them, pointed at the running stand-in,
+    with anonymous credentials (see function_source): what every local proxy instance gets."""
+    return {
+        TARGET_VARIABLE: target_json(target),
+        "RUNONCE_TARGET_BASE_URL": stand_in.url,
+        "RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS": "1",
+    }
+
+
 class ProxyHarness:
     """The stand-in and the proxy's instances; run() plays the runs, stop() ends everything."""
 
@@ -132,14 +142,13 @@ class ProxyHarness:
 
     def start(self) -> None:
         self.stand_in.start()
+        assert self.job.target is not None
         env = {
             "GOOGLE_CLOUD_PROJECT": self.project,
             "FIRESTORE_EMULATOR_HOST": self.emulator_host,
             "RUNONCE_LEASE_SECONDS": str(LEASE_SECONDS),
-            "RUNONCE_TARGET": target_json(self.job.target),  # type: ignore[arg-type]
-            "RUNONCE_TARGET_BASE_URL": self.stand_in.url,
             "RUNONCE_TARGET_TIMEOUT_SECONDS": "2",
-            "RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS": "1",
+            **proxy_env(self.job.target, self.stand_in),
         }
         self.pool = InstancePool(
             "example-" + JOB_NAME, PROXY_SOURCE_DIR / "main.py", "handle", 2, env, self.log_dir

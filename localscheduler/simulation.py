@@ -21,7 +21,6 @@ from google.cloud import firestore
 
 from emulator.googleapis import GoogleApisStandIn
 from runonce.settings import DEFAULT_FORCED_SKEW_SECONDS
-from stacks.targets import TARGET_VARIABLE, target_json
 from stacks.team import Job, Team
 
 from .bodies import Body, read_bodies
@@ -31,6 +30,7 @@ from .faults import FaultMix
 from .instances import InstancePool
 from .journal import Journal, Sent
 from .plan import PlannedRun, planned_runs
+from .proxy_demo import proxy_env
 from .report import JobRow, RunVerdict, job_rows, judge
 from .retry import RetryPolicy
 from .scheduler import LocalScheduler, Trigger, triggers
@@ -151,17 +151,13 @@ class Simulation:
             raise RuntimeError(f"instances of {', '.join(not_ready)} did not start; see {self.log_dir}")
 
     def _target_env(self, job: Job) -> dict[str, str]:
-        """For a job with a target: the proxy's settings, as the stack sets them, pointed at the
-        stand-in (started on first need), with anonymous credentials (see function_source)."""
+        """For a job with a target: the proxy's settings pointed at the stand-in (started on first
+        need)."""
         if job.target is None:
             return {}
         if self.stand_in is None:
             self.stand_in = GoogleApisStandIn().start()
-        return {
-            TARGET_VARIABLE: target_json(job.target),
-            "RUNONCE_TARGET_BASE_URL": self.stand_in.url,
-            "RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS": "1",
-        }
+        return proxy_env(job.target, self.stand_in)
 
     @property
     def clock_file(self) -> Path:
