@@ -242,9 +242,7 @@ def guarantee_summary(verdicts: list[RunVerdict]) -> list[str]:
         f"{found} bodies run again after a failure that followed the effect found the effect already "
         "written, and did not write it again",
     ]
-    unobserved = sorted(
-        {f"{v.trigger.run.team.name}/{v.trigger.run.job.name}" for v in verdicts if v.effects is None}
-    )
+    unobserved = sorted({_job_name(v) for v in verdicts if v.effects is None})
     if unobserved:
         lines.append(
             f"effects not observed for {', '.join(unobserved)} (no [effects] in the folder's "
