@@ -69,14 +69,11 @@ class Writes:
 
     def create(self, doc: Any, data: dict[str, Any], *, timeout: float, retry: Any) -> datetime:
         """`doc.create(data)`: fails with AlreadyExists if the document exists."""
-        if self._channel is not None:
-            try:
-                request = self._request(doc, data)
-            except _Unsupported:
-                pass
-            else:
-                request.writes[0].current_document.exists = False
-                return self._send(self._channel, request, timeout, retry)
+        direct = self._direct_request(doc, data)
+        if direct is not None:
+            channel, request = direct
+            request.writes[0].current_document.exists = False
+            return self._send(channel, request, timeout, retry)
         return doc.create(data, timeout=timeout, retry=retry).update_time
 
     def update(
@@ -86,33 +83,35 @@ class Writes:
 
         Fails with FailedPrecondition (or NotFound) when it was written since, or deleted.
         """
-        if self._channel is not None:
-            try:
-                request = self._request(doc, data)
-            except _Unsupported:
-                pass
-            else:
-                write = request.writes[0]
-                write.update_mask.field_paths.extend(data)
-                # Converted by proto-plus, as the library converts it (nanoseconds kept).
-                precondition_type = self._channel.precondition_type
-                precondition = precondition_type(update_time=last_update_time)
-                write.current_document.CopyFrom(precondition_type.pb(precondition))
-                return self._send(self._channel, request, timeout, retry)
+        direct = self._direct_request(doc, data)
+        if direct is not None:
+            channel, request = direct
+            write = request.writes[0]
+            write.update_mask.field_paths.extend(data)
+            # Converted by proto-plus, as the library converts it (nanoseconds kept).
+            precondition = channel.precondition_type(update_time=last_update_time)
+            write.current_document.CopyFrom(channel.precondition_type.pb(precondition))
+            return self._send(channel, request, timeout, retry)
         option = self._client.write_option(last_update_time=last_update_time)
         return doc.update(data, option=option, timeout=timeout, retry=retry).update_time
 
-    def _request(self, doc: Any, data: dict[str, Any]) -> Any:
+    def _direct_request(self, doc: Any, data: dict[str, Any]) -> tuple[_Channel, Any] | None:
+        """The channel and a Commit request writing `data` to `doc` on it; None when the write goes
+        through the public API (no usable channel, or a name or value the encoding here does not cover)."""
         channel = self._channel
-        assert channel is not None
+        if channel is None:
+            return None
         request = channel.request_type(database=channel.database)
         document = request.writes.add().update
         document.name = f"{channel.database}/documents/{doc.path}"
-        for name, value in data.items():
-            if not (type(name) is str and _PLAIN_NAME.match(name)):
-                raise _Unsupported(name)
-            _encode(value, document.fields[name])
-        return request
+        try:
+            for name, value in data.items():
+                if not (type(name) is str and _PLAIN_NAME.match(name)):
+                    raise _Unsupported(name)
+                _encode(value, document.fields[name])
+        except _Unsupported:
+            return None
+        return channel, request
 
     @staticmethod
     def _send(channel: _Channel, request: Any, timeout: float, retry: Any) -> datetime:
