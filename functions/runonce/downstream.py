@@ -41,6 +41,7 @@ from .ledger import Claim, Held, Ledger, RunStatus
 from .ledger_store import LedgerStore
 from .logs import log
 from .replay import REPLAYED_HEADER, HttpAnswer, not_stored, replay
+from .results import StoredResult
 from .returns import RETRYABLE_4XX
 from .targets import IDEMPOTENCY_HEADER
 from .text import clip, describe, type_name
@@ -115,12 +116,13 @@ class Steps:
         return self._source.get()
 
     def run(self, token: str, name: str, action: Callable[[], Any]) -> Any:
-        """Run `action` unless step `name` already ran for `token`; its (stored) JSON-like result.
+        """Run `action` unless step `name` already ran for `token`; its result as stored.
 
-        A repeat of a finished step returns the stored result (None if it was not JSON-like).
-        Raises StepInProgress while another attempt holds the step, PermanentError (again) for a
-        step that failed permanently; any other exception from `action` releases the step so the
-        next try runs it.
+        The first call and every repeat return the same value: the result as JSON holds it (a
+        tuple comes back a list; None if it is not JSON-like or too large to store). Raises
+        StepInProgress while another attempt holds the step, PermanentError (again) for a step
+        that failed permanently; any other exception from `action` releases the step so the next
+        try runs it.
         """
         ledger = self.ledger
         claim = ledger.claim(step_key(token, name), {"step": name, "token": token[:512]})
@@ -133,13 +135,14 @@ class Steps:
         try:
             result = action()
         except PermanentError as exc:
-            ledger.fail(claim, str(exc))
+            ledger.fail(claim, describe(exc))
             raise
-        except Exception:
+        except BaseException:
             ledger.release(claim)
             raise
-        ledger.complete(claim, result)
-        return result
+        stored = StoredResult.of(result)
+        recorded = ledger.record_result(claim, stored)  # what the store refuses is recorded without it
+        return (recorded or stored).value
 
 
 class EndpointOutcome(Enum):

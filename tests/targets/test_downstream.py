@@ -156,3 +156,25 @@ def test_a_step_held_by_another_attempt_is_not_run(steps):
     steps.ledger.claim(step_key("run-key-1", "charge-card"), {"step": "charge-card"})
     with pytest.raises(StepInProgress):
         steps.run("run-key-1", "charge-card", lambda: pytest.fail("must not run"))
+
+
+def test_a_step_returns_the_same_value_first_and_to_every_repeat(steps):
+    class Receipt:
+        """Not JSON-like: nothing of it can be stored."""
+
+    assert steps.run("run-key-1", "pair", lambda: (1, 2)) == [1, 2] == steps.run("run-key-1", "pair", dict)
+    assert steps.run("run-key-1", "receipt", Receipt) is None is steps.run("run-key-1", "receipt", Receipt)
+
+
+def test_a_step_whose_permanent_error_cannot_be_printed_is_recorded_failed(steps):
+    class Unprintable(PermanentError):
+        def __str__(self):
+            raise RuntimeError("no message")
+
+    def refuse():
+        raise Unprintable()
+
+    with pytest.raises(Unprintable):
+        steps.run("run-key-1", "charge-card", refuse)
+    with pytest.raises(PermanentError, match="Unprintable"):
+        steps.run("run-key-1", "charge-card", lambda: pytest.fail("must not run"))
