@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import functions_framework
 import grpc
@@ -16,7 +17,7 @@ from werkzeug.wrappers import Response
 
 from emulator.wire import Fault
 from runonce import NotRunnable, PermanentError
-from runonce.downstream import REPLAYED_HEADER, idempotent_endpoint
+from runonce.downstream import REPLAYED_HEADER, EndpointOutcome, idempotent_endpoint
 from runonce.targets import IDEMPOTENCY_HEADER
 from tests.core.conftest import tap, tapped_client
 
@@ -383,3 +384,10 @@ def test_an_answer_just_under_the_bound_is_stored_and_replayed_byte_for_byte(ser
     first, again = post(client), post(client)
     assert (again.status_code, again.data) == (first.status_code, first.data) == (201, body)
     assert again.headers[REPLAYED_HEADER] == "true" and handler.runs == 1
+
+
+def test_the_docs_table_lists_every_outcome_of_the_endpoint_with_its_status():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "targets.md").read_text()
+    section = docs.split("## Downstream idempotency", 1)[1].split("\n## ", 1)[0]
+    for outcome in EndpointOutcome:
+        assert f"{outcome.status} `{outcome.label}`" in section, outcome
