@@ -24,6 +24,7 @@ import contextlib
 import functools
 import hashlib
 import inspect
+import io
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ from typing import Any
 
 import flask
 from google.cloud import firestore
+from werkzeug.exceptions import HTTPException
 
 from .connection import Connection
 from .errors import ConfigError, NotRunnable, PermanentError, StoreDenied, StoreError, StoreUnavailable
@@ -177,10 +179,11 @@ def request_fingerprint(request: Any) -> str:
     """What makes two requests with one token the same request: method, path, query and body.
 
     A JSON body (by its content type) counts by its value, so the same JSON in another key order
-    or spacing is the same request; any other body counts byte for byte. The body is read (and
-    kept by Flask for the handler's `get_data`/`get_json`) here.
+    or spacing is the same request; any other body counts byte for byte. The body is read here;
+    Flask keeps it for `get_data`, `get_json` and `form`, and `request.stream` reads it again.
     """
     body: bytes = request.get_data(cache=True)
+    request.stream = io.BytesIO(body)  # else a handler reading the stream would find it drained
     if request.is_json:
         # Not JSON after all (or too deep, or a huge number): then its bytes count.
         with contextlib.suppress(Exception):
@@ -265,11 +268,7 @@ class _Request:
 
     def _run(self) -> Any:
         try:
-            returned = self.handler(self.request)
-            if inspect.isawaitable(returned):
-                getattr(returned, "close", lambda: None)()  # never started: no "never awaited" warning
-                raise NotRunnable(f"the handler returned a {type_name(returned)}: make it a plain def")
-            answer = HttpAnswer.of(_response(returned))
+            answer = self._answer()
         except _InvalidAnswer as exc:
             return self._invalid(describe(exc))
         except NotRunnable as exc:
@@ -304,6 +303,17 @@ class _Request:
             return answer.response()
         self._complete(answer.stored())
         return answer.response()
+
+    def _answer(self) -> HttpAnswer:
+        """Run the handler and read its answer in full, as Flask would send it."""
+        try:
+            returned = self.handler(self.request)
+        except HTTPException as exc:  # flask.abort(404) and the like: an answer, by the status rule
+            returned = flask.current_app.handle_http_exception(exc)
+        if inspect.isawaitable(returned):
+            getattr(returned, "close", lambda: None)()  # never started: no "never awaited" warning
+            raise NotRunnable(f"the handler returned a {type_name(returned)}: make it a plain def")
+        return HttpAnswer.of(_response(returned))
 
     def _held(self, store: LedgerStore, held: Held, fingerprint: str) -> Any:
         if held.status is RunStatus.IN_PROGRESS:

@@ -6,10 +6,13 @@ decorator's own is JSON, and the store failing at any step never runs the handle
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import flask
 import functions_framework
 import grpc
 import pytest
@@ -17,7 +20,8 @@ from werkzeug.wrappers import Response
 
 from emulator.wire import Fault
 from runonce import NotRunnable, PermanentError
-from runonce.downstream import REPLAYED_HEADER, EndpointOutcome, idempotent_endpoint
+from runonce import ledger as ledger_module
+from runonce.downstream import REPLAYED_HEADER, idempotent_endpoint
 from runonce.targets import IDEMPOTENCY_HEADER
 from tests.core.conftest import tap, tapped_client
 
@@ -27,6 +31,7 @@ ENDPOINT: Callable | None = None
 """What the served main.py calls: the endpoint under test, set by `serve`."""
 
 MAIN = """
+import flask
 import functions_framework
 from tests.targets import test_downstream_answers as spec
 
@@ -205,8 +210,6 @@ def test_408_429_and_5xx_answers_are_sent_as_given_and_release_the_token(serve, 
 
 def handler_answer_data(answer: Callable) -> bytes:
     """The body Flask itself would send for `answer` (outside any endpoint)."""
-    import flask
-
     app = flask.Flask("plain")
     with app.test_request_context():
         return app.make_response(answer(None)).get_data()
@@ -387,7 +390,89 @@ def test_an_answer_just_under_the_bound_is_stored_and_replayed_byte_for_byte(ser
 
 
 def test_the_docs_table_lists_every_outcome_of_the_endpoint_with_its_status():
+    from runonce.downstream import EndpointOutcome
+
     docs = (Path(__file__).resolve().parents[2] / "docs" / "targets.md").read_text()
     section = docs.split("## Downstream idempotency", 1)[1].split("\n## ", 1)[0]
     for outcome in EndpointOutcome:
         assert f"{outcome.status} `{outcome.label}`" in section, outcome
+
+
+def test_a_handler_reading_the_raw_stream_still_gets_the_body(serve):
+    handler = Handler(lambda request: request.stream.read())
+    client = serve(handler)
+    response = post(client, json=None, data=b"order A-17", content_type="text/plain")
+    assert response.data == b"order A-17"
+
+
+@pytest.mark.parametrize(("code", "runs"), [(404, 1), (409, 1), (503, 2), (429, 2)])
+def test_an_abort_is_an_answer_by_the_status_rule(serve, code, runs):
+    handler = Handler(lambda request: flask.abort(code))
+    client = serve(handler)
+    first, again = post(client), post(client)
+    assert first.status_code == again.status_code == code
+    assert (REPLAYED_HEADER in again.headers) is (runs == 1)
+    assert handler.runs == runs
+
+
+def test_a_coroutine_returned_by_a_plain_handler_is_answered_misconfigured_and_released(serve):
+    async def charge():
+        return "charged"
+
+    handler = Handler(lambda request: charge())
+    client = serve(handler)
+    first = post(client)
+    handler.answer = lambda request: "charged"
+    assert (first.status_code, first.json["outcome"]) == (500, "misconfigured")
+    assert post(client).data == b"charged"  # nothing had run: the token was released
+    assert handler.runs == 2
+
+
+@pytest.fixture
+def short_budgets(monkeypatch):
+    """Store budgets of 1 s (claim, release) and 2 s (finishing write), as tests/core uses."""
+    monkeypatch.setattr(ledger_module, "CLAIM_SECONDS", 1.0)
+    monkeypatch.setattr(ledger_module, "RELEASE_SECONDS", 1.0)
+    monkeypatch.setattr(ledger_module, "FINISH_SECONDS", 2.0)
+
+
+def test_the_store_unavailable_before_the_claim_is_answered_json_and_nothing_runs(serve, tap, short_budgets):
+    handler = Handler(lambda request: "charged")
+    client = serve(handler)
+    tap.inject(Fault("Commit", times=100))
+    response = post(client)
+    assert (response.status_code, response.json["outcome"]) == (500, "store_unavailable")
+    assert handler.runs == 0
+
+
+@pytest.mark.parametrize("fault", ["unavailable", "hung"])
+def test_the_store_down_on_the_completion_still_sends_the_answer_and_never_reruns(
+    serve, tap, short_budgets, fault
+):
+    def effect_then_store_down(request):
+        tap.inject(Fault("Commit", times=100, hang=30 if fault == "hung" else 0))
+        return {"charged": 5}, 201
+
+    handler = Handler(effect_then_store_down)
+    client = serve(handler)
+    first = post(client)
+    tap.reset()
+    again = post(client)
+    assert (first.status_code, first.json) == (201, {"charged": 5})
+    assert (again.status_code, again.json["outcome"]) == (409, "in_progress")
+    assert handler.runs == 1
+
+
+def test_simultaneous_repeats_run_the_handler_once(serve):
+    def slow(request):
+        time.sleep(0.5)
+        return {"charged": 5}, 201
+
+    handler = Handler(slow)
+    client = serve(handler)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: post(client), range(8)))
+    statuses = sorted(answer.status_code for answer in answers)
+    assert statuses.count(201) >= 1 and set(statuses) <= {201, 409}
+    assert handler.runs == 1
+    assert post(client).headers[REPLAYED_HEADER] == "true"
