@@ -225,7 +225,7 @@ class _Request:
         self.store: LedgerStore | None = None
         self.claim: Claim | None = None
         self.answer: HttpAnswer | None = None
-        """The handler's answer, read in full: once set, the handler ran and succeeded."""
+        """The handler's answer, read in full: once set, the handler has run to its end."""
         self.finished = False
 
     def handle(self) -> Any:

@@ -5,7 +5,10 @@ decorator's own is JSON, and the store failing at any step never runs the handle
 
 from __future__ import annotations
 
+import http.client
+import json
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -16,6 +19,7 @@ import flask
 import functions_framework
 import grpc
 import pytest
+from werkzeug.serving import make_server
 from werkzeug.wrappers import Response
 
 from emulator.wire import Fault
@@ -476,3 +480,50 @@ def test_simultaneous_repeats_run_the_handler_once(serve):
     assert statuses.count(201) >= 1 and set(statuses) <= {201, 409}
     assert handler.runs == 1
     assert post(client).headers[REPLAYED_HEADER] == "true"
+
+
+@pytest.fixture
+def served(serve):
+    """`serve`'s app on a real loopback server; yields a raw-HTTP POST to it (headers as bytes)."""
+    apps = []
+
+    def start(handler: Callable) -> Callable[[list[tuple[bytes, bytes]]], tuple[int, bytes, dict]]:
+        app = serve(handler).application
+        server = make_server("127.0.0.1", 0, app, threaded=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        apps.append(server)
+
+        def send(headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes, dict]:
+            connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=30)
+            connection.putrequest("POST", "/")
+            for name, value in [(b"Content-Type", b"application/json"), (b"Content-Length", b"2"), *headers]:
+                connection.putheader(name, value)
+            connection.endheaders(b"{}")
+            response = connection.getresponse()
+            answer = (response.status, response.read(), dict(response.getheaders()))
+            connection.close()
+            return answer
+
+        return send
+
+    yield start
+    for server in apps:
+        server.shutdown()
+
+
+def test_over_a_real_server_a_header_sent_twice_is_rejected(served):
+    handler = Handler(lambda request: "charged")
+    send = served(handler)
+    header = IDEMPOTENCY_HEADER.encode()
+    status, body, _ = send([(header, b"run-key-1"), (header, b"run-key-2")])
+    assert status == 400 and json.loads(body)["outcome"] == "rejected"
+    assert handler.runs == 0
+
+
+def test_over_a_real_server_a_utf8_token_is_one_token(served):
+    handler = Handler(lambda request: "charged")
+    send = served(handler)
+    token = [(IDEMPOTENCY_HEADER.encode(), "clé-ключ-1".encode())]
+    (first, _, _), (again, data, headers) = send(token), send(token)
+    assert (first, again, data) == (200, 200, b"charged") and headers[REPLAYED_HEADER] == "true"
+    assert handler.runs == 1
