@@ -264,6 +264,17 @@ class _Request:
         if isinstance(claim, Held):
             return self._held(store, claim, fingerprint)
         self.store, self.claim = store, claim
+        if claim.attempt > 1:
+            # A takeover: the record still names the request whose attempt's lease ran out.
+            # Another request must not run in its place under the same token.
+            try:
+                differs = self._first_request_differs(store, key, fingerprint)
+            except StoreError as exc:
+                self._release()
+                return self._store_failed(exc, "reading the first request's record")
+            if differs:
+                self._release()
+                return self._mismatch()
         return self._run()
 
     def _run(self) -> Any:
@@ -320,21 +331,30 @@ class _Request:
             log(logging.INFO, "repeated request while the first runs", outcome="in_progress", **self.fields)
             return EndpointOutcome.IN_PROGRESS.answer()
         try:
-            record = store.read(held.key) or {}
+            differs = self._first_request_differs(store, held.key, fingerprint)
         except StoreError as exc:
             return self._store_failed(exc, "reading the first request's record")
-        if record.get("fingerprint", fingerprint) != fingerprint:
-            error = (
-                f"this {self.header} was first used with another request (method, path, query or body): "
-                "a token stands for one request; send a new token for a new request"
-            )
-            log(logging.WARNING, f"rejected request: {error}", outcome="payload_mismatch", **self.fields)
-            return EndpointOutcome.PAYLOAD_MISMATCH.answer(error=error)
+        if differs:
+            return self._mismatch()
         if held.status is RunStatus.FAILED:
             log(logging.INFO, "repeated request of a failed one", outcome="failed", **self.fields)
             return (*EndpointOutcome.FAILED.answer(error=held.error), {REPLAYED_HEADER: "true"})
         log(logging.INFO, "repeated request; replaying the stored answer", outcome="duplicate", **self.fields)
         return replay(held.stored)
+
+    @staticmethod
+    def _first_request_differs(store: LedgerStore, key: str, fingerprint: str) -> bool:
+        """Whether the record was claimed for another request than this one (StoreError if unread)."""
+        record = store.read(key) or {}
+        return record.get("fingerprint", fingerprint) != fingerprint
+
+    def _mismatch(self) -> Any:
+        error = (
+            f"this {self.header} was first used with another request (method, path, query or body): "
+            "a token stands for one request; send a new token for a new request"
+        )
+        log(logging.WARNING, f"rejected request: {error}", outcome="payload_mismatch", **self.fields)
+        return EndpointOutcome.PAYLOAD_MISMATCH.answer(error=error)
 
     def _complete(self, stored: Any) -> bool:
         """Record the answer; False (logged) if it could not be: the answer is sent all the same."""

@@ -527,3 +527,32 @@ def test_over_a_real_server_a_utf8_token_is_one_token(served):
     (first, _, _), (again, data, headers) = send(token), send(token)
     assert (first, again, data) == (200, 200, b"charged") and headers[REPLAYED_HEADER] == "true"
     assert handler.runs == 1
+
+
+def test_another_request_taking_over_an_expired_claim_is_refused_and_does_not_run(serve, clock):
+    entered, resume = threading.Event(), threading.Event()
+
+    def first_hangs(request):
+        entered.set()
+        resume.wait(30)  # the first attempt's instance is gone; its claim stays in progress
+        return "charged 5"
+
+    handler = Handler(first_hangs)
+    client = serve(handler)
+    worker = threading.Thread(target=post, args=(client,))
+    worker.start()
+    try:
+        assert entered.wait(10)
+        clock.advance(121)  # past the 120 s lease
+        handler.answer = lambda request: "charged 999"
+        other = post(client, json={"amount": 999})
+    finally:
+        resume.set()
+        worker.join(30)
+    assert (other.status_code, other.json["outcome"]) == (422, "payload_mismatch")
+    assert handler.runs == 1
+    # The first attempt outlived its lease, so its late completion is fenced off and the first
+    # request's retry runs it again (the ledger's limit: the lease must outlast the handler).
+    handler.answer = lambda request: "charged 5"
+    retry = post(client)
+    assert (retry.data, REPLAYED_HEADER in retry.headers, handler.runs) == (b"charged 5", False, 2)
