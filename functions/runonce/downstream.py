@@ -28,10 +28,12 @@ import io
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 from enum import Enum
 from typing import Any
+from urllib.parse import parse_qsl
 
 import flask
 from google.cloud import firestore
@@ -56,6 +58,9 @@ COLLECTION_VARIABLE = "RUNONCE_DOWNSTREAM_COLLECTION"
 STEP_KEY_VERSION = "runonce/step/v1"
 # Bump only with a migration: a repeat is compared with its first request by this fingerprint.
 FINGERPRINT_VERSION = "runonce/request/v1"
+# Header names every server passes on: werkzeug's drops any with an underscore (serving.py), and
+# other servers and proxies may too.
+_HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
 
 
 class StepInProgress(Exception):
@@ -179,7 +184,8 @@ def request_fingerprint(request: Any) -> str:
     """What makes two requests with one token the same request: method, path, query and body.
 
     A JSON body (by its content type) counts by its value, so the same JSON in another key order
-    or spacing is the same request; any other body counts byte for byte. The body is read here;
+    or spacing is the same request, as does a query with its parameters in another order; any
+    other body counts byte for byte. The body is read here;
     Flask keeps it for `get_data`, `get_json` and `form`, and `request.stream` reads it again.
     """
     body: bytes = request.get_data(cache=True)
@@ -188,7 +194,10 @@ def request_fingerprint(request: Any) -> str:
         # Not JSON after all (or too deep, or a huge number): then its bytes count.
         with contextlib.suppress(Exception):
             body = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode("ascii")
-    head = [FINGERPRINT_VERSION, request.method, request.path, request.query_string.decode("latin-1")]
+    # Parameters in another order are the same query; a key given twice keeps the order of its values.
+    pairs = parse_qsl(request.query_string.decode("latin-1"), keep_blank_values=True)
+    query = sorted(pairs, key=lambda pair: pair[0])
+    head = [FINGERPRINT_VERSION, request.method, request.path, query]
     digest = hashlib.sha256(json.dumps(head).encode("utf-8"))
     digest.update(body)
     return digest.hexdigest()
@@ -484,6 +493,11 @@ def idempotent_endpoint(
     method, path, query or body is refused 422 (`request_fingerprint`). `name` (default: the
     function's name) scopes the token, so two endpoints may receive the same token.
     """
+    if not isinstance(header, str) or not _HEADER_NAME.fullmatch(header):
+        raise ConfigError(
+            f"header={clip(repr(header), 80)} is not a header name a request can carry: use letters, "
+            f"digits and hyphens (servers drop names with underscores), e.g. {IDEMPOTENCY_HEADER}"
+        )
     steps = Steps(collection=collection, lease=lease, retention=retention, database=database, client=client)
 
     def decorate(handler: Callable) -> Callable:

@@ -23,7 +23,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Response
 
 from emulator.wire import Fault
-from runonce import NotRunnable, PermanentError
+from runonce import ConfigError, NotRunnable, PermanentError
 from runonce import ledger as ledger_module
 from runonce.downstream import REPLAYED_HEADER, idempotent_endpoint
 from runonce.targets import IDEMPOTENCY_HEADER
@@ -556,3 +556,19 @@ def test_another_request_taking_over_an_expired_claim_is_refused_and_does_not_ru
     handler.answer = lambda request: "charged 5"
     retry = post(client)
     assert (retry.data, REPLAYED_HEADER in retry.headers, handler.runs) == (b"charged 5", False, 2)
+
+
+def test_a_query_with_its_parameters_in_another_order_is_the_same_request(serve):
+    handler = Handler(lambda request: "charged")
+    client = serve(handler)
+    assert post(client, path="/?currency=EUR&amount=5&tag=a&tag=b").status_code == 200
+    again = post(client, path="/?amount=5&tag=a&currency=EUR&tag=b")
+    assert again.headers[REPLAYED_HEADER] == "true"
+    assert post(client, path="/?amount=5&tag=b&currency=EUR&tag=a").status_code == 422  # a list reordered
+    assert handler.runs == 1
+
+
+@pytest.mark.parametrize("header", ["", "X_Runonce_Token", "X Token", 42])
+def test_a_header_name_no_request_can_carry_is_refused_when_decorated(header):
+    with pytest.raises(ConfigError, match="header="):
+        idempotent_endpoint(name="charge", header=header)
