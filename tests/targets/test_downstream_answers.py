@@ -572,3 +572,22 @@ def test_a_query_with_its_parameters_in_another_order_is_the_same_request(serve)
 def test_a_header_name_no_request_can_carry_is_refused_when_decorated(header):
     with pytest.raises(ConfigError, match="header="):
         idempotent_endpoint(name="charge", header=header)
+
+
+def test_the_store_down_on_the_read_of_a_repeat_is_answered_json_and_nothing_runs(
+    serve, tap, short_budgets, monkeypatch
+):
+    handler = Handler(lambda request: ("charged", 201))
+    client = serve(handler)
+    assert post(client).status_code == 201
+    real_get = ledger_module.Ledger.get
+
+    def get_on_a_dead_store(self, key):
+        """The repeat's read of the first request's record (the claim reads by itself)."""
+        tap.inject(Fault("BatchGetDocuments", times=100))
+        return real_get(self, key)
+
+    monkeypatch.setattr(ledger_module.Ledger, "get", get_on_a_dead_store)
+    response = post(client)
+    assert (response.status_code, response.json["outcome"]) == (500, "store_unavailable")
+    assert handler.runs == 1
