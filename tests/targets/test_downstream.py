@@ -55,7 +55,7 @@ def _post(app, token="run-key-1", amount=5):
 
 def test_a_repeated_token_is_answered_with_the_stored_answer_without_running_again(endpoint, service):
     first = _post(endpoint)
-    again = _post(endpoint, amount=999)
+    again = _post(endpoint)
     assert (first.status_code, first.json) == (201, {"charged": 5})
     assert (again.status_code, again.json) == (201, {"charged": 5})
     assert again.headers[REPLAYED_HEADER] == "true" and REPLAYED_HEADER not in first.headers
@@ -155,4 +155,26 @@ def test_a_step_that_raised_runs_again_and_a_permanent_failure_does_not(steps):
 def test_a_step_held_by_another_attempt_is_not_run(steps):
     steps.ledger.claim(step_key("run-key-1", "charge-card"), {"step": "charge-card"})
     with pytest.raises(StepInProgress):
+        steps.run("run-key-1", "charge-card", lambda: pytest.fail("must not run"))
+
+
+def test_a_step_returns_the_same_value_first_and_to_every_repeat(steps):
+    class Receipt:
+        """Not JSON-like: nothing of it can be stored."""
+
+    assert steps.run("run-key-1", "pair", lambda: (1, 2)) == [1, 2] == steps.run("run-key-1", "pair", dict)
+    assert steps.run("run-key-1", "receipt", Receipt) is None is steps.run("run-key-1", "receipt", Receipt)
+
+
+def test_a_step_whose_permanent_error_cannot_be_printed_is_recorded_failed(steps):
+    class Unprintable(PermanentError):
+        def __str__(self):
+            raise RuntimeError("no message")
+
+    def refuse():
+        raise Unprintable()
+
+    with pytest.raises(Unprintable):
+        steps.run("run-key-1", "charge-card", refuse)
+    with pytest.raises(PermanentError, match="Unprintable"):
         steps.run("run-key-1", "charge-card", lambda: pytest.fail("must not run"))
