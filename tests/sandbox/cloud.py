@@ -16,6 +16,7 @@ import requests
 
 from stacks import naming
 from tests.sandbox.dead_letters import DeadLetter, read_dead_letter
+from tests.sandbox.waiting import wait_for
 
 PUBSUB = "https://pubsub.googleapis.com/v1"
 SCHEDULER = "https://cloudscheduler.googleapis.com/v1"
@@ -25,6 +26,12 @@ FUNCTIONS = "https://cloudfunctions.googleapis.com/v2"
 EVENTARC = "https://eventarc.googleapis.com/v1"
 RUN = "https://run.googleapis.com/v2"
 CLOUD_BUILD = "https://cloudbuild.googleapis.com/v1"
+RESOURCE_MANAGER = "https://cloudresourcemanager.googleapis.com/v3"
+BILLING = "https://cloudbilling.googleapis.com/v1"
+SERVICE_USAGE = "https://serviceusage.googleapis.com/v1"
+OPERATION_WITHIN = 10 * 60
+PREREQUISITE_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
+"""What must be on before the first apply (docs/stacks.md, "First deploy")."""
 TIMEOUT = 60
 
 
@@ -162,3 +169,53 @@ def job_executions(session: requests.Session, job: str) -> list[dict[str, Any]]:
 def build_trigger(session: requests.Session, trigger: str) -> dict[str, Any]:
     """A Cloud Build trigger by its full name `projects/P/locations/L/triggers/T`."""
     return answered(session.get(f"{CLOUD_BUILD}/{trigger}", timeout=TIMEOUT))
+
+
+def finished(session: requests.Session, base: str, operation: dict[str, Any]) -> dict[str, Any]:
+    """Poll a long-running operation of the API at `base` until it is done; fail with its error."""
+    name = operation.get("name", "")
+    if not operation.get("done"):
+        operation = wait_for(
+            lambda: answered(session.get(f"{base}/{name}", timeout=TIMEOUT)),
+            lambda current: bool(current.get("done")),
+            within=OPERATION_WITHIN,
+            every=5,
+        )
+    assert operation.get("done"), f"operation {name} not done within {OPERATION_WITHIN} s"
+    assert "error" not in operation, operation["error"]
+    return operation
+
+
+def create_project(session: requests.Session, project: str, parent: str, billing_account: str) -> None:
+    """Create a project under `parent` (folders/ID or organizations/ID), link it to the billing
+    account (billingAccounts/ID), and enable the two APIs the stacks need already on."""
+    created = answered(
+        session.post(
+            f"{RESOURCE_MANAGER}/projects", json={"projectId": project, "parent": parent}, timeout=TIMEOUT
+        )
+    )
+    finished(session, RESOURCE_MANAGER, created)
+    answered(
+        session.put(
+            f"{BILLING}/projects/{project}/billingInfo",
+            json={"billingAccountName": billing_account},
+            timeout=TIMEOUT,
+        )
+    )
+    enabled = answered(
+        session.post(
+            f"{SERVICE_USAGE}/projects/{project}/services:batchEnable",
+            json={"serviceIds": list(PREREQUISITE_APIS)},
+            timeout=TIMEOUT,
+        )
+    )
+    finished(session, SERVICE_USAGE, enabled)
+
+
+def delete_project(session: requests.Session, project: str) -> None:
+    """Mark the project for deletion (Google deletes it for good 30 days later)."""
+    finished(
+        session,
+        RESOURCE_MANAGER,
+        answered(session.delete(f"{RESOURCE_MANAGER}/projects/{project}", timeout=TIMEOUT)),
+    )

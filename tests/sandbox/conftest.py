@@ -22,27 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from stacks.team import REPO_ROOT
 from tests.sandbox import teams
 from tests.sandbox.teams import SANDBOX, SandboxPlace
-
-REQUIRED = ("RUNONCE_SANDBOX_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS")
-BUILD_TRIGGER_VARIABLE = "RUNONCE_SANDBOX_BUILD_TRIGGER"
-"""A Cloud Build trigger of the sandbox project that runs as its own service account."""
-FRESH_PROJECT_VARIABLES = ("RUNONCE_SANDBOX_BILLING_ACCOUNT", "RUNONCE_SANDBOX_PARENT")
-"""The billing account (`billingAccounts/ID`) and the folder or organization (`folders/ID`,
-`organizations/ID`) the fresh project test creates its project with."""
-DEFAULT_REGION = "europe-west1"
-SANDBOX_OUT = REPO_ROOT / "build" / "sandbox"
-
-
-def missing(names: tuple[str, ...]) -> list[str]:
-    """The variables of `names` that are not set (or, for the credentials, point at no file)."""
-    absent = [name for name in names if not os.environ.get(name)]
-    credentials = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
-    if "GOOGLE_APPLICATION_CREDENTIALS" in names and credentials and not Path(credentials).is_file():
-        absent.append(f"GOOGLE_APPLICATION_CREDENTIALS (no file at {credentials})")
-    return absent
+from tests.sandbox.variables import BUILD_TRIGGER_VARIABLE, REQUIRED, SANDBOX_OUT, missing, region
 
 
 def needed(item: pytest.Item) -> tuple[str, ...]:
@@ -60,11 +42,6 @@ def pytest_collection_modifyitems(config, items):
         if absent:
             reason = f"sandbox tests need a real GCP project: set {', '.join(absent)}"
             item.add_marker(pytest.mark.skip(reason=reason))
-
-
-def region() -> str:
-    """The sandbox region."""
-    return os.environ.get("RUNONCE_SANDBOX_REGION") or DEFAULT_REGION
 
 
 @pytest.fixture(scope="session")
