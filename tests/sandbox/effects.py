@@ -8,6 +8,7 @@ in the outbox alone cannot show it, since the outbox documents are named by the 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -18,6 +19,7 @@ import requests
 from runonce.contract import BODY_END_FIELD, BODY_FIELD, BodyEnd, BodyStage
 from stacks.team import Team
 from tests.sandbox.cloud import log_entries, rfc3339
+from tests.sandbox.teams import CLOUD_EVENT_OUTBOX
 from tests.sandbox.waiting import wait_for
 
 LOGS_WITHIN = 5 * 60
@@ -80,3 +82,16 @@ def body_lines(
         return 0
     time.sleep(LOG_SETTLE)
     return count()
+
+
+def uploaded_object_entries(team: Team, name: str) -> list[dict[str, Any]]:
+    """The CloudEvent function's outbox entries about the object `name` (its event data is the
+    object's metadata)."""
+    return outbox_entries(
+        team, CLOUD_EVENT_OUTBOX, lambda entry: json.loads(entry.get("data") or "{}").get("name") == name
+    )
+
+
+def message_entries(team: Team, data: str) -> list[dict[str, Any]]:
+    """The CloudEvent function's outbox entries about a message whose data is `data`."""
+    return outbox_entries(team, CLOUD_EVENT_OUTBOX, lambda entry: entry.get("data") == data)

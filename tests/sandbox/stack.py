@@ -85,11 +85,13 @@ def depend_on_mentions(stack: TeamStack, target: TerraformResource, name: str) -
     """Make every resource of `stack` whose configuration names `name` (as a whole value or a
     path's segment) depend on `target`."""
     mention = re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(name)}(?![A-Za-z0-9_-])")
+    # The resource's address, as cdktf writes depends_on entries (no interpolation braces).
+    address = f"{target.terraform_resource_type}.{target.friendly_unique_id}"
     for construct in stack.node.find_all():
         if not isinstance(construct, TerraformResource) or construct is target:
             continue
         if mention.search(json.dumps(construct.to_terraform(), default=str)):
-            construct.depends_on = [*(construct.depends_on or []), target.fqn]
+            construct.depends_on = [*(construct.depends_on or []), address]
 
 
 def synthesize(

@@ -40,10 +40,14 @@ BUILD = "build"
 STALE_MAX_EVENT_AGE_SECONDS = 30
 STALE_FIRST_REDELIVERY_SECONDS = 60
 EVENTS_SOURCE = "events_example"
+EVENTS_OUTBOX = "event_example_outbox"
+"""The outbox functions/events_example writes (its OUTBOX)."""
 CLOUD_EVENT_FOLDER = REPO_ROOT / "tests" / "sandbox" / "functions" / "cloud_event_outbox"
 # A job's source is a folder under functions/; the sandbox's CloudEvent function is a test
 # fixture and lives with the tests, so it is named relative to functions/.
 CLOUD_EVENT_SOURCE = os.path.relpath(CLOUD_EVENT_FOLDER, FUNCTIONS_DIR)
+CLOUD_EVENT_OUTBOX = "cloud_event_outbox"
+"""The outbox the CloudEvent function writes (its OUTBOX)."""
 TARGET_JOB_IMAGE = "us-docker.pkg.dev/cloudrun/container/job:latest"
 """Google's sample job image (Cloud Run's "Create a Cloud Run job" Terraform sample)."""
 

@@ -7,7 +7,6 @@ an undelivered event."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -28,15 +27,17 @@ from stacks.team import EventJob, Team
 from tests.sandbox import teams
 from tests.sandbox.cloud import PubSub, eventarc_trigger, function, upload
 from tests.sandbox.dead_letters import DeadLetter
-from tests.sandbox.effects import body_lines, ledger_record, outbox_entries, outbox_entry
+from tests.sandbox.effects import (
+    body_lines,
+    ledger_record,
+    message_entries,
+    outbox_entry,
+    uploaded_object_entries,
+)
 from tests.sandbox.waiting import wait_for
 
 pytestmark = pytest.mark.sandbox
 
-EVENTS_OUTBOX = "event_example_outbox"
-"""functions/events_example's outbox (its OUTBOX; test_sandbox_suite checks they agree)."""
-CLOUD_EVENT_OUTBOX = "cloud_event_outbox"
-"""tests/sandbox/functions/cloud_event_outbox's outbox (its OUTBOX)."""
 TOKEN = "sandbox_token"
 """The attribute each test marks its message with; dead-letter copies keep the attributes."""
 # A fresh function's first delivery includes a cold start.
@@ -102,12 +103,23 @@ def dead_letter_subscription(team: Team, job: str) -> str:
     return f"projects/{team.project}/subscriptions/{naming.dead_letter_subscription_name(team.name, job)}"
 
 
+def effect(team: Team, key: str) -> dict | None:
+    """What functions/events_example wrote for the run key, or None."""
+    return outbox_entry(team, teams.EVENTS_OUTBOX, key)
+
+
+def assert_ran_once(session, team: Team, key: str, started: datetime) -> None:
+    """The run is recorded completed, and its body started exactly once since `started`."""
+    assert (ledger_record(team, key) or {}).get("status") == RunStatus.COMPLETED.value
+    assert body_lines(session, team, key, started) == 1
+
+
 def test_a_published_message_runs_once(deployed, sandbox_team, session, pubsub):
     started = datetime.now(UTC) - CLOCK_MARGIN
     message_id, _ = publish(pubsub, sandbox_team, teams.PUSHED, b'{"order": "sandbox-1"}')
     key = push_key(sandbox_team, teams.PUSHED, message_id)
 
-    entry = wait_for(lambda: outbox_entry(sandbox_team, EVENTS_OUTBOX, key), bool, within=DELIVERY_WITHIN)
+    entry = wait_for(lambda: effect(sandbox_team, key), bool, within=DELIVERY_WITHIN)
     assert entry, f"no effect within {DELIVERY_WITHIN} s; ledger record: {ledger_record(sandbox_team, key)}"
     assert entry["message_id"] == message_id
     assert (ledger_record(sandbox_team, key) or {}).get("status") == RunStatus.COMPLETED.value
@@ -127,7 +139,7 @@ def test_a_message_that_fails_permanently_is_dead_lettered_with_its_reason(
     record = ledger_record(sandbox_team, key) or {}
     assert record.get("status") == RunStatus.FAILED.value
     assert record.get(DEAD_LETTER_REASON_FIELD) == DeadLetterReason.PERMANENT_FAILURE.value
-    assert outbox_entry(sandbox_team, EVENTS_OUTBOX, key) is None
+    assert effect(sandbox_team, key) is None
 
 
 def test_a_message_redelivered_after_the_maximum_age_is_dead_lettered_as_too_old(
@@ -144,7 +156,7 @@ def test_a_message_redelivered_after_the_maximum_age_is_dead_lettered_as_too_old
     assert (ledger_record(sandbox_team, key) or {}).get(
         DEAD_LETTER_REASON_FIELD
     ) == DeadLetterReason.TOO_OLD.value
-    assert outbox_entry(sandbox_team, EVENTS_OUTBOX, key) is None
+    assert effect(sandbox_team, key) is None
 
 
 def test_a_message_whose_instance_dies_mid_run_is_run_once_after_the_lease(
@@ -158,7 +170,7 @@ def test_a_message_whose_instance_dies_mid_run_is_run_once_after_the_lease(
     key = push_key(sandbox_team, teams.PUSHED, message_id)
     within = DELIVERY_WITHIN + job.lease_seconds + job.retry.max_backoff_seconds
 
-    entry = wait_for(lambda: outbox_entry(sandbox_team, EVENTS_OUTBOX, key), bool, within=within)
+    entry = wait_for(lambda: effect(sandbox_team, key), bool, within=within)
     lost = dead_letters.marked(dead_letter_subscription(sandbox_team, teams.PUSHED), token)
     assert entry, f"not run within {within} s; dead letters: {[letter.copy.attributes for letter in lost]}"
     assert not lost
@@ -173,24 +185,14 @@ def test_a_message_whose_instance_dies_mid_run_is_run_once_after_the_lease(
     )
 
 
-def cloud_events(team: Team, matches) -> list[dict]:
-    """The cloud_event_outbox entries that `matches`."""
-    return outbox_entries(team, CLOUD_EVENT_OUTBOX, matches)
-
-
 def test_an_uploaded_object_runs_the_eventarc_job_once(deployed, sandbox_team, sandbox_place, session):
     started = datetime.now(UTC) - CLOCK_MARGIN
     name = f"sandbox/{uuid.uuid4().hex}.txt"
     upload(session, sandbox_place.upload_bucket, name, b"uploaded by the sandbox suite")
 
-    def about_it(entry: dict) -> bool:
-        return json.loads(entry.get("data") or "{}").get("name") == name
-
-    entries = wait_for(lambda: cloud_events(sandbox_team, about_it), bool, within=DELIVERY_WITHIN)
+    entries = wait_for(lambda: uploaded_object_entries(sandbox_team, name), bool, within=DELIVERY_WITHIN)
     assert len(entries) == 1, f"{len(entries)} effects for one upload within {DELIVERY_WITHIN} s"
-    key = entries[0]["run_key"]
-    assert (ledger_record(sandbox_team, key) or {}).get("status") == RunStatus.COMPLETED.value
-    assert body_lines(session, sandbox_team, key, started) == 1
+    assert_ran_once(session, sandbox_team, entries[0]["run_key"], started)
 
 
 def test_a_message_on_the_topic_runs_the_eventarc_job_once(deployed, sandbox_team, session, pubsub):
@@ -198,15 +200,9 @@ def test_a_message_on_the_topic_runs_the_eventarc_job_once(deployed, sandbox_tea
     data = uuid.uuid4().hex
     publish(pubsub, sandbox_team, teams.MESSAGES, data.encode())
 
-    entries = wait_for(
-        lambda: cloud_events(sandbox_team, lambda entry: entry.get("data") == data),
-        bool,
-        within=DELIVERY_WITHIN,
-    )
+    entries = wait_for(lambda: message_entries(sandbox_team, data), bool, within=DELIVERY_WITHIN)
     assert len(entries) == 1, f"{len(entries)} effects for one message within {DELIVERY_WITHIN} s"
-    key = entries[0]["run_key"]
-    assert (ledger_record(sandbox_team, key) or {}).get("status") == RunStatus.COMPLETED.value
-    assert body_lines(session, sandbox_team, key, started) == 1
+    assert_ran_once(session, sandbox_team, entries[0]["run_key"], started)
 
 
 def seconds(duration: str) -> float:

@@ -14,7 +14,6 @@ end (Google keeps a deleted project 30 days before removing it).
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import uuid
@@ -35,7 +34,7 @@ from tests.sandbox.cloud import (
     upload,
 )
 from tests.sandbox.conftest import terraform_runner
-from tests.sandbox.effects import outbox_entries
+from tests.sandbox.effects import message_entries, uploaded_object_entries
 from tests.sandbox.stack import SERVICE_OUTPUT, synthesize
 from tests.sandbox.variables import FRESH_PROJECT_VARIABLES, region
 from tests.sandbox.waiting import wait_for
@@ -49,7 +48,6 @@ PUBLISH_EVERY = 15
 # Eventarc retries a refused event with backoff up to 600 s: room for a few of those.
 EARLY_DELIVERY_WITHIN = 20 * 60
 DELIVERY_WITHIN = 5 * 60
-CLOUD_EVENT_OUTBOX = "cloud_event_outbox"
 CLOCK_MARGIN = timedelta(minutes=1)
 
 
@@ -104,13 +102,7 @@ def check_first_events(session, team, state, publisher: EarlyPublisher, applied_
     """Every message published during the apply ran once, and the function refused none."""
     assert publisher.published, "the Eventarc topic never had a subscription during the apply"
     for data in publisher.published:
-
-        def about_it(entry: dict, data: str = data) -> bool:
-            return entry.get("data") == data
-
-        entries = wait_for(
-            lambda: outbox_entries(team, CLOUD_EVENT_OUTBOX, about_it), bool, within=EARLY_DELIVERY_WITHIN
-        )
+        entries = wait_for(lambda data=data: message_entries(team, data), bool, within=EARLY_DELIVERY_WITHIN)
         assert len(entries) == 1, f"message {data}: {len(entries)} effects"
     service = state.outputs[SERVICE_OUTPUT.format(teams.MESSAGES)]["value"]
     refused = log_entries(
@@ -128,13 +120,7 @@ def check_upload(session, team, place) -> None:
     """An upload right after the apply runs the bucket's Eventarc job once."""
     name = f"fresh/{uuid.uuid4().hex}.txt"
     upload(session, place.upload_bucket, name, b"uploaded by the fresh project test")
-
-    def about_it(entry: dict) -> bool:
-        return json.loads(entry.get("data") or "{}").get("name") == name
-
-    entries = wait_for(
-        lambda: outbox_entries(team, CLOUD_EVENT_OUTBOX, about_it), bool, within=DELIVERY_WITHIN
-    )
+    entries = wait_for(lambda: uploaded_object_entries(team, name), bool, within=DELIVERY_WITHIN)
     assert len(entries) == 1, f"{len(entries)} effects for one upload within {DELIVERY_WITHIN} s"
 
 
