@@ -11,7 +11,8 @@ from pathlib import Path
 
 from stacks.team import REPO_ROOT
 
-REQUIRED = ("RUNONCE_SANDBOX_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS")
+CREDENTIALS = "GOOGLE_APPLICATION_CREDENTIALS"
+REQUIRED = ("RUNONCE_SANDBOX_PROJECT", CREDENTIALS)
 BUILD_TRIGGER_VARIABLE = "RUNONCE_SANDBOX_BUILD_TRIGGER"
 """A Cloud Build trigger of the sandbox project that runs as its own service account."""
 FRESH_PROJECT_VARIABLES = ("RUNONCE_SANDBOX_BILLING_ACCOUNT", "RUNONCE_SANDBOX_PARENT")
@@ -23,11 +24,15 @@ SANDBOX_OUT = REPO_ROOT / "build" / "sandbox"
 
 
 def missing(names: tuple[str, ...]) -> list[str]:
-    """The variables of `names` that are not set (or, for the credentials, point at no file)."""
-    absent = [name for name in names if not os.environ.get(name)]
-    credentials = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
-    if "GOOGLE_APPLICATION_CREDENTIALS" in names and credentials and not Path(credentials).is_file():
-        absent.append(f"GOOGLE_APPLICATION_CREDENTIALS (no file at {credentials})")
+    """The variables of `names` that are not set, in that order (the credentials also when they
+    name no file, said so)."""
+    absent = []
+    for name in names:
+        value = os.environ.get(name)
+        if not value:
+            absent.append(name)
+        elif name == CREDENTIALS and not Path(value).is_file():
+            absent.append(f"{name} (no file at {value})")
     return absent
 
 
