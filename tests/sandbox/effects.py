@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 import requests
@@ -32,9 +33,14 @@ RUN_KEY_FIELD = "run_key"
 
 def firestore_client(team: Team):
     """A Firestore client on the team's ledger database (the jobs' outboxes live there too)."""
+    return _client(team.project, team.database)
+
+
+@cache
+def _client(project: str, database: str):
     from google.cloud import firestore
 
-    return firestore.Client(project=team.project, database=team.database)
+    return firestore.Client(project=project, database=database)
 
 
 def ledger_record(team: Team, key: str) -> dict[str, Any] | None:
