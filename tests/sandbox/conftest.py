@@ -26,6 +26,10 @@ from tests.sandbox import teams
 from tests.sandbox.teams import SANDBOX, SandboxPlace
 from tests.sandbox.variables import BUILD_TRIGGER_VARIABLE, REQUIRED, SANDBOX_OUT, missing, region
 
+# pytest-timeout counts fixture setup too: the first test waits for the session's apply (and a
+# test for its own effects, up to about 25 minutes); the fresh project test applies twice.
+SANDBOX_TIMEOUT_SECONDS = 2 * 3600
+
 
 def needed(item: pytest.Item) -> tuple[str, ...]:
     """Every variable a sandbox test needs: the required ones and its marker's `needs`."""
@@ -34,7 +38,8 @@ def needed(item: pytest.Item) -> tuple[str, ...]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip every sandbox test whose variables are not all set, naming the ones to set."""
+    """Skip every sandbox test whose variables are not all set, naming the ones to set; give the
+    others the sandbox's time limit instead of the suite's 300 s."""
     for item in items:
         if item.get_closest_marker("sandbox") is None:
             continue
@@ -42,6 +47,8 @@ def pytest_collection_modifyitems(config, items):
         if absent:
             reason = f"sandbox tests need a real GCP project: set {', '.join(absent)}"
             item.add_marker(pytest.mark.skip(reason=reason))
+        else:
+            item.add_marker(pytest.mark.timeout(SANDBOX_TIMEOUT_SECONDS))
 
 
 @pytest.fixture(scope="session")
