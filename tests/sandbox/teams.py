@@ -25,7 +25,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from stacks.targets import BuildTrigger, CloudRunJob
-from stacks.team import EVENTARC, FUNCTIONS_DIR, REPO_ROOT, EventJob, Job, PushRetry, Team, load_team_file
+from stacks.team import (
+    EVENTARC,
+    FUNCTIONS_DIR,
+    REPO_ROOT,
+    TEAMS_DIR,
+    EventJob,
+    Job,
+    PushRetry,
+    Team,
+    load_team_file,
+)
 
 SANDBOX = "sandbox"
 """The sandbox team's name (and so its stack's)."""
@@ -88,7 +98,7 @@ def build_trigger_target(trigger: str, service_account: str) -> BuildTrigger:
 def sandbox_team(place: SandboxPlace, build_trigger: str = "", trigger_account: str = "") -> Team:
     """The sandbox team in `place`, deletable (no delete protection, force_destroy), with the
     build trigger job only when `build_trigger` names one."""
-    example = load_team_file(REPO_ROOT / "teams" / "example.py")
+    example = load_team_file(TEAMS_DIR / "example.py")
     jobs = [
         *example.jobs,
         Job(name=RUN_JOB, schedule="0 3 * * *", target=CloudRunJob(job=place.target_job)),

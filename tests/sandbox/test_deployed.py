@@ -13,12 +13,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from stacks import naming
+from tests.sandbox import teams
 from tests.sandbox.cloud import force_run
 from tests.sandbox.stack import URI_OUTPUT
 
 pytestmark = pytest.mark.sandbox
 
-JOB = "report"
+JOB = teams.REPORT
 OUTBOX = "report_outbox"
 TTL_ACTIVE_WITHIN = 20 * 60
 # A fresh function's first request includes a cold start; Scheduler's own attempt deadline is 60 s.

@@ -13,7 +13,7 @@ import pytest
 
 from stacks import naming
 from stacks.targets import TARGET_VARIABLE, BuildTrigger
-from stacks.team import EVENTARC, EventJob, Team
+from stacks.team import EVENTARC, TEAMS_DIR, EventJob, Team, load_team_file
 from stacks.validation import validate
 from tests.sandbox import teams
 from tests.sandbox.stack import SERVICE_OUTPUT, URI_OUTPUT, synthesize
@@ -72,7 +72,7 @@ def test_the_sandbox_team_validates_with_and_without_a_build_trigger():
 
 
 def test_the_sandbox_team_keeps_the_example_teams_jobs_as_shipped():
-    example = teams.load_team_file(teams.REPO_ROOT / "teams" / "example.py")
+    example = load_team_file(TEAMS_DIR / "example.py")
     team = teams.sandbox_team(PLACE)
     assert [job for job in team.jobs if job.name in {each.name for each in example.jobs}] == example.jobs
     assert [job for job in team.event_jobs if job.name == teams.ORDERS] == example.event_jobs
