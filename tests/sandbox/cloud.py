@@ -160,7 +160,7 @@ def job_executions(session: requests.Session, job: str) -> list[dict[str, Any]]:
     """Every execution of the Cloud Run job `projects/P/locations/L/jobs/J`."""
     return every_page(
         lambda page: answered(
-            session.get(f"{RUN}/{job}/executions", params={"pageSize": 100, **page}, timeout=TIMEOUT)
+            session.get(f"{RUN}/{job}/executions", params={"pageSize": "100", **page}, timeout=TIMEOUT)
         ),
         "executions",
     )

@@ -18,6 +18,7 @@ import os
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 
@@ -102,7 +103,7 @@ def check_first_events(session, team, state, publisher: EarlyPublisher, applied_
     """Every message published during the apply ran once, and the function refused none."""
     assert publisher.published, "the Eventarc topic never had a subscription during the apply"
     for data in publisher.published:
-        entries = wait_for(lambda data=data: message_entries(team, data), bool, within=EARLY_DELIVERY_WITHIN)
+        entries = wait_for(partial(message_entries, team, data), bool, within=EARLY_DELIVERY_WITHIN)
         assert len(entries) == 1, f"message {data}: {len(entries)} effects"
     service = state.outputs[SERVICE_OUTPUT.format(teams.MESSAGES)]["value"]
     refused = log_entries(
