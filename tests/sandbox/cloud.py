@@ -26,6 +26,7 @@ FUNCTIONS = "https://cloudfunctions.googleapis.com/v2"
 EVENTARC = "https://eventarc.googleapis.com/v1"
 RUN = "https://run.googleapis.com/v2"
 CLOUD_BUILD = "https://cloudbuild.googleapis.com/v1"
+WORKFLOW_EXECUTIONS = "https://workflowexecutions.googleapis.com/v1"
 RESOURCE_MANAGER = "https://cloudresourcemanager.googleapis.com/v3"
 BILLING = "https://cloudbilling.googleapis.com/v1"
 SERVICE_USAGE = "https://serviceusage.googleapis.com/v1"
@@ -161,6 +162,21 @@ def job_executions(session: requests.Session, job: str) -> list[dict[str, Any]]:
     return every_page(
         lambda page: answered(
             session.get(f"{RUN}/{job}/executions", params={"pageSize": "100", **page}, timeout=TIMEOUT)
+        ),
+        "executions",
+    )
+
+
+def workflow_executions(session: requests.Session, workflow: str) -> list[dict[str, Any]]:
+    """Every execution of the workflow `projects/P/locations/L/workflows/W`, with its labels
+    (the FULL view; the BASIC one leaves them out)."""
+    return every_page(
+        lambda page: answered(
+            session.get(
+                f"{WORKFLOW_EXECUTIONS}/{workflow}/executions",
+                params={"view": "FULL", "pageSize": "100", **page},
+                timeout=TIMEOUT,
+            )
         ),
         "executions",
     )

@@ -1,11 +1,11 @@
 """The sandbox stack: the sandbox team's `TeamStack`, plus what its jobs point at and the outputs
 the tests read.
 
-Besides the team's own resources it holds the bucket the `uploads` job listens to and the Cloud
-Run job `run-job` starts, so one apply and one destroy cover everything. Every resource of the
-team that names one of them (the Eventarc trigger's bucket filter, the proxy's grant on the job)
-depends on it: Eventarc refuses a trigger on a bucket that does not exist, and a grant on a job
-that does not exist fails.
+Besides the team's own resources it holds the bucket the `uploads` job listens to, the Cloud Run
+job `run-job` starts and the workflow `workflow` starts, so one apply and one destroy cover
+everything. Every resource of the team that names one of them (the Eventarc trigger's bucket
+filter, the proxy's grant on the job, a proxy's target) depends on it: Eventarc refuses a trigger
+on a bucket that does not exist, and a grant on a job that does not exist fails.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from constructs import Construct
 
 from stacks import defaults
 from stacks.deduplicated_function import ARCHIVE_DIR
-from stacks.provider import StorageBucket
+from stacks.provider import ProjectService, Sleep, StorageBucket
 from stacks.team import Team
 from stacks.team_stack import TeamStack
 from tests.sandbox.teams import TARGET_JOB_IMAGE, SandboxPlace
@@ -31,7 +31,17 @@ from cdktf_cdktf_provider_google.cloud_run_v2_job import (  # isort: skip
     CloudRunV2JobTemplateTemplate,
     CloudRunV2JobTemplateTemplateContainers,
 )
+from cdktf_cdktf_provider_google.workflows_workflow import WorkflowsWorkflow  # isort: skip
 
+WORKFLOWS_API = "workflows.googleapis.com"
+# It declares the argument the proxy passes and returns a constant: no expression, so nothing for
+# Terraform to interpolate (Workflows' Terraform sample escapes every "${" as "$${").
+WORKFLOW_SOURCE = """main:
+  params: [args]
+  steps:
+    - done:
+        return: "started by runonce"
+"""
 URI_OUTPUT = "{}-uri"
 """Output name of a function's run.app URI, by function name."""
 SERVICE_OUTPUT = "{}-service"
@@ -74,8 +84,36 @@ class SandboxStack(TeamStack):
             depends_on=self.apis.of(defaults.API_RUN),
         )
         """The Cloud Run job the `run-job` job starts."""
+        # The stack enables only the executions API for a Workflows target: creating a workflow
+        # needs the Workflows API, and an API just enabled may still refuse calls (google
+        # provider issue 3151).
+        workflows_api = ProjectService(
+            self,
+            "sandbox-workflows-api",
+            project=team.project,
+            service=WORKFLOWS_API,
+            disable_on_destroy=False,
+        )
+        workflows_settled = Sleep(
+            self,
+            "sandbox-workflows-api-settled",
+            create_duration=defaults.API_SETTLE,
+            depends_on=[workflows_api],
+        )
+        self.target_workflow = WorkflowsWorkflow(
+            self,
+            "sandbox-target-workflow",
+            project=team.project,
+            region=team.region,
+            name=place.workflow_id,
+            deletion_protection=False,
+            source_contents=WORKFLOW_SOURCE,
+            depends_on=[workflows_api, workflows_settled],
+        )
+        """The workflow the `workflow` job starts."""
         depend_on_mentions(self, self.upload_bucket, place.upload_bucket)
         depend_on_mentions(self, self.target_job, place.target_job_id)
+        depend_on_mentions(self, self.target_workflow, place.workflow_id)
         for name, function in self.functions.items():
             TerraformOutput(self, URI_OUTPUT.format(name), value=function.function.service_config.uri)
             TerraformOutput(self, SERVICE_OUTPUT.format(name), value=function.function.service_config.service)

@@ -10,11 +10,12 @@ nothing more, so that a default the stacks get wrong shows in the sandbox:
   message that fails once arrives too old;
 - `uploads` and `messages`: Eventarc jobs on a Cloud Storage bucket and on a topic, all defaults,
   on the CloudEvent function in tests/sandbox/functions/cloud_event_outbox;
-- `run-job`: a Cloud Run job target; `build`: a Cloud Build trigger target (only when a trigger
-  is given: a trigger needs a connected repository, which a test cannot create).
+- `run-job`: a Cloud Run job target; `workflow`: a Workflows target; `build`: a Cloud Build
+  trigger target (only when a trigger is given: a trigger needs a connected repository, which a
+  test cannot create).
 
-The bucket and the Cloud Run job the jobs point at are created by the sandbox stack itself
-(tests/sandbox/stack.py); their names are derived here so both agree.
+The bucket, the Cloud Run job and the workflow the jobs point at are created by the sandbox stack
+itself (tests/sandbox/stack.py); their names are derived here so both agree.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from stacks.targets import BuildTrigger, CloudRunJob
+from stacks.targets import BuildTrigger, CloudRunJob, Workflow
 from stacks.team import (
     EVENTARC,
     FUNCTIONS_DIR,
@@ -46,6 +47,7 @@ STALE = "stale"
 UPLOADS = "uploads"
 MESSAGES = "messages"
 RUN_JOB = "run-job"
+WORKFLOW = "workflow"
 BUILD = "build"
 STALE_MAX_EVENT_AGE_SECONDS = 30
 STALE_FIRST_REDELIVERY_SECONDS = 60
@@ -85,6 +87,16 @@ class SandboxPlace:
         """Its full name, as the target takes it."""
         return f"projects/{self.project}/locations/{self.region}/jobs/{self.target_job_id}"
 
+    @property
+    def workflow_id(self) -> str:
+        """The workflow `workflow` starts."""
+        return f"{self.team}-target-workflow"
+
+    @property
+    def workflow(self) -> str:
+        """Its full name, as the target takes it."""
+        return f"projects/{self.project}/locations/{self.region}/workflows/{self.workflow_id}"
+
 
 def build_trigger_target(trigger: str, service_account: str) -> BuildTrigger:
     """The trigger as a target; with `service_account` (the trigger's own account, an email)
@@ -102,6 +114,7 @@ def sandbox_team(place: SandboxPlace, build_trigger: str = "", trigger_account: 
     jobs = [
         *example.jobs,
         Job(name=RUN_JOB, schedule="0 3 * * *", target=CloudRunJob(job=place.target_job)),
+        Job(name=WORKFLOW, schedule="0 5 * * *", target=Workflow(workflow=place.workflow)),
     ]
     if build_trigger:
         jobs.append(

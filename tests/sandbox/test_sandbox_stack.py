@@ -16,7 +16,7 @@ from stacks.targets import TARGET_VARIABLE, BuildTrigger
 from stacks.team import EVENTARC, TEAMS_DIR, EventJob, Team, load_team_file
 from stacks.validation import validate
 from tests.sandbox import teams
-from tests.sandbox.stack import SERVICE_OUTPUT, URI_OUTPUT, synthesize
+from tests.sandbox.stack import SERVICE_OUTPUT, URI_OUTPUT, WORKFLOWS_API, synthesize
 from tests.sandbox.teams import SandboxPlace
 
 PLACE = SandboxPlace("runonce-sandbox-test", "europe-west1")
@@ -129,7 +129,11 @@ def test_the_stack_creates_the_bucket_and_the_cloud_run_job_the_jobs_point_at(sa
 
 @pytest.mark.parametrize(
     ("kind", "name"),
-    [("google_storage_bucket", PLACE.upload_bucket), ("google_cloud_run_v2_job", PLACE.target_job_id)],
+    [
+        ("google_storage_bucket", PLACE.upload_bucket),
+        ("google_cloud_run_v2_job", PLACE.target_job_id),
+        ("google_workflows_workflow", PLACE.workflow_id),
+    ],
 )
 def test_everything_that_names_a_sandbox_resource_waits_for_it(sandbox, kind, name):
     target_id, _ = sandbox.named(kind, name)
@@ -145,6 +149,13 @@ def test_everything_that_names_a_sandbox_resource_waits_for_it(sandbox, kind, na
         assert address in config.get("depends_on", []), f"{resource_kind}.{id} does not wait for {address}"
 
 
+def test_the_workflow_exists_without_interpolation_and_the_workflow_job_starts_it(sandbox):
+    _, workflow = sandbox.named("google_workflows_workflow", PLACE.workflow_id)
+    assert workflow["deletion_protection"] is False and "${" not in workflow["source_contents"]
+    assert WORKFLOWS_API in {api["service"] for api in sandbox.resources("google_project_service").values()}
+    assert json.loads(sandbox.environment(teams.WORKFLOW)[TARGET_VARIABLE])["workflow"] == PLACE.workflow
+
+
 def test_the_build_job_starts_the_given_trigger_as_its_account_where_the_api_has_the_field(sandbox):
     target = json.loads(
         sandbox.function(teams.BUILD)["service_config"]["environment_variables"]["RUNONCE_TARGET"]
@@ -155,7 +166,7 @@ def test_the_build_job_starts_the_given_trigger_as_its_account_where_the_api_has
 
 
 def test_the_scheduler_jobs_the_tests_force_exist(sandbox):
-    for job in (teams.REPORT, teams.RUN_JOB, teams.BUILD):
+    for job in (teams.REPORT, teams.RUN_JOB, teams.WORKFLOW, teams.BUILD):
         sandbox.named("google_cloud_scheduler_job", naming.scheduler_job_name(sandbox.team.name, job))
 
 

@@ -1,6 +1,6 @@
-"""The deployed sandbox team's Google API targets: a Cloud Run job and a Cloud Build trigger,
-each started once per run even when the run's Scheduler job is forced twice (the second forced
-run carries the same ScheduleTime, so it is the same run)."""
+"""The deployed sandbox team's Google API targets, through the stacks: a Cloud Run job, a
+workflow and a Cloud Build trigger, each started once per run even when the run's Scheduler job
+is forced twice (the second forced run carries the same ScheduleTime, so it is the same run)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from runonce.delivery import parse_instant
-from runonce.targets import SUBSTITUTION, BuildTrigger
+from runonce.targets import LABEL_KEY, SUBSTITUTION, BuildTrigger
 from tests.sandbox import teams
-from tests.sandbox.cloud import answered, force_run, job_executions
+from tests.sandbox.cloud import answered, force_run, job_executions, workflow_executions
 from tests.sandbox.variables import BUILD_TRIGGER_VARIABLE
 from tests.sandbox.waiting import wait_for
 
@@ -24,9 +24,9 @@ SECOND_START_WITHIN = 2 * 60
 CLOCK_MARGIN = timedelta(minutes=1)
 
 
-def created_since(items: list[dict], since: datetime) -> list[dict]:
-    """The executions or builds created at or after `since`."""
-    return [item for item in items if parse_instant(item["createTime"]).utc >= since]
+def created_since(items: list[dict], since: datetime, field: str = "createTime") -> list[dict]:
+    """The executions or builds created (or, for workflow executions, started) at or after `since`."""
+    return [item for item in items if parse_instant(item[field]).utc >= since]
 
 
 def forced_twice(session, team, job: str, starts: Callable[[], list[dict]]) -> tuple[list[dict], list[dict]]:
@@ -49,6 +49,20 @@ def test_a_cloud_run_job_run_forced_twice_executes_once(deployed, sandbox_team, 
 
     first, after = forced_twice(session, sandbox_team, teams.RUN_JOB, executions)
     assert first, f"no execution of {sandbox_place.target_job} within {STARTED_WITHIN} s of the forced run"
+    assert [execution["name"] for execution in after] == [first[0]["name"]]
+
+
+@pytest.mark.sandbox
+def test_a_workflow_run_forced_twice_starts_one_execution(deployed, sandbox_team, sandbox_place, session):
+    since = datetime.now(UTC) - CLOCK_MARGIN
+
+    def labelled() -> list[dict]:
+        executions = created_since(workflow_executions(session, sandbox_place.workflow), since, "startTime")
+        return [execution for execution in executions if LABEL_KEY in (execution.get("labels") or {})]
+
+    first, after = forced_twice(session, sandbox_team, teams.WORKFLOW, labelled)
+    # A 403 on the start (the proxy's role on the project) fails the run: no execution at all.
+    assert first, f"no execution of {sandbox_place.workflow} within {STARTED_WITHIN} s of the forced run"
     assert [execution["name"] for execution in after] == [first[0]["name"]]
 
 
