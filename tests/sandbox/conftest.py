@@ -1,77 +1,115 @@
-"""Sandbox integration tests: the example team applied to a real, throwaway GCP project.
+"""Sandbox integration tests: the sandbox team (tests/sandbox/teams.py) applied to a real,
+throwaway GCP project.
 
-They run only with `make test-sandbox` and these variables set; otherwise every test here is
-skipped with the reason below (never reported as passed):
+They run only with `make test-sandbox` and these variables set; otherwise every test marked
+`sandbox` is skipped with a reason naming the variables to set (never reported as passed):
 
 - RUNONCE_SANDBOX_PROJECT: the project to deploy into (everything is destroyed afterwards);
 - GOOGLE_APPLICATION_CREDENTIALS: a service account key file allowed to deploy there, which the
   tests also use to mint ID tokens (user credentials cannot mint them for an audience).
+
+A test may need more (`@pytest.mark.sandbox(needs=(...))`): the build trigger test needs
+RUNONCE_SANDBOX_BUILD_TRIGGER, the fresh project test RUNONCE_SANDBOX_BILLING_ACCOUNT and
+RUNONCE_SANDBOX_PARENT. RUNONCE_SANDBOX_REGION (default europe-west1) picks the region.
+The tests here that are not marked `sandbox` check the suite itself offline.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+import shutil
 from pathlib import Path
 
 import pytest
 
-from stacks.team import REPO_ROOT, TEAMS_DIR, load_team_file
+from tests.sandbox import teams
+from tests.sandbox.teams import SANDBOX, SandboxPlace
+from tests.sandbox.variables import BUILD_TRIGGER_VARIABLE, REQUIRED, SANDBOX_OUT, missing, region
 
-REQUIRED = ("RUNONCE_SANDBOX_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS")
-SANDBOX_OUT = REPO_ROOT / "build" / "sandbox"
-STACK = "example"
+# pytest-timeout counts fixture setup too: the first test waits for the session's apply (and a
+# test for its own effects, up to about 25 minutes); the fresh project test applies twice.
+SANDBOX_TIMEOUT_SECONDS = 2 * 3600
 
 
-def missing() -> list[str]:
-    """The required variables that are not set (or point at no file)."""
-    absent = [name for name in REQUIRED if not os.environ.get(name)]
-    credentials = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
-    if credentials and not Path(credentials).is_file():
-        absent.append(f"GOOGLE_APPLICATION_CREDENTIALS (no file at {credentials})")
-    return absent
+def needed(item: pytest.Item) -> tuple[str, ...]:
+    """Every variable a sandbox test needs: the required ones and its marker's `needs`."""
+    extra = [name for marker in item.iter_markers("sandbox") for name in marker.kwargs.get("needs", ())]
+    return (*REQUIRED, *dict.fromkeys(extra))
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip every sandbox test, naming the variables to set, unless all are set."""
-    absent = missing()
-    if not absent:
-        return
-    skip = pytest.mark.skip(reason=f"sandbox tests need a real GCP project: set {', '.join(absent)}")
-    here = Path(__file__).parent
+    """Skip every sandbox test whose variables are not all set, naming the ones to set; give the
+    others the sandbox's time limit instead of the suite's 300 s."""
     for item in items:
-        if here in Path(item.fspath).parents:
-            item.add_marker(skip)
+        if item.get_closest_marker("sandbox") is None:
+            continue
+        absent = missing(needed(item))
+        if absent:
+            reason = f"sandbox tests need a real GCP project: set {', '.join(absent)}"
+            item.add_marker(pytest.mark.skip(reason=reason))
+        else:
+            item.add_marker(pytest.mark.timeout(SANDBOX_TIMEOUT_SECONDS))
 
 
 @pytest.fixture(scope="session")
-def sandbox_team():
-    """The example team pointed at the sandbox project, deletable so teardown leaves nothing
-    (the ledger database without delete protection, the source bucket with force_destroy)."""
-    team = load_team_file(TEAMS_DIR / "example.py")
-    return replace(
-        team, project=os.environ["RUNONCE_SANDBOX_PROJECT"], delete_protection=False, force_destroy=True
-    )
+def session():
+    """A REST session signed with the sandbox credentials."""
+    from tests.sandbox.cloud import authorized_session
+
+    return authorized_session()
 
 
 @pytest.fixture(scope="session")
-def sandbox_stack(sandbox_team, pytestconfig):
-    """Synthesize the sandbox stack where pytest-terraform looks for it (--tf-mod-dir)."""
-    from cdktf import App, TerraformOutput
+def sandbox_place() -> SandboxPlace:
+    """The sandbox project and region."""
+    return SandboxPlace(os.environ["RUNONCE_SANDBOX_PROJECT"], region())
 
-    from stacks.team_stack import TeamStack
 
-    expected = SANDBOX_OUT / "stacks"
-    mod_dir = pytestconfig.getoption("dest_tf_mod_dir")
-    if not mod_dir or Path(mod_dir).resolve() != expected:
-        pytest.fail(
-            f"run the sandbox tests with `make test-sandbox` (--tf-mod-dir={expected})", pytrace=False
-        )
-    app = App(outdir=str(SANDBOX_OUT))
-    stack = TeamStack(app, sandbox_team)
+def trigger_account(session, trigger: str) -> str:
+    """The email of the service account the build trigger runs as; the test needs one."""
+    from tests.sandbox.cloud import build_trigger
+
+    account = build_trigger(session, trigger).get("serviceAccount", "")
+    if not account:
+        pytest.fail(f"{BUILD_TRIGGER_VARIABLE}={trigger} has no service account of its own", pytrace=False)
+    return account.rsplit("/", 1)[-1]  # projects/P/serviceAccounts/EMAIL
+
+
+@pytest.fixture(scope="session")
+def sandbox_team(sandbox_place, session):
+    """The sandbox team in the sandbox project, with the build trigger job if a trigger is given."""
+    trigger = os.environ.get(BUILD_TRIGGER_VARIABLE, "")
+    account = trigger_account(session, trigger) if trigger else ""
+    return teams.sandbox_team(sandbox_place, trigger, account)
+
+
+@pytest.fixture(scope="session")
+def sandbox_stack(sandbox_team, sandbox_place) -> Path:
+    """Synthesize the sandbox stack into build/sandbox; its module folder."""
+    from tests.sandbox.stack import synthesize
+
     # Ingress stays internal-only, as in production: the tests fire the real Scheduler jobs
-    # (Scheduler API jobs.run), and a direct call from the test runner must be refused.
-    for name, function in stack.functions.items():
-        TerraformOutput(stack, f"{name}-uri", value=function.function.service_config.uri)
-    app.synth()
-    return expected / STACK
+    # (Scheduler API jobs.run) and publish to the real topics; a direct call is refused.
+    synthesize(sandbox_team, sandbox_place, SANDBOX_OUT)
+    return SANDBOX_OUT / "stacks" / SANDBOX
+
+
+def terraform_runner(module_dir: Path, work_dir: Path):
+    """pytest-terraform's runner for one synthesized stack: init, apply (plan, then apply that
+    plan; on failure it destroys what was created and raises), destroy."""
+    from pytest_terraform.tf import TerraformRunner
+
+    binary = shutil.which("tofu") or shutil.which("terraform")
+    if binary is None:
+        pytest.fail("the sandbox tests need terraform on PATH", pytrace=False)
+    return TerraformRunner(str(work_dir), module_dir=str(module_dir), tf_bin=binary)
+
+
+@pytest.fixture(scope="session")
+def deployed(sandbox_stack, tmp_path_factory):
+    """The sandbox stack applied once for the session (its Terraform state), destroyed after."""
+    runner = terraform_runner(sandbox_stack, tmp_path_factory.mktemp("sandbox-terraform") / "work")
+    runner.init()
+    state = runner.apply()
+    yield state
+    runner.destroy()

@@ -1,5 +1,6 @@
-"""The deployed example team: Scheduler reaches the internal-only function and each run executes
-once, a call from outside Google's network is refused, and the TTL policy becomes active."""
+"""The deployed sandbox team's scheduled job (the example team's `report`): Scheduler reaches the
+internal-only function and each run executes once, a call from outside Google's network is
+refused, and the TTL policy becomes active."""
 
 from __future__ import annotations
 
@@ -10,30 +11,28 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from pytest_terraform import terraform
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("sandbox_stack")]
+from stacks import naming
+from tests.sandbox import teams
+from tests.sandbox.cloud import force_run
+from tests.sandbox.stack import URI_OUTPUT
 
-JOB = "report"
+pytestmark = pytest.mark.sandbox
+
+JOB = teams.REPORT
 OUTBOX = "report_outbox"
 TTL_ACTIVE_WITHIN = 20 * 60
 # A fresh function's first request includes a cold start; Scheduler's own attempt deadline is 60 s.
 EXECUTION_WITHIN = 5 * 60
-SCHEDULER_API = "https://cloudscheduler.googleapis.com/v1"
 # The runner's clock and Firestore's may differ: look a little further back than the test start.
 CLOCK_MARGIN = timedelta(minutes=1)
-
-
-# pytest-terraform: a session fixture `example` that applies build/sandbox/stacks/example (written
-# by the sandbox_stack fixture) once and destroys it after the last test.
-terraform("example", scope="session")
 
 
 def scheduler_headers(team, schedule_time: str) -> dict[str, str]:
     """The headers Cloud Scheduler sends for one run of the report job (plus runonce's own)."""
     return {
         "X-CloudScheduler": "true",
-        "X-CloudScheduler-JobName": f"{team.name}-{JOB}",
+        "X-CloudScheduler-JobName": naming.scheduler_job_name(team.name, JOB),
         "X-CloudScheduler-ScheduleTime": schedule_time,
         "X-Runonce-Project": team.project,
         "X-Runonce-Location": team.region,
@@ -49,27 +48,17 @@ def id_token(audience: str) -> str:
     return tokens.fetch_id_token(google.auth.transport.requests.Request(), audience)
 
 
-def run_scheduler_job(team, job: str) -> None:
-    """Fire the deployed Scheduler job now ("Force run"), through the Scheduler API jobs.run."""
-    import google.auth
-    from google.auth.transport.requests import AuthorizedSession
-
-    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-    name = f"projects/{team.project}/locations/{team.region}/jobs/{team.name}-{job}"
-    answer = AuthorizedSession(credentials).post(f"{SCHEDULER_API}/{name}:run", json={}, timeout=60)
-    assert answer.ok, answer.text
-
-
 def outbox(team, since: datetime) -> list[dict]:
     """Reports the report job published since `since` (one per execution)."""
     from google.cloud import firestore
 
     client = firestore.Client(project=team.project, database=team.database)
     entries = [doc.to_dict() for doc in client.collection(OUTBOX).stream()]
+    job = naming.scheduler_job_name(team.name, JOB)
     return [
         entry
         for entry in entries
-        if entry.get("job") == f"{team.name}-{JOB}" and (entry.get("published_at") or since) >= since
+        if entry.get("job") == job and (entry.get("published_at") or since) >= since
     ]
 
 
@@ -90,23 +79,25 @@ def wait_for_outbox(team, since: datetime, at_least: int) -> list[dict]:
     return entries
 
 
-def test_scheduler_reaches_the_internal_function_and_a_run_fired_twice_executes_once(example, sandbox_team):
+def test_scheduler_reaches_the_internal_function_and_a_run_fired_twice_executes_once(
+    deployed, sandbox_team, session
+):
     started = datetime.now(UTC) - CLOCK_MARGIN
-    run_scheduler_job(sandbox_team, JOB)
+    force_run(session, sandbox_team.project, sandbox_team.region, sandbox_team.name, JOB)
     first = wait_for_outbox(sandbox_team, started, at_least=1)
     assert first, f"no execution within {EXECUTION_WITHIN} s of jobs.run: did Scheduler reach the function?"
     # "Force run" again before the next scheduled time: the same ScheduleTime, so the same run.
-    run_scheduler_job(sandbox_team, JOB)
+    force_run(session, sandbox_team.project, sandbox_team.region, sandbox_team.name, JOB)
     time.sleep(60)
     executions = Counter(entry["run_key"] for entry in outbox(sandbox_team, started))
     # A scheduled run may land in the window too; it has a key of its own. No key runs twice.
     assert executions and max(executions.values()) == 1, executions
 
 
-def test_a_direct_call_from_outside_googles_network_is_refused_even_with_a_token(example, sandbox_team):
+def test_a_direct_call_from_outside_googles_network_is_refused_even_with_a_token(deployed, sandbox_team):
     import requests
 
-    uri = example.outputs[f"{JOB}-uri"]["value"]
+    uri = deployed.outputs[URI_OUTPUT.format(JOB)]["value"]
     started = datetime.now(UTC) - CLOCK_MARGIN
     schedule_time = (started - timedelta(hours=1, seconds=uuid.uuid4().int % 3000)).replace(microsecond=0)
     headers = {
@@ -121,7 +112,7 @@ def test_a_direct_call_from_outside_googles_network_is_refused_even_with_a_token
     )
 
 
-def test_ttl_policy_on_expire_at_is_active(example, sandbox_team):
+def test_ttl_policy_on_expire_at_is_active(deployed, sandbox_team):
     from google.cloud import firestore_admin_v1
 
     admin = firestore_admin_v1.FirestoreAdminClient()
