@@ -291,7 +291,7 @@ def test_the_runtime_account_publishes_to_its_dead_letter_topic_only(events):
 def test_the_function_gets_the_event_settings_from_the_config(events):
     _, function = _one(events, "google_cloudfunctions2_function", name="acme-orders")
     env = function["service_config"]["environment_variables"]
-    assert env["RUNONCE_MAX_EVENT_AGE_SECONDS"] == "86400"
+    assert env["RUNONCE_MAX_EVENT_AGE_SECONDS"] == str(EventJob.max_event_age_seconds)
     assert env["RUNONCE_DEAD_LETTER_TOPIC"] == "projects/acme-prod-1/topics/acme-orders-dead-letter"
     assert env["RUNONCE_LEASE_SECONDS"] == "120"
     assert env["RUNONCE_RETENTION_SECONDS"] == str(8 * 24 * 3600)
