@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -501,6 +501,34 @@ def _grants_target(resource: Resource, target: Mapping[str, Any]) -> bool:
     return resource.type == "google_project_iam_member" and config.get("project") == parts["project"]
 
 
+ACT_AS_ROLE = "roles/iam.serviceAccountUser"
+TRIGGER_ACCOUNT_EMAIL = re.compile(r"^[^@/]+@(?P<project>[^.@/]+)\.iam\.gserviceaccount\.com$")
+
+
+def _acts_as_trigger_account(resource: Resource, target: Mapping[str, Any]) -> bool:
+    """Whether this grant is actAs on the one account a build trigger target runs as
+    (`service_account`), which running that trigger needs (docs/targets.md)."""
+    email = str(target.get("service_account") or "")
+    named = TRIGGER_ACCOUNT_EMAIL.match(email)
+    return (
+        target.get("kind") == "build_trigger"
+        and named is not None
+        and resource.type == "google_service_account_iam_member"
+        and resource.config.get("role") == ACT_AS_ROLE
+        and resource.config.get("service_account_id")
+        == f"projects/{named['project']}/serviceAccounts/{email}"
+        and "condition" not in resource.config
+    )
+
+
+def _target_grants_needed(target: Mapping[str, Any]) -> list[Callable[[Resource, Mapping[str, Any]], bool]]:
+    """Each grant a proxy needs to start `target`: its role, and actAs on a trigger's account."""
+    needed: list[Callable[[Resource, Mapping[str, Any]], bool]] = [_grants_target]
+    if target.get("kind") == "build_trigger" and target.get("service_account"):
+        needed.append(_acts_as_trigger_account)
+    return needed
+
+
 def _provider_project(stack: Mapping[str, Any]) -> str:
     providers = stack.get("provider", {}).get("google", [{}])
     return str((providers[0] if isinstance(providers, list) and providers else {}).get("project", ""))
@@ -510,10 +538,11 @@ def _is_target_grant(resource: Resource, kind: str = "") -> bool:
     """Whether this grant lets a proxy's account start its target (of `kind`, if given)."""
     targets = _proxy_targets(resource.stack)
     return any(
-        _grants_target(resource, target)
+        grants(resource, target)
         for account in _member_accounts(resource)
         for target in targets.get(account, [])
         if not kind or target.get("kind") == kind
+        for grants in _target_grants_needed(target)
     )
 
 
@@ -548,7 +577,9 @@ def proxy_account_holds_only_its_target(resource: Resource) -> Verdict:
         ]
         own = [grant for grant in grants if account.group(1) in _member_accounts(grant)]
         granted = all(
-            any(_grants_target(grant, target) for grant in own) for target in targets[account.group(1)]
+            any(grants(grant, target) for grant in own)
+            for target in targets[account.group(1)]
+            for grants in _target_grants_needed(target)
         )
         return Verdict.COMPLIANT if granted else Verdict.NON_COMPLIANT
     if not _is_iam(resource):

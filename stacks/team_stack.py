@@ -136,7 +136,7 @@ class TeamStack(TerraformStack):
             for function in self.shared_functions
             if function.first.target is not None
         }
-        """The grant that lets each proxy's account start its target, by function name."""
+        """The grants that let each proxy's account start its target, by function name."""
         self.events = {
             job.name: EventDelivery(
                 self,
@@ -163,7 +163,7 @@ class TeamStack(TerraformStack):
             depends_on=[
                 *self.identity.build_grants,
                 *(identity.ledger_grant for identity in identities.values()),
-                *self.target_grants.values(),
+                *(grant for grants in self.target_grants.values() for grant in grants),
                 *(grant for events in self.events.values() for grant in events.grants),
             ],
         )

@@ -6,12 +6,51 @@ validation rules that keep its retries and event ages inside what Pub/Sub and Ev
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from stacks.team import EventJob, PushRetry, Team
+from policy.runner import check_stack
+from stacks.targets import BuildTrigger
+from stacks.team import EventJob, PushRetry, Team, load_team_file
 from stacks.validation import find_problems
+from tests.stacks.conftest import Synthesized, synthesize
+
+EVERY_FEATURE = Path(__file__).parent / "fixtures" / "every_feature.py"
+
+
+@pytest.fixture(scope="module")
+def every(archive_dir) -> Synthesized:
+    """The every-feature team, validated and synthesized."""
+    team = load_team_file(EVERY_FEATURE)
+    assert find_problems([team]) == []
+    return synthesize(team, archive_dir)
+
+
+def _named(synth: Synthesized | dict[str, Any], kind: str, **wanted) -> tuple[str, dict[str, Any]]:
+    """The one resource of `kind` whose settings include `wanted`."""
+    document = synth if isinstance(synth, dict) else synth.document
+    found = [
+        (name, config)
+        for name, config in document["resource"].get(kind, {}).items()
+        if all(config.get(key) == value for key, value in wanted.items())
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _findings(document: dict[str, Any]) -> list[str]:
+    return sorted(
+        f"{finding.rule.id} {finding.resource.address}" for finding in check_stack("every", document)
+    )
+
+
+def test_the_every_feature_stack_passes_the_pack(every):
+    assert _findings(every.document) == []
+
 
 PUSH_JOB = EventJob(name="orders", source="orders_events", timeout_seconds=60)
 TEAM = Team(name="acme", project="acme-prod-1", region="europe-west1", jobs=[], event_jobs=[PUSH_JOB])
@@ -73,3 +112,58 @@ def test_the_default_event_age_suits_an_eventarc_job():
 
 def test_a_push_job_may_keep_events_a_day_when_its_retry_window_is_longer():
     assert problems(max_event_age_seconds=24 * 3600, max_delivery_attempts=14) == []
+
+
+RELEASE_ACCOUNT = "release-builder@acme-every-1.iam.gserviceaccount.com"
+
+
+def test_a_build_trigger_proxy_may_act_as_the_trigger_account_alone(every):
+    _, proxy = _named(every, "google_cloudfunctions2_function", name="every-release")
+    name, grant = _named(every, "google_service_account_iam_member", role="roles/iam.serviceAccountUser")
+    assert grant["service_account_id"] == f"projects/acme-every-1/serviceAccounts/{RELEASE_ACCOUNT}"
+    assert grant["member"] == f"serviceAccount:{proxy['service_config']['service_account_email']}"
+    assert (
+        f"google_service_account_iam_member.{name}"
+        in every.resources("time_sleep")["iam-settled"]["depends_on"]
+    )
+    project_roles = {config["role"] for config in every.resources("google_project_iam_member").values()}
+    assert "roles/iam.serviceAccountUser" not in project_roles
+
+
+@pytest.mark.parametrize(
+    "account",
+    [
+        f"projects/acme-every-1/serviceAccounts/{RELEASE_ACCOUNT}",
+        "release-builder",
+        "Release@acme-every-1.iam.gserviceaccount.com",
+    ],
+)
+def test_a_trigger_account_must_be_a_user_managed_accounts_email(account):
+    team = load_team_file(EVERY_FEATURE)
+    release = next(job for job in team.jobs if job.name == "release")
+    assert isinstance(release.target, BuildTrigger)
+    changed = replace(release, target=replace(release.target, service_account=account))
+    found = find_problems([replace(team, jobs=[changed])])
+    assert [(problem.job, problem.field) for problem in found] == [("release", "target.service_account")]
+    assert "NAME@PROJECT.iam.gserviceaccount.com" in found[0].fix
+
+
+def test_a_proxy_without_actas_on_its_trigger_account_is_flagged(every):
+    stack = copy.deepcopy(every.document)
+    name, _ = _named(stack, "google_service_account_iam_member", role="roles/iam.serviceAccountUser")
+    del stack["resource"]["google_service_account_iam_member"][name]
+    function, _ = _named(stack, "google_cloudfunctions2_function", name="every-release")
+    assert _findings(stack) == [f"RO-IAM-8 google_cloudfunctions2_function.{function}"]
+
+
+def test_actas_on_any_other_account_is_flagged(every):
+    stack = copy.deepcopy(every.document)
+    name, grant = _named(stack, "google_service_account_iam_member", role="roles/iam.serviceAccountUser")
+    grant["service_account_id"] = (
+        "projects/acme-every-1/serviceAccounts/deployer@acme-every-1.iam.gserviceaccount.com"
+    )
+    function, _ = _named(stack, "google_cloudfunctions2_function", name="every-release")
+    assert _findings(stack) == [
+        f"RO-IAM-8 google_cloudfunctions2_function.{function}",
+        f"RO-IAM-8 google_service_account_iam_member.{name}",
+    ]
