@@ -64,7 +64,9 @@ ONE_BUCKET_CONDITION = re.compile(
 # Roles that exist only at project level and only write: log entries cannot be scoped further,
 # and an Eventarc trigger's account receives events at project level only.
 PROJECT_ONLY_ROLES = {"roles/logging.logWriter", "roles/eventarc.eventReceiver"}
-STORAGE_AGENT = re.compile(r"^serviceAccount:service-[^@]+@gs-project-accounts\.iam\.gserviceaccount\.com$")
+# The Cloud Storage agent as the `google_storage_project_service_account` data source names it:
+# the email interpolated from the project number may not exist yet (the data source's docs).
+STORAGE_AGENT = re.compile(r"^\$\{data\.google_storage_project_service_account\.[^.}]+\.member\}$")
 STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 # Arguments that make a service account the identity a component runs or calls as.
 IDENTITY_ARGUMENTS = {"service_account_email", "service_account", "service_account_name"}

@@ -90,6 +90,9 @@ class EventDeliveryProps:
     """The team's invoker account, which signs the push requests' OIDC tokens."""
     project_number: str
     """The project number (a Terraform reference), naming the Pub/Sub service agent."""
+    storage_agent_member: str
+    """The Cloud Storage service agent as an IAM principal, from the stack's
+    `google_storage_project_service_account` data source ("" for a team without bucket jobs)."""
     apis: RequiredApis
     """The stack's enabled APIs."""
 
@@ -190,8 +193,15 @@ class EventDelivery(Construct):
         )
         self.grants.append(self.trigger_token_creator)
         if job.bucket:
-            agent = naming.storage_service_agent(props.project_number)
-            self.grants.append(self._project_grant("storage-agent-publisher", defaults.ROLE_PUBLISHER, agent))
+            self.grants.append(
+                ProjectIamMember(
+                    self,
+                    "storage-agent-publisher",
+                    project=team.project,
+                    role=defaults.ROLE_PUBLISHER,
+                    member=props.storage_agent_member,
+                )
+            )
 
     def _topic(self, id: str, name: str) -> PubsubTopic:
         """A topic of the job's, labelled like the job."""
@@ -229,8 +239,9 @@ class EventDelivery(Construct):
         if job.trigger != EVENTARC:
             return None
         if job.bucket:
+            # "The trigger must be in the same location as the bucket" (cloudfunctions2_basic_gcs).
             return Cloudfunctions2FunctionEventTrigger(
-                trigger_region=team.region,
+                trigger_region=job.bucket_location or team.region,
                 event_type=defaults.EVENT_STORAGE_FINALIZED,
                 event_filters=[
                     Cloudfunctions2FunctionEventTriggerEventFilters(attribute="bucket", value=job.bucket)

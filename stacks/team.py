@@ -238,8 +238,12 @@ class EventJob:
     be configured, and it has no dead-letter topic; runonce's own dead letters still go to the
     stack's dead-letter topic)."""
     bucket: str = ""
-    """Eventarc only: a Cloud Storage bucket whose object finalize events trigger the job; ""
-    (default) triggers on the messages of `topic` instead."""
+    """Eventarc only: a Cloud Storage bucket of the team's project whose object finalize events
+    trigger the job; "" (default) triggers on the messages of `topic` instead."""
+    bucket_location: str = ""
+    """Eventarc bucket jobs only: the bucket's location as Cloud Storage names it, a region
+    (`europe-west1`), a dual-region (`eur4`) or a multi-region (`eu`), in lower case; the trigger
+    must be in that location. "" (default): the team's region."""
 
     @property
     def ack_deadline_seconds(self) -> int:

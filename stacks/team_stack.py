@@ -23,7 +23,13 @@ from stacks.deduplicated_function import (
 from stacks.event_job import EventDelivery, EventDeliveryProps, event_environment, grant_push_token_creator
 from stacks.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.legacy_accounts import keep_job_accounts
-from stacks.provider import DataGoogleProject, GoogleProvider, Sleep, TimeProvider
+from stacks.provider import (
+    DataGoogleProject,
+    DataGoogleStorageProjectServiceAccount,
+    GoogleProvider,
+    Sleep,
+    TimeProvider,
+)
 from stacks.required_apis import RequiredApis, RequiredApisProps
 from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
 from stacks.sharing import FunctionSettings, SharedFunction, explain, shared_functions
@@ -112,6 +118,18 @@ class TeamStack(TerraformStack):
         ]
         """The event jobs' functions, in team-file order."""
         functions = [*self.shared_functions, *self.event_functions]
+        # Read from Cloud Storage, which creates the agent if it does not exist yet; its email,
+        # interpolated from the project number, "may cause Terraform apply errors in cases where
+        # the service account does not yet exist" (the data source's docs).
+        self.storage_agent = (
+            DataGoogleStorageProjectServiceAccount(
+                self, "storage-agent", project=team.project, depends_on=self.apis.of(defaults.API_STORAGE)
+            )
+            if any(job.bucket for job in team.event_jobs if job.trigger == EVENTARC)
+            else None
+        )
+        """The `google_storage_project_service_account` data source, for teams with a bucket trigger."""
+        storage_agent_member = self.storage_agent.member if self.storage_agent is not None else ""
         # Every account and grant first, then one wait after all grants, then the functions: a
         # build started before its grants settle cannot fetch its source.
         identities = {
@@ -147,6 +165,7 @@ class TeamStack(TerraformStack):
                     runtime_email=identities[job.name].runtime_email,
                     invoker_email=self.identity.invoker_email,
                     project_number=project_number,
+                    storage_agent_member=storage_agent_member,
                     apis=self.apis,
                 ),
             )

@@ -778,6 +778,8 @@ def _trigger(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
     if job.trigger not in (PUSH, EVENTARC):
         yield problem("trigger", f"{job.trigger!r} is not a trigger kind", f'use "{PUSH}" or "{EVENTARC}"')
         return
+    if job.trigger == PUSH and job.bucket_location:
+        yield problem("bucket_location", "a push job has no bucket", "remove bucket_location=")
     if job.trigger == PUSH and job.bucket:
         yield problem(
             "bucket",
@@ -792,12 +794,40 @@ def _trigger(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
         yield problem(
             "bucket", f"{job.bucket!r} is not a Cloud Storage bucket name", "give the bucket's name"
         )
+    yield from _bucket_location(job, problem)
     if job.timeout_seconds > MAX_EVENT_FUNCTION_TIMEOUT:
         yield problem(
             "timeout_seconds",
             f"{job.timeout_seconds} s is longer than an event-driven function may run "
             f"({MAX_EVENT_FUNCTION_TIMEOUT} s)",
             f"choose at most {MAX_EVENT_FUNCTION_TIMEOUT} s, or use the push trigger (600 s)",
+        )
+
+
+def _bucket_location(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
+    """A Cloud Storage trigger must be in its bucket's location (a region, dual- or
+    multi-region); a Pub/Sub trigger only in a single region, the team's."""
+    if not job.bucket_location:
+        return
+    if not job.bucket:
+        yield problem(
+            "bucket_location",
+            "only a Cloud Storage trigger takes its bucket's location; a Pub/Sub trigger is in a single "
+            "region, the team's",
+            "remove bucket_location=",
+        )
+    elif job.bucket_location not in locations.STORAGE_TRIGGER_LOCATIONS:
+        lowered = job.bucket_location.lower()
+        close = (
+            f"write it in lower case, {lowered!r}"
+            if lowered in locations.STORAGE_TRIGGER_LOCATIONS
+            else f"use one of {_closest(lowered, locations.STORAGE_TRIGGER_LOCATIONS)}"
+        )
+        yield problem(
+            "bucket_location",
+            f"{job.bucket_location!r} is not a location a Cloud Storage trigger can be in (a region, "
+            f"or one of {', '.join(sorted(locations.STORAGE_TRIGGER_MULTI_REGIONS))})",
+            f"give the bucket's location: {close}; if Eventarc lists it now, add it to stacks/locations.py",
         )
 
 

@@ -463,8 +463,7 @@ def test_the_trigger_account_receives_events_and_invokes_only_its_function(event
 
 
 def test_only_a_bucket_trigger_lets_the_storage_agent_publish(eventarc):
-    number = "${data.google_project.project.number}"
-    agent = f"serviceAccount:service-{number}@gs-project-accounts.iam.gserviceaccount.com"
+    agent = "${data.google_storage_project_service_account.storage-agent.member}"
     publishers = [
         config
         for config in eventarc.resources("google_project_iam_member").values()
@@ -549,7 +548,7 @@ def test_without_its_bucket_trigger_the_storage_agents_project_grant_and_the_tri
     (agent_grant,) = [
         name
         for name, config in stack["resource"]["google_project_iam_member"].items()
-        if "gs-project-accounts" in config["member"]
+        if "google_storage_project_service_account" in config["member"]
     ]
     (token_grant,) = [
         name

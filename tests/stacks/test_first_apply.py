@@ -167,3 +167,54 @@ def test_actas_on_any_other_account_is_flagged(every):
         f"RO-IAM-8 google_cloudfunctions2_function.{function}",
         f"RO-IAM-8 google_service_account_iam_member.{name}",
     ]
+
+
+STORAGE_AGENT = "${data.google_storage_project_service_account.storage-agent.member}"
+
+
+def test_the_storage_agent_comes_from_its_data_source_not_an_interpolated_email(every):
+    (source,) = every.document["data"]["google_storage_project_service_account"].values()
+    assert source["project"] == "acme-every-1"
+    assert "google_project_service.apis_storage" in " ".join(source["depends_on"])
+    publishers = [
+        config["member"]
+        for config in every.resources("google_project_iam_member").values()
+        if config["role"] == "roles/pubsub.publisher" and "runtime-account" not in config["member"]
+    ]
+    assert publishers == [STORAGE_AGENT]
+    assert "gs-project-accounts" not in every.json
+
+
+def test_an_interpolated_storage_agent_is_not_accepted_at_project_level(every):
+    stack = copy.deepcopy(every.document)
+    name, grant = _named(stack, "google_project_iam_member", member=STORAGE_AGENT)
+    grant["member"] = (
+        "serviceAccount:service-${data.google_project.project.number}@gs-project-accounts.iam.gserviceaccount.com"
+    )
+    assert f"RO-IAM-3 google_project_iam_member.{name}" in _findings(stack)
+
+
+def test_a_bucket_trigger_is_in_its_buckets_location(every):
+    _, function = _named(every, "google_cloudfunctions2_function", name="every-uploads")
+    assert function["event_trigger"]["trigger_region"] == "eu"
+    _, topic_function = _named(every, "google_cloudfunctions2_function", name="every-paid")
+    assert topic_function["event_trigger"]["trigger_region"] == "europe-west1"
+
+
+@pytest.mark.parametrize(
+    ("changes", "fix"),
+    [
+        ({"bucket_location": "EU"}, "write it in lower case, 'eu'"),
+        ({"bucket_location": "europe-west-1"}, "'europe-west1'"),
+        ({"bucket_location": "eu", "bucket": "", "topic": "orders-paid"}, "remove bucket_location="),
+        ({"bucket_location": "eu", "trigger": "push", "bucket": ""}, "remove bucket_location="),
+    ],
+)
+def test_a_trigger_location_must_be_its_buckets(changes, fix):
+    (problem,) = find_problems([replace(TEAM, event_jobs=[replace(EVENTARC_JOB, **changes)])])
+    assert (problem.job, problem.field) == ("uploads", "bucket_location") and fix in problem.fix
+
+
+@pytest.mark.parametrize("location", ["eu", "nam4", "us", "asia1", "europe-west4"])
+def test_a_bucket_may_be_in_a_region_or_a_dual_or_multi_region(location):
+    assert find_problems([replace(TEAM, event_jobs=[replace(EVENTARC_JOB, bucket_location=location)])]) == []
