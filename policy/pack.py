@@ -105,7 +105,9 @@ LEAST_PRIVILEGE = [
         "error",
         "Grant roles/run.invoker on each of the team's own services (google_cloud_run_v2_service_"
         "iam_member, name = the function's service_config.service), never on the project or a "
-        "service named by a literal; the Scheduler invoker account holds that role and nothing else.",
+        "service named by a literal (an Eventarc trigger account's project grant excepted: it must "
+        "exist before its function's service); the Scheduler invoker account holds that role and "
+        "nothing else.",
     ),
     Rule(
         "RO-IAM-11",
@@ -114,6 +116,15 @@ LEAST_PRIVILEGE = [
         "Make every Scheduler job and push subscription depend on its signer's run.invoker grant on "
         "the service it calls and on a time_sleep of at least 120s after that grant (IAM changes "
         "typically take 2 minutes to propagate); until then every call is refused.",
+    ),
+    Rule(
+        "RO-DEP-2",
+        rules.triggered_function_waits_for_agent_and_invoker,
+        "error",
+        "Make every function with an Eventarc trigger depend on a time_sleep of at least 120s after "
+        "the Eventarc service agent's roles/eventarc.serviceAgent grant (google_project_service_"
+        "identity of eventarc.googleapis.com) and its trigger account's roles/run.invoker grant: on "
+        "a fresh project the trigger is refused, and its first events, until both are in effect.",
     ),
     Rule(
         "RO-IAM-8",

@@ -106,7 +106,9 @@ class EventDelivery(Construct):
        for Eventarc, the trigger account and its grants (`grants`, which the stack's IAM wait
        includes).
     2. `event_trigger`, for Eventarc: the block the function is deployed with.
-    3. `grant_invoker`: run.invoker on the function's service for its caller.
+    3. `grant_invoker`, for push: run.invoker on the function's service for the team's invoker.
+       An Eventarc trigger's account gets run.invoker in step 1 instead (`trigger_invoker`), before
+       the function and its trigger exist.
     4. `subscribe`, for push, once that grant has settled: the push subscription to the
        function's run.app URI with an OIDC token for that audience, and subscriber on it for the
        service agent (which dead-lettering needs to acknowledge the source message).
@@ -156,6 +158,8 @@ class EventDelivery(Construct):
         wait includes them all, and the function waits for it."""
         self.trigger_email = ""
         """The Eventarc trigger's account (its email), "" for push."""
+        self.trigger_invoker: ProjectIamMember | None = None
+        """run.invoker for the Eventarc trigger's account, None for push (`_eventarc_grants`)."""
         self.trigger_token_creator: ServiceAccountIamMember | None = None
         """The Pub/Sub service agent's token creator grant on the Eventarc trigger's account, None
         for push (the team's invoker has its own, `grant_push_token_creator`)."""
@@ -183,6 +187,13 @@ class EventDelivery(Construct):
         self.trigger_email = account.email
         self.grants.append(
             self._project_grant("trigger-event-receiver", defaults.ROLE_EVENT_RECEIVER, self.trigger_email)
+        )
+        # Before the function: its trigger delivers as soon as it exists, and a delivery before the
+        # grant is refused. The function's service does not exist yet, and Cloud Run does not
+        # evaluate resource names in IAM conditions, so the grant is the project's, as in the
+        # provider's cloudfunctions2_basic_gcs example; the stack waits for it before the function.
+        self.trigger_invoker = self._project_grant(
+            "trigger-invoker", defaults.ROLE_INVOKER, self.trigger_email
         )
         # The trigger's account signs the tokens of the pushes that deliver its events; in a project
         # whose Pub/Sub agent dates from on or before April 8, 2021 the agent needs token creator to
@@ -258,11 +269,10 @@ class EventDelivery(Construct):
         )
 
     def grant_invoker(self, function: DeduplicatedFunction) -> CloudRunV2ServiceIamMember:
-        """roles/run.invoker on this job's function's service only, for whoever calls it: the
-        team's invoker (the push tokens' signer) or the Eventarc trigger's account."""
+        """roles/run.invoker on this push job's function's service only, for the team's invoker
+        (the push tokens' signer)."""
         props = self.props
-        caller = self.trigger_email or props.invoker_email
-        return grant_run_invoker(self, props.team, function, caller, props.apis)
+        return grant_run_invoker(self, props.team, function, props.invoker_email, props.apis)
 
     def subscribe(
         self, function: DeduplicatedFunction, after: Sequence[ITerraformDependable]

@@ -21,6 +21,7 @@ from stacks.deduplicated_function import (
     job_archive,
 )
 from stacks.event_job import EventDelivery, EventDeliveryProps, event_environment, grant_push_token_creator
+from stacks.eventarc_agent import declare_beta_provider, eventarc_agent
 from stacks.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.legacy_accounts import keep_job_accounts
 from stacks.provider import (
@@ -188,6 +189,29 @@ class TeamStack(TerraformStack):
         )
         """The `time_sleep` after every grant of the build account and of every runtime account;
         each function waits for it. It waits again whenever the set of functions changes."""
+        eventarc_jobs = [events for events in self.events.values() if events.trigger_invoker is not None]
+        self.eventarc_agent = eventarc_agent(self, team, self.apis) if eventarc_jobs else None
+        """The Eventarc service agent and its role, for teams with an Eventarc job
+        (`stacks.eventarc_agent`)."""
+        if self.eventarc_agent is not None:
+            declare_beta_provider(self, team)
+        self.trigger_settled = (
+            Sleep(
+                self,
+                "trigger-settled",
+                create_duration=defaults.INVOKER_SETTLE,
+                triggers={"functions": ",".join(sorted(job.props.job.name for job in eventarc_jobs))},
+                depends_on=[
+                    *self.eventarc_agent,
+                    *(events.trigger_invoker for events in eventarc_jobs if events.trigger_invoker),
+                ],
+            )
+            if self.eventarc_agent is not None
+            else None
+        )
+        """The `time_sleep` (the IAM propagation time, as before a Scheduler job) after the Eventarc
+        agent's role and every trigger account's invoker grant; each function with a trigger
+        follows it, so the trigger is created and delivers only once both are in effect."""
         self.functions: dict[str, DeduplicatedFunction] = {}
         """Each function, by its name (the name of its first job)."""
         archives: dict[str, Archive] = {}  # one per source folder: zipping and hashing cost time
@@ -209,6 +233,9 @@ class TeamStack(TerraformStack):
                     archive=archives[source],
                     event_trigger=self.events[shared.name].event_trigger()
                     if shared.name in self.events
+                    else None,
+                    trigger_settled=self.trigger_settled
+                    if shared.name in self.events and self.events[shared.name].trigger_invoker
                     else None,
                 ),
             )
@@ -243,11 +270,12 @@ class TeamStack(TerraformStack):
             shared.name: self.jobs[shared.name].grant_invoker(self.functions[shared.name])
             for shared in self.shared_functions
         }
-        # The event functions' grants sit on their event constructs, one each.
-        invoker_grants.update(
-            {name: events.grant_invoker(self.functions[name]) for name, events in self.events.items()}
-        )
+        # The push functions' grants sit on their event constructs, one each (an Eventarc trigger's
+        # account has its own, made before its function).
         pushes = [name for name, events in self.events.items() if events.props.job.trigger != EVENTARC]
+        invoker_grants.update(
+            {name: self.events[name].grant_invoker(self.functions[name]) for name in pushes}
+        )
         self.push_token_creator = (
             grant_push_token_creator(self, self.identity.invoker_account, project_number, self.apis)
             if pushes and self.identity.invoker_account is not None

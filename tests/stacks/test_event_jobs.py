@@ -441,8 +441,7 @@ def test_eventarc_jobs_get_no_push_subscription_but_keep_their_dead_letters(even
     assert eventarc.resources("google_pubsub_subscription_iam_member") == {}
 
 
-def test_the_trigger_account_receives_events_and_invokes_only_its_function(eventarc):
-    function, _ = _one(eventarc, "google_cloudfunctions2_function", name="acme-uploads")
+def test_the_trigger_account_receives_events_and_may_invoke_before_its_function_exists(eventarc):
     account, _ = _one(eventarc, "google_service_account", account_id="acme-uploads-trg")
     trigger = f"serviceAccount:${{google_service_account.{account}.email}}"
     grants = sorted(
@@ -453,12 +452,8 @@ def test_the_trigger_account_receives_events_and_invokes_only_its_function(event
         if config["member"] == trigger
     )
     assert grants == [
-        (
-            "google_cloud_run_v2_service_iam_member",
-            "roles/run.invoker",
-            f"${{google_cloudfunctions2_function.{function}.service_config[0].service}}",
-        ),
         ("google_project_iam_member", "roles/eventarc.eventReceiver", "acme-prod-1"),
+        ("google_project_iam_member", "roles/run.invoker", "acme-prod-1"),
     ]
 
 
@@ -555,9 +550,17 @@ def test_without_its_bucket_trigger_the_storage_agents_project_grant_and_the_tri
         for name, config in stack["resource"]["google_service_account_iam_member"].items()
         if config["service_account_id"] == f"${{google_service_account.{account}.name}}"
     ]
+    (invoker_grant,) = [
+        name
+        for name, config in stack["resource"]["google_project_iam_member"].items()
+        if config["role"] == "roles/run.invoker" and account in config["member"]
+    ]
     found = {(finding.rule.id, finding.resource.address) for finding in check_stack("acme", stack)}
     assert found == {
         ("RO-IAM-3", f"google_project_iam_member.{agent_grant}"),
+        # Its project-level invoker grant is a trigger account's only while a trigger delivers as it.
+        ("RO-IAM-3", f"google_project_iam_member.{invoker_grant}"),
+        ("RO-IAM-7", f"google_project_iam_member.{invoker_grant}"),
         ("RO-IAM-4", f"google_service_account.{account}"),
         ("RO-IAM-9", f"google_service_account_iam_member.{token_grant}"),
     }

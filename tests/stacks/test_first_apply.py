@@ -7,6 +7,7 @@ validation rules that keep its retries and event ages inside what Pub/Sub and Ev
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -218,3 +219,124 @@ def test_a_trigger_location_must_be_its_buckets(changes, fix):
 @pytest.mark.parametrize("location", ["eu", "nam4", "us", "asia1", "europe-west4"])
 def test_a_bucket_may_be_in_a_region_or_a_dual_or_multi_region(location):
     assert find_problems([replace(TEAM, event_jobs=[replace(EVENTARC_JOB, bucket_location=location)])]) == []
+
+
+def test_the_eventarc_agent_is_created_through_google_beta_once_eventarc_is_on(every):
+    document = every.document
+    assert document["terraform"]["required_providers"]["google-beta"] == {
+        "source": "hashicorp/google-beta",
+        "version": "6.50.0",
+    }
+    assert document["provider"]["google-beta"] == [{"project": "acme-every-1", "region": "europe-west1"}]
+    agent = every.resources("google_project_service_identity")["eventarc-agent"]
+    assert (agent["provider"], agent["project"], agent["service"]) == (
+        "google-beta",
+        "acme-every-1",
+        "eventarc.googleapis.com",
+    )
+    assert any(address.startswith("google_project_service.apis_eventarc") for address in agent["depends_on"])
+    role = every.resources("google_project_iam_member")["eventarc-agent-role"]
+    assert (role["role"], role["member"]) == (
+        "roles/eventarc.serviceAgent",
+        "${google_project_service_identity.eventarc-agent.member}",
+    )
+
+
+def test_a_team_without_eventarc_jobs_declares_no_beta_provider(example):
+    assert "google-beta" not in example.document["terraform"]["required_providers"]
+    assert "google_project_service_identity" not in example.document["resource"]
+
+
+@pytest.mark.parametrize("job", ["uploads", "paid"])
+def test_a_triggered_function_waits_for_the_agents_role_and_its_invoker_grant(every, job):
+    _, function = _named(every, "google_cloudfunctions2_function", name=f"every-{job}")
+    signer = function["event_trigger"]["service_account_email"]
+    invoker, _ = _named(
+        every, "google_project_iam_member", role="roles/run.invoker", member=f"serviceAccount:{signer}"
+    )
+    settled = every.resources("time_sleep")["trigger-settled"]
+    assert "time_sleep.trigger-settled" in function["depends_on"]
+    assert settled["create_duration"] == "120s"
+    assert {
+        f"google_project_iam_member.{invoker}",
+        "google_project_iam_member.eventarc-agent-role",
+    } <= set(settled["depends_on"])
+
+
+def test_a_trigger_accounts_invoker_grant_does_not_wait_for_its_function(every):
+    service_grants = every.resources("google_cloud_run_v2_service_iam_member").values()
+    assert not any(
+        "trg" in config["member"] or "trigger-account" in config["member"] for config in service_grants
+    )
+    for name, grant in every.resources("google_project_iam_member").items():
+        if grant["role"] == "roles/run.invoker":
+            assert "cloudfunctions2_function" not in str(grant), name
+
+
+def _triggered(stack: dict[str, Any]) -> str:
+    name, _ = _named(stack, "google_cloudfunctions2_function", name="every-uploads")
+    return f"RO-DEP-2 google_cloudfunctions2_function.{name}"
+
+
+@pytest.mark.parametrize(
+    "breaks",
+    [
+        lambda stack, function: function["depends_on"].remove("time_sleep.trigger-settled"),
+        lambda stack, function: stack["resource"]["time_sleep"]["trigger-settled"].update(
+            create_duration="60s"
+        ),
+        lambda stack, function: stack["resource"]["time_sleep"]["trigger-settled"]["depends_on"].remove(
+            "google_project_iam_member.eventarc-agent-role"
+        ),
+    ],
+    ids=["no-wait", "short-wait", "agent-role-not-waited-for"],
+)
+def test_a_triggered_function_that_does_not_wait_is_flagged(every, breaks):
+    stack = copy.deepcopy(every.document)
+    _, function = _named(stack, "google_cloudfunctions2_function", name="every-uploads")
+    breaks(stack, function)
+    assert _triggered(stack) in _findings(stack)
+
+
+def test_a_project_invoker_grant_for_an_account_no_trigger_delivers_as_is_flagged(every):
+    stack = copy.deepcopy(every.document)
+    (name,) = [
+        name
+        for name, config in stack["resource"]["google_project_iam_member"].items()
+        if config["role"] == "roles/run.invoker" and "uploads" in config["member"]
+    ]
+    grant = stack["resource"]["google_project_iam_member"][name]
+    grant["member"] = "serviceAccount:${google_service_account.team-invoker-account.email}"
+    found = _findings(stack)
+    assert f"RO-IAM-7 google_project_iam_member.{name}" in found
+    assert f"RO-IAM-3 google_project_iam_member.{name}" in found
+
+
+CHECKOV = Path(__file__).parents[2] / ".venv" / "checkov" / "bin" / "checkov"
+
+
+@pytest.mark.skipif(
+    not CHECKOV.exists(), reason=f"checkov is not installed at {CHECKOV}: `make test` installs it"
+)
+def test_checkov_passes_the_every_feature_stack(every, tmp_path):
+    from policy.checkov import run_checkov
+
+    file = tmp_path / "every.tf.json"
+    file.write_text(every.json)
+    assert run_checkov(CHECKOV, "every", file) == []
+
+
+@pytest.mark.skipif(
+    not CHECKOV.exists(), reason=f"checkov is not installed at {CHECKOV}: `make test` installs it"
+)
+def test_checkov_accepts_the_eventarc_agents_role_for_that_agent_only(every, tmp_path):
+    from policy.checkov import run_checkov
+
+    stack = copy.deepcopy(every.document)
+    grants = stack["resource"]["google_project_iam_member"]
+    grants["agent-role-elsewhere"] = {**grants["eventarc-agent-role"], "member": "user:someone@example.com"}
+    file = tmp_path / "every.tf.json"
+    file.write_text(json.dumps(stack))
+    assert [(f.check_id, f.resource) for f in run_checkov(CHECKOV, "every", file)] == [
+        ("CKV_GCP_49", "resource.agent-role-elsewhere")
+    ]

@@ -312,7 +312,7 @@ def test_checkov_still_fails_a_second_build_editor_grant_beside_the_accepted_one
     assert checkov_findings(stack, tmp_path) == [("CKV_GCP_49", "resource.builds-anything")]
 
 
-def test_only_build_trigger_grants_are_accepted_and_every_accepted_check_says_why():
+def test_only_the_listed_grants_are_accepted_and_every_accepted_check_says_why():
     assert set(ACCEPTED) == {"CKV_GCP_49"}
     assert all(len(reason) > 40 for reason, _ in ACCEPTED.values())
     assert not set(ACCEPTED) & set(SKIPPED)  # accepted on one grant, never skipped everywhere
