@@ -63,7 +63,9 @@ ONE_BUCKET_CONDITION = re.compile(
 )
 # Roles that exist only at project level and only write: log entries cannot be scoped further,
 # and an Eventarc trigger's account receives events at project level only.
-PROJECT_ONLY_ROLES = {"roles/logging.logWriter", "roles/eventarc.eventReceiver"}
+PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
+EVENT_RECEIVER_ROLE = "roles/eventarc.eventReceiver"
+PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 # The Cloud Storage agent as the `google_storage_project_service_account` data source names it:
 # the email interpolated from the project number may not exist yet (the data source's docs).
 STORAGE_AGENT = re.compile(r"^\$\{data\.google_storage_project_service_account\.[^.}]+\.member\}$")
@@ -130,6 +132,8 @@ def role_scoped_to_one_resource(resource: Resource) -> Verdict:
         return Verdict.COMPLIANT
     if _is_trigger_invoker_grant(resource):  # before its function exists (RO-IAM-7, RO-DEP-2)
         return Verdict.COMPLIANT
+    if _is_event_receiver_grant(resource):
+        return Verdict.COMPLIANT
     expression = resource.config.get("condition", {}).get("expression", "").strip()
     scoped = ONE_DATABASE_CONDITION.match(expression) or ONE_BUCKET_CONDITION.match(expression)
     return Verdict.COMPLIANT if scoped else Verdict.NON_COMPLIANT
@@ -176,14 +180,31 @@ def is_eventarc_agent_grant(resource: Resource) -> bool:
     )
 
 
-def _trigger_accounts(stack: Mapping[str, Any]) -> set[str]:
-    """The stack's service accounts that functions' Eventarc triggers deliver as."""
+def _trigger_accounts(stack: Mapping[str, Any], exclude_event_type: str = "") -> set[str]:
+    """The stack's service accounts that functions' Eventarc triggers deliver as (of triggers of
+    any event type but `exclude_event_type`)."""
     return {
         named.group(1)
         for config in stack.get("resource", {}).get("google_cloudfunctions2_function", {}).values()
+        if not exclude_event_type
+        or exclude_event_type not in _values_at(config, ("event_trigger", "event_type"))
         for email in _values_at(config, ("event_trigger", "service_account_email"))
         if (named := MEMBER_ACCOUNT.search(str(email)))
     }
+
+
+def _is_event_receiver_grant(resource: Resource) -> bool:
+    """roles/eventarc.eventReceiver (project level only) for the accounts of Eventarc triggers
+    that need it: every trigger but a Pub/Sub one, for which Eventarc says it is not needed."""
+    accounts = _member_accounts(resource)
+    receivers = _trigger_accounts(resource.stack, exclude_event_type=PUBSUB_PUBLISHED)
+    return (
+        resource.type == "google_project_iam_member"
+        and resource.config.get("role") == EVENT_RECEIVER_ROLE
+        and bool(accounts)
+        and len(accounts) == len(_members(resource))
+        and accounts <= receivers
+    )
 
 
 def _is_trigger_invoker_grant(resource: Resource) -> bool:

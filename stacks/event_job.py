@@ -171,10 +171,10 @@ class EventDelivery(Construct):
         """The push subscription, once `subscribe` ran."""
 
     def _eventarc_grants(self, props: EventDeliveryProps) -> None:
-        """The trigger's own account, which receives the events (eventReceiver exists only at
-        project level) and whose tokens the Pub/Sub service agent may sign (token creator on that
-        account only); for a bucket, publisher for the Cloud Storage service agent, which
-        publishes object events to Eventarc's Pub/Sub transport."""
+        """The trigger's own account, which receives a bucket's events (eventReceiver exists only
+        at project level), may invoke the function before it exists, and whose tokens the Pub/Sub
+        service agent may sign (token creator on that account only); for a bucket, publisher for
+        the Cloud Storage service agent, which publishes object events to Eventarc's transport."""
         team, job = props.team, props.job
         account = service_account(
             self,
@@ -185,9 +185,14 @@ class EventDelivery(Construct):
             props.apis,
         )
         self.trigger_email = account.email
-        self.grants.append(
-            self._project_grant("trigger-event-receiver", defaults.ROLE_EVENT_RECEIVER, self.trigger_email)
-        )
+        if job.bucket:
+            # Not for a Pub/Sub trigger: "If you are routing direct events from Cloud Pub/Sub, you
+            # don't need to grant this role" (Eventarc, roles for Cloud Run functions targets).
+            self.grants.append(
+                self._project_grant(
+                    "trigger-event-receiver", defaults.ROLE_EVENT_RECEIVER, self.trigger_email
+                )
+            )
         # Before the function: its trigger delivers as soon as it exists, and a delivery before the
         # grant is refused. The function's service does not exist yet, and Cloud Run does not
         # evaluate resource names in IAM conditions, so the grant is the project's, as in the

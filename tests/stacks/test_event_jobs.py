@@ -555,10 +555,16 @@ def test_without_its_bucket_trigger_the_storage_agents_project_grant_and_the_tri
         for name, config in stack["resource"]["google_project_iam_member"].items()
         if config["role"] == "roles/run.invoker" and account in config["member"]
     ]
+    (receiver_grant,) = [
+        name
+        for name, config in stack["resource"]["google_project_iam_member"].items()
+        if config["role"] == "roles/eventarc.eventReceiver" and account in config["member"]
+    ]
     found = {(finding.rule.id, finding.resource.address) for finding in check_stack("acme", stack)}
     assert found == {
         ("RO-IAM-3", f"google_project_iam_member.{agent_grant}"),
-        # Its project-level invoker grant is a trigger account's only while a trigger delivers as it.
+        ("RO-IAM-3", f"google_project_iam_member.{receiver_grant}"),
+        # Its project-level grants are a trigger account's only while a trigger delivers as it.
         ("RO-IAM-3", f"google_project_iam_member.{invoker_grant}"),
         ("RO-IAM-7", f"google_project_iam_member.{invoker_grant}"),
         ("RO-IAM-4", f"google_service_account.{account}"),

@@ -340,3 +340,24 @@ def test_checkov_accepts_the_eventarc_agents_role_for_that_agent_only(every, tmp
     assert [(f.check_id, f.resource) for f in run_checkov(CHECKOV, "every", file)] == [
         ("CKV_GCP_49", "resource.agent-role-elsewhere")
     ]
+
+
+def test_only_a_bucket_triggers_account_may_receive_events(every):
+    receivers = [
+        config["member"]
+        for config in every.resources("google_project_iam_member").values()
+        if config["role"] == "roles/eventarc.eventReceiver"
+    ]
+    _, uploads = _named(every, "google_cloudfunctions2_function", name="every-uploads")
+    assert receivers == [f"serviceAccount:{uploads['event_trigger']['service_account_email']}"]
+
+
+def test_event_receiver_for_a_pubsub_triggers_account_is_flagged(every):
+    stack = copy.deepcopy(every.document)
+    _, paid = _named(stack, "google_cloudfunctions2_function", name="every-paid")
+    stack["resource"]["google_project_iam_member"]["paid-receiver"] = {
+        "project": "acme-every-1",
+        "role": "roles/eventarc.eventReceiver",
+        "member": f"serviceAccount:{paid['event_trigger']['service_account_email']}",
+    }
+    assert _findings(stack) == ["RO-IAM-3 google_project_iam_member.paid-receiver"]
