@@ -937,6 +937,17 @@ def _push_attempts_outlast_lease(job: EventJob, lease: int, problem: ProblemAt) 
     within the lease is answered 409, so the last delivery attempt must come after the lease,
     or Pub/Sub dead-letters an event whose body never finished, with no runonce reason. Checked
     on `PushRetry.attempt_offsets_seconds`, which takes every wait as the minimum backoff."""
+    reach = lease + job.retry.max_backoff_seconds
+    if job.retry_window_seconds <= reach:
+        # After the lease ends, the next delivery comes at most one maximum backoff later.
+        yield problem(
+            "retry_window_seconds",
+            f"{job.retry_window_seconds} s of message retention may end before a redelivery comes "
+            f"after the lease ({lease} s) of an attempt whose instance died at the first delivery: "
+            f"that redelivery may wait up to retry.max_backoff_seconds ({job.retry.max_backoff_seconds} s) "
+            "more, and Pub/Sub drops the message unacknowledged, with no dead letter",
+            f"set retry_window_seconds above {reach}, or lower retry.max_backoff_seconds",
+        )
     attempts, backoff = job.max_delivery_attempts, job.retry.min_backoff_seconds
     last = job.retry.attempt_offsets_seconds(attempts)[-1]
     if last > lease:

@@ -361,3 +361,18 @@ def test_event_receiver_for_a_pubsub_triggers_account_is_flagged(every):
         "member": f"serviceAccount:{paid['event_trigger']['service_account_email']}",
     }
     assert _findings(stack) == ["RO-IAM-3 google_project_iam_member.paid-receiver"]
+
+
+def test_a_retry_window_that_may_end_before_a_redelivery_after_the_lease_is_refused():
+    # Lease 660 s (timeout 600) and a 600 s retention: Pub/Sub drops the event before the lease ends.
+    (problem,) = problems(
+        timeout_seconds=600, retry_window_seconds=600, max_event_age_seconds=600, max_delivery_attempts=100
+    )
+    assert (problem.field, problem.job) == ("retry_window_seconds", "orders")
+    assert "set retry_window_seconds above 1260" in problem.fix
+
+
+def test_a_retry_window_past_the_lease_and_one_maximum_backoff_is_accepted():
+    assert problems(retry_window_seconds=721, max_event_age_seconds=600) == []
+    (problem,) = problems(retry_window_seconds=720, max_event_age_seconds=600)
+    assert problem.field == "retry_window_seconds"
