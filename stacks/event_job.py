@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cdktf import ITerraformDependable
+from cdktf import ITerraformDependable, Postcondition, TerraformResourceLifecycle
 from constructs import Construct
 
 from stacks import defaults, naming
@@ -18,6 +18,7 @@ from stacks.provider import (
     Cloudfunctions2FunctionEventTrigger,
     Cloudfunctions2FunctionEventTriggerEventFilters,
     CloudRunV2ServiceIamMember,
+    DataGoogleStorageBucket,
     ProjectIamMember,
     PubsubSubscription,
     PubsubSubscriptionDeadLetterPolicy,
@@ -90,6 +91,9 @@ class EventDeliveryProps:
     """The team's invoker account, which signs the push requests' OIDC tokens."""
     project_number: str
     """The project number (a Terraform reference), naming the Pub/Sub service agent."""
+    project_data: str
+    """The address of the stack's `google_project` data source (`data.google_project.X`), whose
+    number a bucket trigger's bucket must have."""
     storage_agent_member: str
     """The Cloud Storage service agent as an IAM principal, from the stack's
     `google_storage_project_service_account` data source ("" for a team without bucket jobs)."""
@@ -158,6 +162,9 @@ class EventDelivery(Construct):
         wait includes them all, and the function waits for it."""
         self.trigger_email = ""
         """The Eventarc trigger's account (its email), "" for push."""
+        self.bucket_check: DataGoogleStorageBucket | None = None
+        """For a bucket trigger: the bucket, read at plan (or apply) time, with postconditions that
+        it is in the team's project and in `bucket_location`; None otherwise."""
         self.trigger_invoker: ProjectIamMember | None = None
         """run.invoker for the Eventarc trigger's account, None for push (`_eventarc_grants`)."""
         self.trigger_token_creator: ServiceAccountIamMember | None = None
@@ -209,6 +216,7 @@ class EventDelivery(Construct):
         )
         self.grants.append(self.trigger_token_creator)
         if job.bucket:
+            self.bucket_check = self._check_bucket()
             self.grants.append(
                 ProjectIamMember(
                     self,
@@ -218,6 +226,37 @@ class EventDelivery(Construct):
                     member=props.storage_agent_member,
                 )
             )
+
+    def _check_bucket(self) -> DataGoogleStorageBucket:
+        """The bucket as Cloud Storage describes it, checked before its trigger is made: a trigger
+        must be in its bucket's location, and the bucket in the trigger's project (the publisher
+        grant is this project's Cloud Storage agent's). Synth cannot see a bucket; these
+        postconditions stop the apply with the fix instead."""
+        team, job = self.props.team, self.props.job
+        location = job.bucket_location or team.region
+        return DataGoogleStorageBucket(
+            self,
+            "bucket",
+            name=job.bucket,
+            # Set, so the provider does not look the project up through the Compute API.
+            project=team.project,
+            depends_on=self.props.apis.of(defaults.API_STORAGE),
+            lifecycle=TerraformResourceLifecycle(
+                postcondition=[
+                    Postcondition(
+                        condition=f"${{tostring(self.project_number) == {self.props.project_data}.number}}",
+                        error_message=f"Bucket {job.bucket} is not in project {team.project}: an Eventarc "
+                        "trigger on a bucket needs the bucket in its own project. Use a bucket of "
+                        "the team's project, or deploy the job with the bucket's project.",
+                    ),
+                    Postcondition(
+                        condition=f'${{lower(self.location) == "{location}"}}',
+                        error_message=f"Bucket {job.bucket} is not in {location}, where its trigger is: "
+                        "set bucket_location to the bucket's location (lower case) in the team file.",
+                    ),
+                ]
+            ),
+        )
 
     def _topic(self, id: str, name: str) -> PubsubTopic:
         """A topic of the job's, labelled like the job."""

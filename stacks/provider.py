@@ -66,6 +66,7 @@ from cdktf_cdktf_provider_google.cloudfunctions2_function import (  # noqa: E402
     Cloudfunctions2FunctionServiceConfig,
 )
 from cdktf_cdktf_provider_google.data_google_project import DataGoogleProject  # noqa: E402
+from cdktf_cdktf_provider_google.data_google_storage_bucket import DataGoogleStorageBucket  # noqa: E402
 from cdktf_cdktf_provider_google.data_google_storage_project_service_account import (  # noqa: E402
     DataGoogleStorageProjectServiceAccount,
 )
@@ -128,6 +129,7 @@ __all__ = [
     "Cloudfunctions2FunctionEventTriggerEventFilters",
     "Cloudfunctions2FunctionServiceConfig",
     "DataGoogleProject",
+    "DataGoogleStorageBucket",
     "DataGoogleStorageProjectServiceAccount",
     "FirestoreDatabase",
     "FirestoreField",

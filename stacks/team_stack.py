@@ -166,6 +166,7 @@ class TeamStack(TerraformStack):
                     runtime_email=identities[job.name].runtime_email,
                     invoker_email=self.identity.invoker_email,
                     project_number=project_number,
+                    project_data=self.project.fqn,
                     storage_agent_member=storage_agent_member,
                     apis=self.apis,
                 ),
@@ -204,14 +205,16 @@ class TeamStack(TerraformStack):
                 depends_on=[
                     *self.eventarc_agent,
                     *(events.trigger_invoker for events in eventarc_jobs if events.trigger_invoker),
+                    *(events.bucket_check for events in eventarc_jobs if events.bucket_check),
                 ],
             )
             if self.eventarc_agent is not None
             else None
         )
         """The `time_sleep` (the IAM propagation time, as before a Scheduler job) after the Eventarc
-        agent's role and every trigger account's invoker grant; each function with a trigger
-        follows it, so the trigger is created and delivers only once both are in effect."""
+        agent's role and every trigger account's invoker grant (and the bucket triggers' bucket
+        checks); each function with a trigger follows it, so the trigger is created and delivers
+        only once both grants are in effect, and never on a bucket that failed its check."""
         self.functions: dict[str, DeduplicatedFunction] = {}
         """Each function, by its name (the name of its first job)."""
         archives: dict[str, Archive] = {}  # one per source folder: zipping and hashing cost time

@@ -376,3 +376,19 @@ def test_a_retry_window_past_the_lease_and_one_maximum_backoff_is_accepted():
     assert problems(retry_window_seconds=721, max_event_age_seconds=600) == []
     (problem,) = problems(retry_window_seconds=720, max_event_age_seconds=600)
     assert problem.field == "retry_window_seconds"
+
+
+def test_a_bucket_triggers_bucket_is_checked_for_its_project_and_location_before_the_trigger(every):
+    (name, bucket), *others = every.document["data"]["google_storage_bucket"].items()
+    assert others == [] and (bucket["name"], bucket["project"]) == ("acme-every-uploads", "acme-every-1")
+    conditions = [check["condition"] for check in bucket["lifecycle"]["postcondition"]]
+    assert conditions == [
+        "${tostring(self.project_number) == data.google_project.project.number}",
+        '${lower(self.location) == "eu"}',
+    ]
+    assert all(
+        "acme-every-uploads" in check["error_message"] for check in bucket["lifecycle"]["postcondition"]
+    )
+    assert (
+        f"data.google_storage_bucket.{name}" in every.resources("time_sleep")["trigger-settled"]["depends_on"]
+    )
