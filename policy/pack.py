@@ -132,7 +132,8 @@ LEAST_PRIVILEGE = [
         "error",
         "A proxy's runtime account holds the ledger grant and its target's role on the narrowest "
         "resource (the Cloud Run job itself; the workflow's or trigger's project; the team's project "
-        "for a generic call's declared role), nothing else; give every proxy that grant.",
+        "for a generic call's declared role) and, for a build trigger that runs as its own account, "
+        "roles/iam.serviceAccountUser on that one account; nothing else; give every proxy them.",
     ),
     Rule(
         "RO-IAM-6",
