@@ -37,8 +37,13 @@ ACCEPTED: dict[str, tuple[str, Callable[[Resource], bool]]] = {
         "role is roles/cloudbuild.builds.editor; a custom role could drop its other permissions "
         "but not cloudbuild.builds.create, the one behind CKV_GCP_49's concern. "
         "Accepted only on that exact grant (policy.rules.is_build_trigger_grant, which RO-IAM-8 "
-        "also checks); CKV_GCP_49 on any other resource still fails (docs/targets.md).",
-        rules.is_build_trigger_grant,
+        "also checks); CKV_GCP_49 on any other resource still fails (docs/targets.md). "
+        "And on the Eventarc service agent's own role, roles/eventarc.serviceAgent, granted to "
+        "that agent alone (the google_project_service_identity of eventarc.googleapis.com) at "
+        "project level, the only level it has: Google grants it there by default when the first "
+        "Eventarc resource is created, and a trigger is refused until it is in effect "
+        "(policy.rules.is_eventarc_agent_grant, docs/stacks.md).",
+        lambda resource: rules.is_build_trigger_grant(resource) or rules.is_eventarc_agent_grant(resource),
     ),
 }
 """Check id -> (why, which resources): failed checks accepted on those resources only, unlike

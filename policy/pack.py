@@ -105,7 +105,9 @@ LEAST_PRIVILEGE = [
         "error",
         "Grant roles/run.invoker on each of the team's own services (google_cloud_run_v2_service_"
         "iam_member, name = the function's service_config.service), never on the project or a "
-        "service named by a literal; the Scheduler invoker account holds that role and nothing else.",
+        "service named by a literal (an Eventarc trigger account's project grant excepted: it must "
+        "exist before its function's service); the Scheduler invoker account holds that role and "
+        "nothing else.",
     ),
     Rule(
         "RO-IAM-11",
@@ -116,12 +118,22 @@ LEAST_PRIVILEGE = [
         "typically take 2 minutes to propagate); until then every call is refused.",
     ),
     Rule(
+        "RO-DEP-2",
+        rules.triggered_function_waits_for_agent_and_invoker,
+        "error",
+        "Make every function with an Eventarc trigger depend on a time_sleep of at least 120s after "
+        "the Eventarc service agent's roles/eventarc.serviceAgent grant (google_project_service_"
+        "identity of eventarc.googleapis.com) and its trigger account's roles/run.invoker grant: on "
+        "a fresh project the trigger is refused, and its first events, until both are in effect.",
+    ),
+    Rule(
         "RO-IAM-8",
         rules.proxy_account_holds_only_its_target,
         "error",
         "A proxy's runtime account holds the ledger grant and its target's role on the narrowest "
         "resource (the Cloud Run job itself; the workflow's or trigger's project; the team's project "
-        "for a generic call's declared role), nothing else; give every proxy that grant.",
+        "for a generic call's declared role) and, for a build trigger that runs as its own account, "
+        "roles/iam.serviceAccountUser on that one account; nothing else; give every proxy them.",
     ),
     Rule(
         "RO-IAM-6",

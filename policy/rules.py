@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -63,8 +63,12 @@ ONE_BUCKET_CONDITION = re.compile(
 )
 # Roles that exist only at project level and only write: log entries cannot be scoped further,
 # and an Eventarc trigger's account receives events at project level only.
-PROJECT_ONLY_ROLES = {"roles/logging.logWriter", "roles/eventarc.eventReceiver"}
-STORAGE_AGENT = re.compile(r"^serviceAccount:service-[^@]+@gs-project-accounts\.iam\.gserviceaccount\.com$")
+PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
+EVENT_RECEIVER_ROLE = "roles/eventarc.eventReceiver"
+PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
+# The Cloud Storage agent as the `google_storage_project_service_account` data source names it:
+# the email interpolated from the project number may not exist yet (the data source's docs).
+STORAGE_AGENT = re.compile(r"^\$\{data\.google_storage_project_service_account\.[^.}]+\.member\}$")
 STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 # Arguments that make a service account the identity a component runs or calls as.
 IDENTITY_ARGUMENTS = {"service_account_email", "service_account", "service_account_name"}
@@ -124,7 +128,11 @@ def role_scoped_to_one_resource(resource: Resource) -> Verdict:
         return Verdict.COMPLIANT
     if _is_target_grant(resource):  # the narrowest level the target's API offers (RO-IAM-8)
         return Verdict.COMPLIANT
-    if _is_storage_trigger_grant(resource):
+    if _is_storage_trigger_grant(resource) or is_eventarc_agent_grant(resource):
+        return Verdict.COMPLIANT
+    if _is_trigger_invoker_grant(resource):  # before its function exists (RO-IAM-7, RO-DEP-2)
+        return Verdict.COMPLIANT
+    if _is_event_receiver_grant(resource):
         return Verdict.COMPLIANT
     expression = resource.config.get("condition", {}).get("expression", "").strip()
     scoped = ONE_DATABASE_CONDITION.match(expression) or ONE_BUCKET_CONDITION.match(expression)
@@ -145,6 +153,72 @@ def _is_storage_trigger_grant(resource: Resource) -> bool:
         bool(storage_triggers)
         and resource.config.get("role") == "roles/pubsub.publisher"
         and all(STORAGE_AGENT.match(member) for member in _members(resource))
+    )
+
+
+EVENTARC_API = "eventarc.googleapis.com"
+EVENTARC_AGENT_ROLE = "roles/eventarc.serviceAgent"
+SERVICE_IDENTITY_MEMBER = re.compile(r"^\$\{google_project_service_identity\.([^.}]+)\.member\}$")
+
+
+def is_eventarc_agent_grant(resource: Resource) -> bool:
+    """roles/eventarc.serviceAgent at project level (the only level it has) for the Eventarc
+    service agent, as this stack's `google_project_service_identity` of Eventarc names it. The
+    checkov runner accepts CKV_GCP_49 on this grant too."""
+    identities = resource.stack.get("resource", {}).get("google_project_service_identity", {})
+    members = _members(resource)
+    return (
+        resource.type == "google_project_iam_member"
+        and resource.config.get("role") == EVENTARC_AGENT_ROLE
+        and "condition" not in resource.config
+        and bool(members)
+        and all(
+            (named := SERVICE_IDENTITY_MEMBER.match(member)) is not None
+            and identities.get(named.group(1), {}).get("service") == EVENTARC_API
+            for member in members
+        )
+    )
+
+
+def _trigger_accounts(stack: Mapping[str, Any], exclude_event_type: str = "") -> set[str]:
+    """The stack's service accounts that functions' Eventarc triggers deliver as (of triggers of
+    any event type but `exclude_event_type`)."""
+    return {
+        named.group(1)
+        for config in stack.get("resource", {}).get("google_cloudfunctions2_function", {}).values()
+        if not exclude_event_type
+        or exclude_event_type not in _values_at(config, ("event_trigger", "event_type"))
+        for email in _values_at(config, ("event_trigger", "service_account_email"))
+        if (named := MEMBER_ACCOUNT.search(str(email)))
+    }
+
+
+def _is_event_receiver_grant(resource: Resource) -> bool:
+    """roles/eventarc.eventReceiver (project level only) for the accounts of Eventarc triggers
+    that need it: every trigger but a Pub/Sub one, for which Eventarc says it is not needed."""
+    accounts = _member_accounts(resource)
+    receivers = _trigger_accounts(resource.stack, exclude_event_type=PUBSUB_PUBLISHED)
+    return (
+        resource.type == "google_project_iam_member"
+        and resource.config.get("role") == EVENT_RECEIVER_ROLE
+        and bool(accounts)
+        and len(accounts) == len(_members(resource))
+        and accounts <= receivers
+    )
+
+
+def _is_trigger_invoker_grant(resource: Resource) -> bool:
+    """roles/run.invoker at project level, unconditioned, for Eventarc trigger accounts only: it
+    must exist before the function whose trigger delivers as that account, when the function's
+    service does not exist yet, and Cloud Run does not evaluate resource names in conditions."""
+    accounts = _member_accounts(resource)
+    return (
+        resource.type == "google_project_iam_member"
+        and resource.config.get("role") == "roles/run.invoker"
+        and "condition" not in resource.config
+        and bool(accounts)
+        and len(accounts) == len(_members(resource))
+        and accounts <= _trigger_accounts(resource.stack)
     )
 
 
@@ -278,6 +352,8 @@ def invoker_only_on_own_services(resource: Resource) -> Verdict:
     invokers = _member_accounts(resource) & _invoker_accounts(resource.stack)
     if not invoker_role and not invokers:
         return Verdict.NOT_APPLICABLE
+    if _is_trigger_invoker_grant(resource) and not invokers:
+        return Verdict.COMPLIANT
     if not invoker_role or resource.type not in SERVICE_IAM_TARGETS:
         return Verdict.NON_COMPLIANT
     target = str(resource.config.get(SERVICE_IAM_TARGETS[resource.type], ""))
@@ -374,10 +450,14 @@ def depends_on_api_enablement(resource: Resource) -> Verdict:
     project a resource created the moment its API reports enabled can still be refused."""
     if not resource.type.startswith("google_"):
         return Verdict.NOT_APPLICABLE
-    if resource.type not in APIS_OF_TYPE:
+    if resource.type == "google_project_service_identity":  # the identity of its `service`
+        apis: tuple[str, ...] = (str(resource.config.get("service", "")),)
+    elif resource.type in APIS_OF_TYPE:
+        apis = APIS_OF_TYPE[resource.type]
+    else:
         return Verdict.NON_COMPLIANT
     depends_on = list(resource.config.get("depends_on", []))
-    for api in APIS_OF_TYPE[resource.type]:
+    for api in apis:
         enablements = {
             address
             for address in depends_on
@@ -501,6 +581,34 @@ def _grants_target(resource: Resource, target: Mapping[str, Any]) -> bool:
     return resource.type == "google_project_iam_member" and config.get("project") == parts["project"]
 
 
+ACT_AS_ROLE = "roles/iam.serviceAccountUser"
+TRIGGER_ACCOUNT_EMAIL = re.compile(r"^[^@/]+@(?P<project>[^.@/]+)\.iam\.gserviceaccount\.com$")
+
+
+def _acts_as_trigger_account(resource: Resource, target: Mapping[str, Any]) -> bool:
+    """Whether this grant is actAs on the one account a build trigger target runs as
+    (`service_account`), which running that trigger needs (docs/targets.md)."""
+    email = str(target.get("service_account") or "")
+    named = TRIGGER_ACCOUNT_EMAIL.match(email)
+    return (
+        target.get("kind") == "build_trigger"
+        and named is not None
+        and resource.type == "google_service_account_iam_member"
+        and resource.config.get("role") == ACT_AS_ROLE
+        and resource.config.get("service_account_id")
+        == f"projects/{named['project']}/serviceAccounts/{email}"
+        and "condition" not in resource.config
+    )
+
+
+def _target_grants_needed(target: Mapping[str, Any]) -> list[Callable[[Resource, Mapping[str, Any]], bool]]:
+    """Each grant a proxy needs to start `target`: its role, and actAs on a trigger's account."""
+    needed: list[Callable[[Resource, Mapping[str, Any]], bool]] = [_grants_target]
+    if target.get("kind") == "build_trigger" and target.get("service_account"):
+        needed.append(_acts_as_trigger_account)
+    return needed
+
+
 def _provider_project(stack: Mapping[str, Any]) -> str:
     providers = stack.get("provider", {}).get("google", [{}])
     return str((providers[0] if isinstance(providers, list) and providers else {}).get("project", ""))
@@ -510,10 +618,11 @@ def _is_target_grant(resource: Resource, kind: str = "") -> bool:
     """Whether this grant lets a proxy's account start its target (of `kind`, if given)."""
     targets = _proxy_targets(resource.stack)
     return any(
-        _grants_target(resource, target)
+        grants(resource, target)
         for account in _member_accounts(resource)
         for target in targets.get(account, [])
         if not kind or target.get("kind") == kind
+        for grants in _target_grants_needed(target)
     )
 
 
@@ -548,7 +657,9 @@ def proxy_account_holds_only_its_target(resource: Resource) -> Verdict:
         ]
         own = [grant for grant in grants if account.group(1) in _member_accounts(grant)]
         granted = all(
-            any(_grants_target(grant, target) for grant in own) for target in targets[account.group(1)]
+            any(grants(grant, target) for grant in own)
+            for target in targets[account.group(1)]
+            for grants in _target_grants_needed(target)
         )
         return Verdict.COMPLIANT if granted else Verdict.NON_COMPLIANT
     if not _is_iam(resource):
@@ -883,3 +994,39 @@ def caller_waits_for_its_invoker_grant(resource: Resource) -> Verdict:
         and _seconds(_config_at(resource.stack, address).get("create_duration")) >= INVOKER_SETTLE_SECONDS
     }
     return Verdict.COMPLIANT if grants & depends_on and waits else Verdict.NON_COMPLIANT
+
+
+def triggered_function_waits_for_agent_and_invoker(resource: Resource) -> Verdict:
+    """A function with an Eventarc trigger depends on a time_sleep of at least the typical IAM
+    propagation time (2 minutes) that follows the Eventarc service agent's role grant and its
+    trigger account's invoker grant: on a fresh project the trigger is refused until the agent
+    has its role, and every delivery until the invoker grant is in effect."""
+    if resource.type != "google_cloudfunctions2_function":
+        return Verdict.NOT_APPLICABLE
+    emails = list(_values_at(resource.config, ("event_trigger", "service_account_email")))
+    if not list(_values_at(resource.config, ("event_trigger",))):
+        return Verdict.NOT_APPLICABLE
+    account = MEMBER_ACCOUNT.search(str(emails[0])) if emails else None
+    if account is None:
+        return Verdict.NON_COMPLIANT
+    grants = [
+        (
+            f"google_project_iam_member.{name}",
+            Resource("google_project_iam_member", name, grant, resource.stack),
+        )
+        for name, grant in resource.stack.get("resource", {}).get("google_project_iam_member", {}).items()
+    ]
+    agent = {address for address, grant in grants if is_eventarc_agent_grant(grant)}
+    invoker = {
+        address
+        for address, grant in grants
+        if _is_trigger_invoker_grant(grant) and account.group(1) in _member_accounts(grant)
+    }
+    waited = any(
+        address.startswith("time_sleep.")
+        and _seconds(_config_at(resource.stack, address).get("create_duration")) >= INVOKER_SETTLE_SECONDS
+        and agent & set(_config_at(resource.stack, address).get("depends_on", []))
+        and invoker & set(_config_at(resource.stack, address).get("depends_on", []))
+        for address in resource.config.get("depends_on", [])
+    )
+    return Verdict.COMPLIANT if waited else Verdict.NON_COMPLIANT

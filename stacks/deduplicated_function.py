@@ -53,6 +53,9 @@ class DeduplicatedFunctionProps:
     """The source archive (`job_archive`), built by the stack once per source folder."""
     event_trigger: Cloudfunctions2FunctionEventTrigger | None = None
     """An Eventarc event job's trigger (`EventDelivery.event_trigger`); None for HTTP functions."""
+    trigger_settled: Sleep | None = None
+    """For a function with an Eventarc trigger: the stack's wait after the Eventarc agent's role
+    and the trigger accounts' invoker grants, which the function (and so its trigger) follows."""
 
 
 def runonce_environment(team: Team, function: SharedFunction) -> dict[str, str]:
@@ -136,6 +139,7 @@ class DeduplicatedFunction(Construct):
                 *(props.apis.of(defaults.API_EVENTARC) if props.event_trigger else []),
                 self.source_object,
                 props.iam_settled,
+                *([props.trigger_settled] if props.trigger_settled else []),
             ],
         )
         """The `google_cloudfunctions2_function`; Scheduler calls `service_config.uri` (run.app)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cdktf import ITerraformDependable
+from cdktf import ITerraformDependable, Postcondition, TerraformResourceLifecycle
 from constructs import Construct
 
 from stacks import defaults, naming
@@ -18,6 +18,7 @@ from stacks.provider import (
     Cloudfunctions2FunctionEventTrigger,
     Cloudfunctions2FunctionEventTriggerEventFilters,
     CloudRunV2ServiceIamMember,
+    DataGoogleStorageBucket,
     ProjectIamMember,
     PubsubSubscription,
     PubsubSubscriptionDeadLetterPolicy,
@@ -90,6 +91,12 @@ class EventDeliveryProps:
     """The team's invoker account, which signs the push requests' OIDC tokens."""
     project_number: str
     """The project number (a Terraform reference), naming the Pub/Sub service agent."""
+    project_data: str
+    """The address of the stack's `google_project` data source (`data.google_project.X`), whose
+    number a bucket trigger's bucket must have."""
+    storage_agent_member: str
+    """The Cloud Storage service agent as an IAM principal, from the stack's
+    `google_storage_project_service_account` data source ("" for a team without bucket jobs)."""
     apis: RequiredApis
     """The stack's enabled APIs."""
 
@@ -103,7 +110,9 @@ class EventDelivery(Construct):
        for Eventarc, the trigger account and its grants (`grants`, which the stack's IAM wait
        includes).
     2. `event_trigger`, for Eventarc: the block the function is deployed with.
-    3. `grant_invoker`: run.invoker on the function's service for its caller.
+    3. `grant_invoker`, for push: run.invoker on the function's service for the team's invoker.
+       An Eventarc trigger's account gets run.invoker in step 1 instead (`trigger_invoker`), before
+       the function and its trigger exist.
     4. `subscribe`, for push, once that grant has settled: the push subscription to the
        function's run.app URI with an OIDC token for that audience, and subscriber on it for the
        service agent (which dead-lettering needs to acknowledge the source message).
@@ -153,6 +162,11 @@ class EventDelivery(Construct):
         wait includes them all, and the function waits for it."""
         self.trigger_email = ""
         """The Eventarc trigger's account (its email), "" for push."""
+        self.bucket_check: DataGoogleStorageBucket | None = None
+        """For a bucket trigger: the bucket, read at plan (or apply) time, with postconditions that
+        it is in the team's project and in `bucket_location`; None otherwise."""
+        self.trigger_invoker: ProjectIamMember | None = None
+        """run.invoker for the Eventarc trigger's account, None for push (`_eventarc_grants`)."""
         self.trigger_token_creator: ServiceAccountIamMember | None = None
         """The Pub/Sub service agent's token creator grant on the Eventarc trigger's account, None
         for push (the team's invoker has its own, `grant_push_token_creator`)."""
@@ -164,10 +178,10 @@ class EventDelivery(Construct):
         """The push subscription, once `subscribe` ran."""
 
     def _eventarc_grants(self, props: EventDeliveryProps) -> None:
-        """The trigger's own account, which receives the events (eventReceiver exists only at
-        project level) and whose tokens the Pub/Sub service agent may sign (token creator on that
-        account only); for a bucket, publisher for the Cloud Storage service agent, which
-        publishes object events to Eventarc's Pub/Sub transport."""
+        """The trigger's own account, which receives a bucket's events (eventReceiver exists only
+        at project level), may invoke the function before it exists, and whose tokens the Pub/Sub
+        service agent may sign (token creator on that account only); for a bucket, publisher for
+        the Cloud Storage service agent, which publishes object events to Eventarc's transport."""
         team, job = props.team, props.job
         account = service_account(
             self,
@@ -178,8 +192,20 @@ class EventDelivery(Construct):
             props.apis,
         )
         self.trigger_email = account.email
-        self.grants.append(
-            self._project_grant("trigger-event-receiver", defaults.ROLE_EVENT_RECEIVER, self.trigger_email)
+        if job.bucket:
+            # Not for a Pub/Sub trigger: "If you are routing direct events from Cloud Pub/Sub, you
+            # don't need to grant this role" (Eventarc, roles for Cloud Run functions targets).
+            self.grants.append(
+                self._project_grant(
+                    "trigger-event-receiver", defaults.ROLE_EVENT_RECEIVER, self.trigger_email
+                )
+            )
+        # Before the function: its trigger delivers as soon as it exists, and a delivery before the
+        # grant is refused. The function's service does not exist yet, and Cloud Run does not
+        # evaluate resource names in IAM conditions, so the grant is the project's, as in the
+        # provider's cloudfunctions2_basic_gcs example; the stack waits for it before the function.
+        self.trigger_invoker = self._project_grant(
+            "trigger-invoker", defaults.ROLE_INVOKER, self.trigger_email
         )
         # The trigger's account signs the tokens of the pushes that deliver its events; in a project
         # whose Pub/Sub agent dates from on or before April 8, 2021 the agent needs token creator to
@@ -190,8 +216,47 @@ class EventDelivery(Construct):
         )
         self.grants.append(self.trigger_token_creator)
         if job.bucket:
-            agent = naming.storage_service_agent(props.project_number)
-            self.grants.append(self._project_grant("storage-agent-publisher", defaults.ROLE_PUBLISHER, agent))
+            self.bucket_check = self._check_bucket()
+            self.grants.append(
+                ProjectIamMember(
+                    self,
+                    "storage-agent-publisher",
+                    project=team.project,
+                    role=defaults.ROLE_PUBLISHER,
+                    member=props.storage_agent_member,
+                )
+            )
+
+    def _check_bucket(self) -> DataGoogleStorageBucket:
+        """The bucket as Cloud Storage describes it, checked before its trigger is made: a trigger
+        must be in its bucket's location, and the bucket in the trigger's project (the publisher
+        grant is this project's Cloud Storage agent's). Synth cannot see a bucket; these
+        postconditions stop the apply with the fix instead."""
+        team, job = self.props.team, self.props.job
+        location = job.bucket_location or team.region
+        return DataGoogleStorageBucket(
+            self,
+            "bucket",
+            name=job.bucket,
+            # Set, so the provider does not look the project up through the Compute API.
+            project=team.project,
+            depends_on=self.props.apis.of(defaults.API_STORAGE),
+            lifecycle=TerraformResourceLifecycle(
+                postcondition=[
+                    Postcondition(
+                        condition=f"${{tostring(self.project_number) == {self.props.project_data}.number}}",
+                        error_message=f"Bucket {job.bucket} is not in project {team.project}: an Eventarc "
+                        "trigger on a bucket needs the bucket in its own project. Use a bucket of "
+                        "the team's project, or deploy the job with the bucket's project.",
+                    ),
+                    Postcondition(
+                        condition=f'${{lower(self.location) == "{location}"}}',
+                        error_message=f"Bucket {job.bucket} is not in {location}, where its trigger is: "
+                        "set bucket_location to the bucket's location (lower case) in the team file.",
+                    ),
+                ]
+            ),
+        )
 
     def _topic(self, id: str, name: str) -> PubsubTopic:
         """A topic of the job's, labelled like the job."""
@@ -229,8 +294,9 @@ class EventDelivery(Construct):
         if job.trigger != EVENTARC:
             return None
         if job.bucket:
+            # "The trigger must be in the same location as the bucket" (cloudfunctions2_basic_gcs).
             return Cloudfunctions2FunctionEventTrigger(
-                trigger_region=team.region,
+                trigger_region=job.bucket_location or team.region,
                 event_type=defaults.EVENT_STORAGE_FINALIZED,
                 event_filters=[
                     Cloudfunctions2FunctionEventTriggerEventFilters(attribute="bucket", value=job.bucket)
@@ -247,11 +313,10 @@ class EventDelivery(Construct):
         )
 
     def grant_invoker(self, function: DeduplicatedFunction) -> CloudRunV2ServiceIamMember:
-        """roles/run.invoker on this job's function's service only, for whoever calls it: the
-        team's invoker (the push tokens' signer) or the Eventarc trigger's account."""
+        """roles/run.invoker on this push job's function's service only, for the team's invoker
+        (the push tokens' signer)."""
         props = self.props
-        caller = self.trigger_email or props.invoker_email
-        return grant_run_invoker(self, props.team, function, caller, props.apis)
+        return grant_run_invoker(self, props.team, function, props.invoker_email, props.apis)
 
     def subscribe(
         self, function: DeduplicatedFunction, after: Sequence[ITerraformDependable]

@@ -165,6 +165,14 @@ FIRESTORE_LOCATIONS = FIRESTORE_MULTI_REGIONS | frozenset(
 )
 """Every location a Firestore database can be created in."""
 
+STORAGE_TRIGGER_MULTI_REGIONS = frozenset({"asia", "eu", "us", "asia1", "eur4", "nam4"})
+"""The dual- and multi-regions a Cloud Storage Eventarc trigger can be in (its bucket's), besides
+single regions: "Cloud Storage triggers support single-region, dual-region, and multi-region
+locations", six of them ("A closer look at locations in Eventarc", Google Cloud blog, 2021; the
+Eventarc locations page, https://cloud.google.com/eventarc/docs/locations, lists them)."""
+STORAGE_TRIGGER_LOCATIONS = FUNCTION_REGIONS | STORAGE_TRIGGER_MULTI_REGIONS
+"""Where a Cloud Storage trigger (so its bucket) can be: a region, or a dual- or multi-region."""
+
 LOCATIONS_PAGES = (
     "https://cloud.google.com/run/docs/locations and https://cloud.google.com/scheduler/docs/locations"
 )

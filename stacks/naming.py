@@ -118,8 +118,3 @@ def topic_path(project: str, topic: str) -> str:
 def pubsub_service_agent(project_number: str) -> str:
     """The project's Pub/Sub service agent, which forwards dead letters."""
     return f"service-{project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
-
-
-def storage_service_agent(project_number: str) -> str:
-    """The project's Cloud Storage service agent, which publishes object events to Eventarc."""
-    return f"service-{project_number}@gs-project-accounts.iam.gserviceaccount.com"

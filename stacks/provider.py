@@ -66,6 +66,10 @@ from cdktf_cdktf_provider_google.cloudfunctions2_function import (  # noqa: E402
     Cloudfunctions2FunctionServiceConfig,
 )
 from cdktf_cdktf_provider_google.data_google_project import DataGoogleProject  # noqa: E402
+from cdktf_cdktf_provider_google.data_google_storage_bucket import DataGoogleStorageBucket  # noqa: E402
+from cdktf_cdktf_provider_google.data_google_storage_project_service_account import (  # noqa: E402
+    DataGoogleStorageProjectServiceAccount,
+)
 from cdktf_cdktf_provider_google.firestore_database import FirestoreDatabase  # noqa: E402
 from cdktf_cdktf_provider_google.firestore_field import (  # noqa: E402
     FirestoreField,
@@ -125,6 +129,8 @@ __all__ = [
     "Cloudfunctions2FunctionEventTriggerEventFilters",
     "Cloudfunctions2FunctionServiceConfig",
     "DataGoogleProject",
+    "DataGoogleStorageBucket",
+    "DataGoogleStorageProjectServiceAccount",
     "FirestoreDatabase",
     "FirestoreField",
     "FirestoreFieldIndexConfig",

@@ -14,6 +14,8 @@ grant it on (docs/targets.md, "The stacks"):
 - BuildTrigger: `roles/cloudbuild.builds.editor` on the trigger's project: triggers have no IAM
   policy of their own (nor a provider IAM resource), and Cloud Build ignores resource attributes in
   conditions. Checkov's CKV_GCP_49 is accepted on this grant only (`policy.checkov.ACCEPTED`).
+  A trigger that runs as its own service account (`BuildTrigger.service_account`) also needs
+  actAs on that account: `roles/iam.serviceAccountUser` on that one account.
 - GoogleApi: the target's `role` on the team's project: an arbitrary call names no resource the
   stack could grant it on.
 
@@ -30,11 +32,12 @@ from cdktf import ITerraformDependable
 from constructs import Construct
 
 from stacks import defaults
-from stacks.identity import member
-from stacks.provider import CloudRunV2JobIamMember, ProjectIamMember
+from stacks.identity import member, resource_id
+from stacks.provider import CloudRunV2JobIamMember, ProjectIamMember, ServiceAccountIamMember
 from stacks.required_apis import RequiredApis
 from stacks.targets import (
     JOB_NAME,
+    SERVICE_ACCOUNT_EMAIL,
     TRIGGER_NAME,
     WORKFLOW_NAME,
     BuildTrigger,
@@ -48,6 +51,7 @@ from stacks.team import Team
 ROLE_WORKFLOW = "roles/workflows.invoker"
 ROLE_CLOUD_RUN_JOB = "roles/run.jobsExecutorWithOverrides"
 ROLE_BUILD_TRIGGER = "roles/cloudbuild.builds.editor"
+ROLE_ACT_AS = "roles/iam.serviceAccountUser"
 API_WORKFLOW_EXECUTIONS = "workflowexecutions.googleapis.com"
 SERVICE_HOST = re.compile(r"^https://([a-z0-9]+\.googleapis\.com)/")
 
@@ -72,8 +76,31 @@ def _parts(pattern: re.Pattern[str], name: str) -> dict[str, str]:
 
 def grant_target(
     scope: Construct, id: str, team: Team, target: Target, runtime_email: str, apis: RequiredApis
+) -> list[ITerraformDependable]:
+    """The grants that let the proxy's account start `target` (resource ids start with `id`): the
+    target's role, and for a build trigger that runs as its own account, actAs on that account."""
+    grants = [_grant_role(scope, id, team, target, runtime_email, apis)]
+    if isinstance(target, BuildTrigger) and target.service_account:
+        # "user does not have impersonation permission on the trigger service account
+        # specified" otherwise (docs/targets.md): actAs on that one account, not the project.
+        project = _parts(SERVICE_ACCOUNT_EMAIL, target.service_account)["project"]
+        grants.append(
+            ServiceAccountIamMember(
+                scope,
+                f"{id}-trigger-account-user",
+                service_account_id=resource_id(project, target.service_account),
+                role=ROLE_ACT_AS,
+                member=member(runtime_email),
+                depends_on=apis.of(defaults.API_IAM),
+            )
+        )
+    return grants
+
+
+def _grant_role(
+    scope: Construct, id: str, team: Team, target: Target, runtime_email: str, apis: RequiredApis
 ) -> ITerraformDependable:
-    """The one grant that lets the proxy's account start `target` (resource ids start with `id`)."""
+    """The target's role for the proxy's account on the narrowest resource."""
     principal = member(runtime_email)
     if isinstance(target, CloudRunJob):
         job = _parts(JOB_NAME, target.job)

@@ -32,11 +32,18 @@ TARGET_VARIABLE = "RUNONCE_TARGET"
 STACK_ENV = (TARGET_VARIABLE, "RUNONCE_TARGET_BASE_URL")
 """Proxy variables a job may not set: the stack sets the target, and the base URL exists only to
 point tests at a local stand-in (it would send the account's token elsewhere)."""
+STACK_FIELDS = ("service_account",)
+"""Target fields only the stack reads (to grant what starting the target needs); they stay in the
+JSON, so that two jobs that differ in them get proxies of their own, and the proxy ignores them."""
 CALL_TIMEOUT_ENV = "RUNONCE_TARGET_TIMEOUT_SECONDS"
 CALL_TIMEOUT_SECONDS = 30
 """The proxy's timeout per call unless CALL_TIMEOUT_ENV says otherwise (runonce.proxy)."""
 CALLS_PER_ATTEMPT = 3
 """At most: look for an earlier start, start, and look once more after a lost answer."""
+SERVICE_ACCOUNT_EMAIL = re.compile(
+    r"^(?P<name>[a-z][a-z0-9-]{4,28}[a-z0-9])@(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com$"
+)
+"""A user-managed service account's email; its project is in it (IAM, service account ids)."""
 ROLE = re.compile(
     r"^(roles/[A-Za-z0-9_.]+|projects/[^/]+/roles/[A-Za-z0-9_.]+|organizations/[0-9]+/roles/[A-Za-z0-9_.]+)$"
 )
@@ -88,6 +95,11 @@ class BuildTrigger(_TargetForm):
     """User substitutions, each starting with `_`."""
     source: dict[str, Any] = field(default_factory=dict)
     """The RepoSource to build (`branchName`, `tagName`, `commitSha`, ...)."""
+    service_account: str = ""
+    """The email of the service account the trigger runs its builds as, if it names one
+    (`NAME@PROJECT.iam.gserviceaccount.com`): running such a trigger needs actAs on that account,
+    so the proxy's account gets roles/iam.serviceAccountUser on it alone. "" (default): the
+    trigger uses Cloud Build's default account, and nothing more is granted."""
 
     kind = "build_trigger"
 
@@ -157,6 +169,15 @@ def target_problems(target: Target) -> list[tuple[str, str, str]]:
                 )
             )
         _json_object(found, "target.source", target.source)
+        if target.service_account and not SERVICE_ACCOUNT_EMAIL.match(target.service_account):
+            found.append(
+                (
+                    "target.service_account",
+                    f"{target.service_account!r} is not a user-managed service account's email",
+                    "give the email the trigger runs as, NAME@PROJECT.iam.gserviceaccount.com (not "
+                    'its projects/P/serviceAccounts/ path), or "" if it runs as Cloud Build\'s default',
+                )
+            )
     elif isinstance(target, GoogleApi):
         parts = urlsplit(target.url)
         if parts.scheme != "https" or not (parts.hostname or "").endswith(".googleapis.com"):

@@ -156,9 +156,22 @@ class PushRetry:
     max_backoff_seconds: int = 600
     """Longest wait between redeliveries, 0-600, at least min_backoff_seconds."""
 
+    def attempt_offsets_seconds(self, attempts: int) -> list[int]:
+        """When each delivery attempt comes, in seconds after the first, if every attempt fails at
+        once (an instance that died answers 5xx, a held claim 409). Conservative: Pub/Sub's
+        backoff grows exponentially from the minimum, but the growth is not documented and is
+        "best effort" (RetryPolicy reference), so each wait is taken as the minimum alone."""
+        return [attempt * self.min_backoff_seconds for attempt in range(attempts)]
+
 
 # Pub/Sub keeps an unacknowledged message at most this long (message_retention_duration).
 MAX_RETRY_WINDOW_SECONDS = 7 * 24 * 3600
+# Eventarc keeps an undelivered event 24 hours (its "Retry events" page) and redelivers at most
+# 600 s apart; an Eventarc job's maximum event age leaves six such gaps before that, so a
+# redelivery older than the age still comes, and runonce dead-letters the event before Eventarc
+# drops it.
+EVENTARC_RETENTION_SECONDS = 24 * 3600
+EVENTARC_MAX_EVENT_AGE_SECONDS = EVENTARC_RETENTION_SECONDS - 3600
 PUSH = "push"
 """`EventJob.trigger`: a Pub/Sub push subscription the stack configures fully (the default)."""
 EVENTARC = "eventarc"
@@ -194,11 +207,16 @@ class EventJob:
     retry_window_seconds: int = MAX_RETRY_WINDOW_SECONDS
     """How long Pub/Sub keeps redelivering an unacknowledged message (the subscription's
     message_retention_duration), 600 s to 7 days."""
-    max_delivery_attempts: int = 5
-    """Deliveries before Pub/Sub moves a message to the dead-letter topic itself, 5-100."""
-    max_event_age_seconds: int = 24 * 3600
+    max_delivery_attempts: int = 40
+    """Deliveries before Pub/Sub moves a message to the dead-letter topic itself, 5-100. They must
+    reach past the lease even if every redelivery comes only `retry.min_backoff_seconds` after
+    the last (`PushRetry.attempt_offsets_seconds`): with the defaults the 40th comes 390 s after
+    the first, after the default 360 s lease, so a crashed attempt's event is taken over."""
+    max_event_age_seconds: int = 23 * 3600
     """An event older than this (from its publish time) is not run but dead-lettered by runonce:
-    the end condition Google recommends for retried events. At most retry_window_seconds."""
+    the end condition Google recommends for retried events. At most retry_window_seconds; for
+    an Eventarc job at most 23 hours, an hour under the 24 hours Eventarc keeps an undelivered
+    event (`EVENTARC_MAX_EVENT_AGE_SECONDS`)."""
     retention_seconds: int = 8 * 24 * 3600
     """How long an event's record is kept; longer than retry_window_seconds, or a late
     redelivery would find no record and run again."""
@@ -220,8 +238,12 @@ class EventJob:
     be configured, and it has no dead-letter topic; runonce's own dead letters still go to the
     stack's dead-letter topic)."""
     bucket: str = ""
-    """Eventarc only: a Cloud Storage bucket whose object finalize events trigger the job; ""
-    (default) triggers on the messages of `topic` instead."""
+    """Eventarc only: a Cloud Storage bucket of the team's project whose object finalize events
+    trigger the job; "" (default) triggers on the messages of `topic` instead."""
+    bucket_location: str = ""
+    """Eventarc bucket jobs only: the bucket's location as Cloud Storage names it, a region
+    (`europe-west1`), a dual-region (`eur4`) or a multi-region (`eu`), in lower case; the trigger
+    must be in that location. "" (default): the team's region."""
 
     @property
     def ack_deadline_seconds(self) -> int:

@@ -21,9 +21,16 @@ from stacks.deduplicated_function import (
     job_archive,
 )
 from stacks.event_job import EventDelivery, EventDeliveryProps, event_environment, grant_push_token_creator
+from stacks.eventarc_agent import declare_beta_provider, eventarc_agent
 from stacks.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.legacy_accounts import keep_job_accounts
-from stacks.provider import DataGoogleProject, GoogleProvider, Sleep, TimeProvider
+from stacks.provider import (
+    DataGoogleProject,
+    DataGoogleStorageProjectServiceAccount,
+    GoogleProvider,
+    Sleep,
+    TimeProvider,
+)
 from stacks.required_apis import RequiredApis, RequiredApisProps
 from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
 from stacks.sharing import FunctionSettings, SharedFunction, explain, shared_functions
@@ -112,6 +119,18 @@ class TeamStack(TerraformStack):
         ]
         """The event jobs' functions, in team-file order."""
         functions = [*self.shared_functions, *self.event_functions]
+        # Read from Cloud Storage, which creates the agent if it does not exist yet; its email,
+        # interpolated from the project number, "may cause Terraform apply errors in cases where
+        # the service account does not yet exist" (the data source's docs).
+        self.storage_agent = (
+            DataGoogleStorageProjectServiceAccount(
+                self, "storage-agent", project=team.project, depends_on=self.apis.of(defaults.API_STORAGE)
+            )
+            if any(job.bucket for job in team.event_jobs if job.trigger == EVENTARC)
+            else None
+        )
+        """The `google_storage_project_service_account` data source, for teams with a bucket trigger."""
+        storage_agent_member = self.storage_agent.member if self.storage_agent is not None else ""
         # Every account and grant first, then one wait after all grants, then the functions: a
         # build started before its grants settle cannot fetch its source.
         identities = {
@@ -136,7 +155,7 @@ class TeamStack(TerraformStack):
             for function in self.shared_functions
             if function.first.target is not None
         }
-        """The grant that lets each proxy's account start its target, by function name."""
+        """The grants that let each proxy's account start its target, by function name."""
         self.events = {
             job.name: EventDelivery(
                 self,
@@ -147,6 +166,8 @@ class TeamStack(TerraformStack):
                     runtime_email=identities[job.name].runtime_email,
                     invoker_email=self.identity.invoker_email,
                     project_number=project_number,
+                    project_data=self.project.fqn,
+                    storage_agent_member=storage_agent_member,
                     apis=self.apis,
                 ),
             )
@@ -163,12 +184,37 @@ class TeamStack(TerraformStack):
             depends_on=[
                 *self.identity.build_grants,
                 *(identity.ledger_grant for identity in identities.values()),
-                *self.target_grants.values(),
+                *(grant for grants in self.target_grants.values() for grant in grants),
                 *(grant for events in self.events.values() for grant in events.grants),
             ],
         )
         """The `time_sleep` after every grant of the build account and of every runtime account;
         each function waits for it. It waits again whenever the set of functions changes."""
+        eventarc_jobs = [events for events in self.events.values() if events.trigger_invoker is not None]
+        self.eventarc_agent = eventarc_agent(self, team, self.apis) if eventarc_jobs else None
+        """The Eventarc service agent and its role, for teams with an Eventarc job
+        (`stacks.eventarc_agent`)."""
+        if self.eventarc_agent is not None:
+            declare_beta_provider(self, team)
+        self.trigger_settled = (
+            Sleep(
+                self,
+                "trigger-settled",
+                create_duration=defaults.INVOKER_SETTLE,
+                triggers={"functions": ",".join(sorted(job.props.job.name for job in eventarc_jobs))},
+                depends_on=[
+                    *self.eventarc_agent,
+                    *(events.trigger_invoker for events in eventarc_jobs if events.trigger_invoker),
+                    *(events.bucket_check for events in eventarc_jobs if events.bucket_check),
+                ],
+            )
+            if self.eventarc_agent is not None
+            else None
+        )
+        """The `time_sleep` (the IAM propagation time, as before a Scheduler job) after the Eventarc
+        agent's role and every trigger account's invoker grant (and the bucket triggers' bucket
+        checks); each function with a trigger follows it, so the trigger is created and delivers
+        only once both grants are in effect, and never on a bucket that failed its check."""
         self.functions: dict[str, DeduplicatedFunction] = {}
         """Each function, by its name (the name of its first job)."""
         archives: dict[str, Archive] = {}  # one per source folder: zipping and hashing cost time
@@ -190,6 +236,9 @@ class TeamStack(TerraformStack):
                     archive=archives[source],
                     event_trigger=self.events[shared.name].event_trigger()
                     if shared.name in self.events
+                    else None,
+                    trigger_settled=self.trigger_settled
+                    if shared.name in self.events and self.events[shared.name].trigger_invoker
                     else None,
                 ),
             )
@@ -224,11 +273,12 @@ class TeamStack(TerraformStack):
             shared.name: self.jobs[shared.name].grant_invoker(self.functions[shared.name])
             for shared in self.shared_functions
         }
-        # The event functions' grants sit on their event constructs, one each.
-        invoker_grants.update(
-            {name: events.grant_invoker(self.functions[name]) for name, events in self.events.items()}
-        )
+        # The push functions' grants sit on their event constructs, one each (an Eventarc trigger's
+        # account has its own, made before its function).
         pushes = [name for name, events in self.events.items() if events.props.job.trigger != EVENTARC]
+        invoker_grants.update(
+            {name: self.events[name].grant_invoker(self.functions[name]) for name in pushes}
+        )
         self.push_token_creator = (
             grant_push_token_creator(self, self.identity.invoker_account, project_number, self.apis)
             if pushes and self.identity.invoker_account is not None

@@ -31,6 +31,8 @@ from stacks.quotas import declared_problems, quota_problems
 from stacks.sharing import crowded_start, shared_functions
 from stacks.team import (
     EVENTARC,
+    EVENTARC_MAX_EVENT_AGE_SECONDS,
+    EVENTARC_RETENTION_SECONDS,
     FUNCTIONS_DIR,
     LEASE_MARGIN_SECONDS,
     MAX_RETRY_WINDOW_SECONDS,
@@ -776,6 +778,8 @@ def _trigger(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
     if job.trigger not in (PUSH, EVENTARC):
         yield problem("trigger", f"{job.trigger!r} is not a trigger kind", f'use "{PUSH}" or "{EVENTARC}"')
         return
+    if job.trigger == PUSH and job.bucket_location:
+        yield problem("bucket_location", "a push job has no bucket", "remove bucket_location=")
     if job.trigger == PUSH and job.bucket:
         yield problem(
             "bucket",
@@ -790,12 +794,40 @@ def _trigger(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
         yield problem(
             "bucket", f"{job.bucket!r} is not a Cloud Storage bucket name", "give the bucket's name"
         )
+    yield from _bucket_location(job, problem)
     if job.timeout_seconds > MAX_EVENT_FUNCTION_TIMEOUT:
         yield problem(
             "timeout_seconds",
             f"{job.timeout_seconds} s is longer than an event-driven function may run "
             f"({MAX_EVENT_FUNCTION_TIMEOUT} s)",
             f"choose at most {MAX_EVENT_FUNCTION_TIMEOUT} s, or use the push trigger (600 s)",
+        )
+
+
+def _bucket_location(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
+    """A Cloud Storage trigger must be in its bucket's location (a region, dual- or
+    multi-region); a Pub/Sub trigger only in a single region, the team's."""
+    if not job.bucket_location:
+        return
+    if not job.bucket:
+        yield problem(
+            "bucket_location",
+            "only a Cloud Storage trigger takes its bucket's location; a Pub/Sub trigger is in a single "
+            "region, the team's",
+            "remove bucket_location=",
+        )
+    elif job.bucket_location not in locations.STORAGE_TRIGGER_LOCATIONS:
+        lowered = job.bucket_location.lower()
+        close = (
+            f"write it in lower case, {lowered!r}"
+            if lowered in locations.STORAGE_TRIGGER_LOCATIONS
+            else f"use one of {_closest(lowered, locations.STORAGE_TRIGGER_LOCATIONS)}"
+        )
+        yield problem(
+            "bucket_location",
+            f"{job.bucket_location!r} is not a location a Cloud Storage trigger can be in (a region, "
+            f"or one of {', '.join(sorted(locations.STORAGE_TRIGGER_MULTI_REGIONS))})",
+            f"give the bucket's location: {close}; if Eventarc lists it now, add it to stacks/locations.py",
         )
 
 
@@ -878,7 +910,11 @@ def _event_cross_layer(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
             f"remove {LEASE_ENV} from env (the stack then uses timeout_seconds + "
             f"{LEASE_MARGIN_SECONDS}) or set it above {job.ack_deadline_seconds}",
         )
-    if job.max_event_age_seconds > job.retry_window_seconds:
+    if job.trigger == EVENTARC:
+        yield from _eventarc_event_age(job, problem)
+    else:
+        yield from _push_attempts_outlast_lease(job, lease, problem)
+    if job.trigger != EVENTARC and job.max_event_age_seconds > job.retry_window_seconds:
         yield problem(
             "max_event_age_seconds",
             f"{job.max_event_age_seconds} s is longer than the retry window "
@@ -893,6 +929,61 @@ def _event_cross_layer(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
             f"{job.retention_seconds} s does not outlast the retry window ({job.retry_window_seconds} s) "
             f"and the lease ({lease} s): a late redelivery would find no record and run again",
             f"set retention_seconds > {needed}",
+        )
+
+
+def _push_attempts_outlast_lease(job: EventJob, lease: int, problem: ProblemAt) -> Iterator[Problem]:
+    """A crashed attempt's push fails at once and leaves its claim leased: every redelivery
+    within the lease is answered 409, so the last delivery attempt must come after the lease,
+    or Pub/Sub dead-letters an event whose body never finished, with no runonce reason. Checked
+    on `PushRetry.attempt_offsets_seconds`, which takes every wait as the minimum backoff."""
+    reach = lease + job.retry.max_backoff_seconds
+    if job.retry_window_seconds <= reach:
+        # After the lease ends, the next delivery comes at most one maximum backoff later.
+        yield problem(
+            "retry_window_seconds",
+            f"{job.retry_window_seconds} s of message retention may end before a redelivery comes "
+            f"after the lease ({lease} s) of an attempt whose instance died at the first delivery: "
+            f"that redelivery may wait up to retry.max_backoff_seconds ({job.retry.max_backoff_seconds} s) "
+            "more, and Pub/Sub drops the message unacknowledged, with no dead letter",
+            f"set retry_window_seconds above {reach}, or lower retry.max_backoff_seconds",
+        )
+    attempts, backoff = job.max_delivery_attempts, job.retry.min_backoff_seconds
+    last = job.retry.attempt_offsets_seconds(attempts)[-1]
+    if last > lease:
+        return
+    fixes = []
+    needed_attempts = lease // backoff + 2 if backoff else MAX_DELIVERY_ATTEMPTS + 1
+    if needed_attempts <= MAX_DELIVERY_ATTEMPTS:
+        fixes.append(f"raise max_delivery_attempts to {needed_attempts}")
+    needed_backoff = lease // (attempts - 1) + 1
+    if needed_backoff <= min(MAX_PUSH_BACKOFF, job.retry.max_backoff_seconds):
+        fixes.append(f"raise retry.min_backoff_seconds to {needed_backoff}")
+    fixes.append(f"lower timeout_seconds (the lease is timeout + {LEASE_MARGIN_SECONDS} s)")
+    yield problem(
+        "max_delivery_attempts",
+        f"{attempts} delivery attempts {backoff} s apart (the minimum backoff, all Pub/Sub "
+        f"promises) end {last} s after the first, within the lease ({lease} s): when an attempt's "
+        "instance dies, its push fails at once and every redelivery meets the held claim (409), so "
+        "Pub/Sub dead-letters the event before the lease lets one take it over, with no runonce "
+        "reason",
+        f"make the last attempt come after {lease} s: {', or '.join(fixes)}",
+    )
+
+
+def _eventarc_event_age(job: EventJob, problem: ProblemAt) -> Iterator[Problem]:
+    """Eventarc drops an event it could not deliver in 24 hours; runonce dead-letters a too old
+    event only when a delivery comes after `max_event_age_seconds`, so the age leaves room for
+    redeliveries before that end."""
+    if job.max_event_age_seconds > EVENTARC_MAX_EVENT_AGE_SECONDS:
+        yield problem(
+            "max_event_age_seconds",
+            f"{job.max_event_age_seconds} s is not well under the {EVENTARC_RETENTION_SECONDS} s "
+            "(24 hours) Eventarc keeps an undelivered event: an event still failing then is dropped "
+            "(Eventarc's trigger has no dead-letter topic) before runonce can dead-letter it as "
+            "too old",
+            f"set max_event_age_seconds <= {EVENTARC_MAX_EVENT_AGE_SECONDS} (23 hours, six of "
+            "Eventarc's longest redelivery gaps under its retention)",
         )
 
 

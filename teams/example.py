@@ -52,10 +52,11 @@ team = Team(
             description="Record each paid order's receipt once",
             source="orders_events",
             timeout_seconds=60,
-            # Redeliver after 10 s, then up to 5 min apart; after 10 deliveries Pub/Sub moves the
-            # message to the dead-letter topic itself.
+            # Redeliver after 10 s, then up to 5 min apart; after 15 deliveries Pub/Sub moves the
+            # message to the dead-letter topic itself. Even 10 s apart, the 15th comes 140 s after
+            # the first, after the 120 s lease of an attempt whose instance died.
             retry=PushRetry(min_backoff_seconds=10, max_backoff_seconds=300),
-            max_delivery_attempts=10,
+            max_delivery_attempts=15,
             # Redelivered for up to a day; an order a day old is dead-lettered, not run.
             retry_window_seconds=24 * 3600,
             max_event_age_seconds=24 * 3600,

@@ -291,7 +291,7 @@ def test_the_runtime_account_publishes_to_its_dead_letter_topic_only(events):
 def test_the_function_gets_the_event_settings_from_the_config(events):
     _, function = _one(events, "google_cloudfunctions2_function", name="acme-orders")
     env = function["service_config"]["environment_variables"]
-    assert env["RUNONCE_MAX_EVENT_AGE_SECONDS"] == "86400"
+    assert env["RUNONCE_MAX_EVENT_AGE_SECONDS"] == str(EventJob.max_event_age_seconds)
     assert env["RUNONCE_DEAD_LETTER_TOPIC"] == "projects/acme-prod-1/topics/acme-orders-dead-letter"
     assert env["RUNONCE_LEASE_SECONDS"] == "120"
     assert env["RUNONCE_RETENTION_SECONDS"] == str(8 * 24 * 3600)
@@ -441,8 +441,7 @@ def test_eventarc_jobs_get_no_push_subscription_but_keep_their_dead_letters(even
     assert eventarc.resources("google_pubsub_subscription_iam_member") == {}
 
 
-def test_the_trigger_account_receives_events_and_invokes_only_its_function(eventarc):
-    function, _ = _one(eventarc, "google_cloudfunctions2_function", name="acme-uploads")
+def test_the_trigger_account_receives_events_and_may_invoke_before_its_function_exists(eventarc):
     account, _ = _one(eventarc, "google_service_account", account_id="acme-uploads-trg")
     trigger = f"serviceAccount:${{google_service_account.{account}.email}}"
     grants = sorted(
@@ -453,18 +452,13 @@ def test_the_trigger_account_receives_events_and_invokes_only_its_function(event
         if config["member"] == trigger
     )
     assert grants == [
-        (
-            "google_cloud_run_v2_service_iam_member",
-            "roles/run.invoker",
-            f"${{google_cloudfunctions2_function.{function}.service_config[0].service}}",
-        ),
         ("google_project_iam_member", "roles/eventarc.eventReceiver", "acme-prod-1"),
+        ("google_project_iam_member", "roles/run.invoker", "acme-prod-1"),
     ]
 
 
 def test_only_a_bucket_trigger_lets_the_storage_agent_publish(eventarc):
-    number = "${data.google_project.project.number}"
-    agent = f"serviceAccount:service-{number}@gs-project-accounts.iam.gserviceaccount.com"
+    agent = "${data.google_storage_project_service_account.storage-agent.member}"
     publishers = [
         config
         for config in eventarc.resources("google_project_iam_member").values()
@@ -549,16 +543,30 @@ def test_without_its_bucket_trigger_the_storage_agents_project_grant_and_the_tri
     (agent_grant,) = [
         name
         for name, config in stack["resource"]["google_project_iam_member"].items()
-        if "gs-project-accounts" in config["member"]
+        if "google_storage_project_service_account" in config["member"]
     ]
     (token_grant,) = [
         name
         for name, config in stack["resource"]["google_service_account_iam_member"].items()
         if config["service_account_id"] == f"${{google_service_account.{account}.name}}"
     ]
+    (invoker_grant,) = [
+        name
+        for name, config in stack["resource"]["google_project_iam_member"].items()
+        if config["role"] == "roles/run.invoker" and account in config["member"]
+    ]
+    (receiver_grant,) = [
+        name
+        for name, config in stack["resource"]["google_project_iam_member"].items()
+        if config["role"] == "roles/eventarc.eventReceiver" and account in config["member"]
+    ]
     found = {(finding.rule.id, finding.resource.address) for finding in check_stack("acme", stack)}
     assert found == {
         ("RO-IAM-3", f"google_project_iam_member.{agent_grant}"),
+        ("RO-IAM-3", f"google_project_iam_member.{receiver_grant}"),
+        # Its project-level grants are a trigger account's only while a trigger delivers as it.
+        ("RO-IAM-3", f"google_project_iam_member.{invoker_grant}"),
+        ("RO-IAM-7", f"google_project_iam_member.{invoker_grant}"),
         ("RO-IAM-4", f"google_service_account.{account}"),
         ("RO-IAM-9", f"google_service_account_iam_member.{token_grant}"),
     }

@@ -91,6 +91,10 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
         ("RO-IAM-11", "bad/dead-lettering"),
         # A function's runtime account publishing into the source topic, not its dead letters.
         ("RO-IAM-10", "bad/runtime-publishes-elsewhere"),
+        # A function with an Eventarc trigger created without waiting for the Eventarc agent's
+        # role and its trigger account's invoker grant, nor for the Pub/Sub agent's token creator.
+        ("RO-DEP-2", "bad/triggered-function"),
+        ("RO-IAM-9", "bad/triggered-function"),
         # Nothing in the bad stack waits for its API (project IAM needs none of its own).
         *(
             ("RO-DEP-1", f"bad/{path}")
@@ -117,6 +121,8 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
                 "agent-publisher",
                 "agent-editor",
                 "runtime-publishes-elsewhere",
+                "trigger-account",
+                "triggered-function",
             )
         ),
     }
