@@ -92,8 +92,6 @@ class BodyEnd(str, Enum):
     """It raised, or returned 408, 429 or 5xx: the claim is released for a retry."""
     PERMANENT = "permanent"
     """It raised PermanentError or returned another 4xx: the run is recorded failed."""
-    NOT_RUNNABLE = "not_runnable"
-    """It returned something that cannot run (a coroutine): the claim is released."""
     STOPPED = "stopped"
     """It raised SystemExit or KeyboardInterrupt: the claim is released, the process goes down."""
 

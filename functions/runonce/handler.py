@@ -29,7 +29,7 @@ from .contract import (
     BodyStage,
     RunStatus,
 )
-from .errors import ConfigError, NotRunnable, PermanentError, StoreDenied, StoreError, StoreUnavailable
+from .errors import ConfigError, PermanentError, StoreDenied, StoreError, StoreUnavailable
 from .fields import BadField
 from .finish import Attempt, complete, fail, release, retry
 from .ledger import Claim, Held
@@ -151,18 +151,6 @@ def _execute(job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Clai
     except PermanentError as exc:
         _body_line(BodyStage.ENDED, BodyEnd.PERMANENT, exc)
         return fail(attempt, claim, describe(exc))
-    except NotRunnable as exc:
-        _body_line(BodyStage.ENDED, BodyEnd.NOT_RUNNABLE, exc)
-        released, _ = release(attempt, claim)
-        error = describe(exc)
-        log(
-            logging.ERROR,
-            f"job cannot run: {error}",
-            outcome=Outcome.MISCONFIGURED.label,
-            released=released,
-            latency_ms=attempt.ms(),
-        )
-        return Outcome.MISCONFIGURED.answer(run_key=claim.key, error=error)
     except (SystemExit, KeyboardInterrupt) as exc:
         _body_line(BodyStage.ENDED, BodyEnd.STOPPED, exc)
         released, _ = release(attempt, claim)
@@ -186,6 +174,8 @@ def _execute(job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Clai
         return fail(attempt, claim, returned.error())
     if returned.verdict is Verdict.RETRYABLE:
         return retry(attempt, claim, returned.error(), None)
+    if returned.dropped is not None:
+        return complete(attempt, claim, StoredResult.not_stored(returned.dropped))
     return complete(attempt, claim, StoredResult.of(returned.body))
 
 

@@ -287,3 +287,20 @@ def test_no_dead_letter_topic_is_misconfigured_naming_what_to_set(pubsub, tapped
     assert response.status_code == 500 and response.json["outcome"] == "misconfigured"
     assert "RUNONCE_DEAD_LETTER_TOPIC is not set" in response.json["error"]
     assert probe.count == 0
+
+
+def test_an_event_job_that_returns_a_generator_is_completed_without_its_result_and_not_run_again(
+    push_app, probe, records
+):
+    def body(event):
+        yield "never stored"
+
+    probe.behaviour = body
+    client = push_app().test_client()
+    first = post(client, envelope())
+    assert first.status_code == 200 and first.json["outcome"] == "completed"
+    assert first.json["result_stored"] is False and "generator" in first.json["result_dropped"]
+    [record] = records().values()
+    assert record["status"] == "completed" and record["result_stored"] is False
+    again = post(client, envelope())
+    assert again.json["outcome"] == "duplicate" and probe.count == 1
