@@ -10,12 +10,15 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from .delivery import parse_instant
+from google.api_core.datetime_helpers import DatetimeWithNanoseconds
+
+from .delivery import Instant, parse_instant
 from .fields import BadField, read_text
 from .keys import KEY_VERSION
 
@@ -24,6 +27,8 @@ PUBSUB_CLOUDEVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
 # Generous bounds on what becomes part of a run key or a log line.
 MAX_ID_LENGTH = 1024
 MAX_ORIGIN_LENGTH = 1024
+# RFC 3339 allows any number of fraction digits; a datetime holds nine at most (as nanoseconds).
+_BEYOND_NANOSECONDS = re.compile(r"(\.[0-9]{9})[0-9]+(?=[Zz+-])")
 
 
 class BadEnvelope(BadField):
@@ -41,7 +46,8 @@ class Event:
     source: str
     """The push subscription (`projects/P/subscriptions/S`), or the CloudEvent source."""
     time: datetime | None
-    """When it was published (publishTime) or happened (CloudEvent time), in UTC; None if unknown."""
+    """When it was published (publishTime) or happened (CloudEvent time), in UTC, to the nanosecond
+    (a `DatetimeWithNanoseconds`: its `.nanosecond` keeps what `.microsecond` cannot); None if unknown."""
     attributes: dict[str, str] = field(default_factory=dict)
     """The message attributes (Pub/Sub), or the CloudEvent's context attributes."""
     data: bytes = b""
@@ -67,6 +73,24 @@ def event_key(event: Event) -> str:
     return hashlib.sha256(encoded).hexdigest()
 
 
+def read_time(text: str, field: str) -> datetime:
+    """An RFC 3339 timestamp (any fraction, `T`/`Z` in either case, any offset) in UTC, to the
+    nanosecond; BadEnvelope naming `field` if it is not one."""
+    try:
+        instant = parse_instant(_BEYOND_NANOSECONDS.sub(r"\1", text, count=1))
+    except ValueError as exc:
+        raise BadEnvelope(field, str(exc)) from None
+    utc = instant.utc
+    return DatetimeWithNanoseconds(
+        utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, nanosecond=instant.nanos, tzinfo=UTC
+    )
+
+
+def rfc3339(time: datetime) -> str:
+    """The canonical RFC 3339 form of an event's time, as a scheduled run's time is written."""
+    return Instant(time, getattr(time, "nanosecond", time.microsecond * 1000)).rfc3339()
+
+
 def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str], bytes]:
     """(messageId, publishTime, attributes, data) of a push envelope's `message`."""
     if not isinstance(message, Mapping):
@@ -78,10 +102,7 @@ def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str]
     raw_time = read_text(
         message.get("publishTime") or message.get("publish_time"), f"{where}.publishTime", 64, BadEnvelope
     )
-    try:
-        published = parse_instant(raw_time).utc
-    except ValueError as exc:
-        raise BadEnvelope(f"{where}.publishTime", str(exc)) from None
+    published = read_time(raw_time, f"{where}.publishTime")
     attributes = message.get("attributes") or {}
     if not isinstance(attributes, Mapping) or not all(
         isinstance(key, str) and isinstance(value, str) for key, value in attributes.items()
@@ -126,12 +147,7 @@ def from_cloud_event(cloud_event: Any) -> Event:
         raise BadEnvelope("id" if not event_id else "source", "missing from the CloudEvent")
     event_id = read_text(event_id, "id", MAX_ID_LENGTH, BadEnvelope)
     source = read_text(source, "source", MAX_ORIGIN_LENGTH, BadEnvelope)
-    time = None
-    if context.get("time"):
-        try:
-            time = parse_instant(context["time"]).utc
-        except ValueError as exc:
-            raise BadEnvelope("time", str(exc)) from None
+    time = read_time(context["time"], "time") if context.get("time") else None
     payload = cloud_event.data
     if context.get("type") == PUBSUB_CLOUDEVENT_TYPE and isinstance(payload, Mapping):
         try:

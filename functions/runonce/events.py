@@ -35,7 +35,7 @@ from .contract import (
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
 from .decoration import decorate
 from .errors import ConfigError, EventRetry, StoreError
-from .event import BadEnvelope, Event, event_key, from_cloud_event, parse_push
+from .event import BadEnvelope, Event, event_key, from_cloud_event, parse_push, rfc3339
 from .finish import Attempt
 from .handler import Occurrence, claim_failed, misconfigured, rejected, run_once, serve
 from .ledger import Claim
@@ -87,10 +87,6 @@ class EventConnection:
             return self._setup
 
 
-def _rfc3339(time: datetime | None) -> str:
-    return time.isoformat().replace("+00:00", "Z") if time is not None else ""
-
-
 def _occurrence(event: Event, key: str, expired: str | None) -> Occurrence:
     fields = {
         "event_kind": event.kind,
@@ -103,7 +99,7 @@ def _occurrence(event: Event, key: str, expired: str | None) -> Occurrence:
         return Run(
             key=claim.key,
             job=event.source,
-            schedule_time=_rfc3339(event.time),
+            schedule_time=rfc3339(event.time) if event.time is not None else "",
             project="",
             location="",
             forced=False,

@@ -194,3 +194,20 @@ def test_under_functions_framework_returning_acks_200_and_raising_answers_500(
     headers, body = to_structured(storage_event("ff-2"))
     assert app.post("/", headers=headers, data=body).status_code == 500
     assert [event.id for event in probe.events] == ["ff-1", "ff-2"]
+
+
+def test_a_cloud_event_time_keeps_its_fraction_to_the_nanosecond(handler, probe):
+    event = storage_event()
+    event["time"] = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dt%H:%M:%S.123456789z")
+    handler()(event)
+    [seen] = probe.events
+    assert seen.time.nanosecond == 123456789 and seen.time.microsecond == 123456
+    assert probe.runs[0].schedule_time.endswith(".123456789Z")
+
+
+def test_a_cloud_event_time_that_is_not_rfc_3339_is_rejected_naming_it(handler, probe, records):
+    event = storage_event()
+    event["time"] = "2026-11-29 03:00:00"
+    with pytest.raises(EventRetry, match="rejected: time: "):
+        handler()(event)
+    assert (probe.count, records()) == (0, {})

@@ -304,3 +304,57 @@ def test_an_event_job_that_returns_a_generator_is_completed_without_its_result_a
     assert record["status"] == "completed" and record["result_stored"] is False
     again = post(client, envelope())
     assert again.json["outcome"] == "duplicate" and probe.count == 1
+
+
+@pytest.fixture
+def fixed_clock():
+    """runonce's clock stands at 2026-11-29T03:10:00.2Z for the test."""
+    now = datetime(2026, 11, 29, 3, 10, 0, 200000, tzinfo=UTC)
+    runonce.set_clock(lambda: now)
+    yield now
+    runonce.set_clock(None)
+
+
+def test_an_event_just_younger_than_the_maximum_age_runs_its_fraction_of_a_second_counts(
+    push_app, probe, fixed_clock
+):
+    body = envelope()
+    body["message"]["publishTime"] = "2026-11-29T03:00:00.400Z"  # 599.8 s before the clock
+    response = post(push_app(max_event_age=600).test_client(), body)
+    assert response.json["outcome"] == "completed" and probe.count == 1
+    assert probe.events[0].time == datetime(2026, 11, 29, 3, 0, 0, 400000, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "nanosecond", "utc"),
+    [
+        ("2026-11-29T03:05:00.123456789Z", 123456789, "2026-11-29T03:05:00.123456789Z"),
+        ("2026-11-29t03:05:00.5z", 500000000, "2026-11-29T03:05:00.500000000Z"),
+        ("2026-11-29T04:05:00.25+01:00", 250000000, "2026-11-29T03:05:00.250000000Z"),
+        ("2026-11-29T03:05:00.123456789987Z", 123456789, "2026-11-29T03:05:00.123456789Z"),
+        ("2026-11-29T03:05:00Z", 0, "2026-11-29T03:05:00Z"),
+    ],
+    ids=["nanoseconds", "lower case t and z", "offset", "twelve digits", "whole seconds"],
+)
+def test_every_rfc_3339_publish_time_is_read_to_the_nanosecond(
+    push_app, probe, fixed_clock, text, nanosecond, utc
+):
+    body = envelope()
+    body["message"]["publishTime"] = text
+    assert post(push_app().test_client(), body).json["outcome"] == "completed"
+    [event], [run] = probe.events, probe.runs
+    assert event.time.nanosecond == nanosecond and event.time.microsecond == nanosecond // 1000
+    assert run.schedule_time == utc
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2026-11-29T03:05:00", "2026-11-29 03:05:00Z", "2026-11-29T03:05:00.Z", "2026-11-29T03:05:00,5Z"],
+    ids=["no offset", "space", "empty fraction", "comma"],
+)
+def test_a_publish_time_that_is_not_rfc_3339_is_rejected_naming_it(push_app, probe, fixed_clock, text):
+    body = envelope()
+    body["message"]["publishTime"] = text
+    response = post(push_app().test_client(), body)
+    assert response.status_code == 400 and response.json["error"].startswith("message.publishTime: ")
+    assert probe.count == 0
