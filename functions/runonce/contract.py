@@ -25,6 +25,9 @@ FORCED_SKEW_VARIABLE = "RUNONCE_FORCED_SKEW_SECONDS"
 MAX_EVENT_AGE_VARIABLE = "RUNONCE_MAX_EVENT_AGE_SECONDS"
 DEAD_LETTER_TOPIC_VARIABLE = "RUNONCE_DEAD_LETTER_TOPIC"
 PROJECT_VARIABLE = "GOOGLE_CLOUD_PROJECT"
+CONSUMER_VARIABLE = "K_SERVICE"
+"""Set by Cloud Run in every container to the service's name (a Cloud Run function's too): the
+consumer of an event function's CloudEvents (Cloud Run's "Container runtime contract")."""
 
 DEFAULT_COLLECTION = "scheduler_runs"
 """The ledger's collection when RUNONCE_COLLECTION is not set."""

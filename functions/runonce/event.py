@@ -66,9 +66,13 @@ class Event:
         return self.data.decode("utf-8", "replace")
 
 
-def event_key(event: Event) -> str:
-    """SHA-256 of the JSON list [version, kind, source, id]: two subscriptions are two consumers."""
+def event_key(event: Event, consumer: str = "") -> str:
+    """SHA-256 of the JSON list [version, "pubsub", subscription, id] or [version, "cloudevent",
+    consumer, source, id]: a push subscription names its consumer; a CloudEvent's source and id are
+    the same for every trigger it reaches, so the consumer (the function) joins them."""
     parts = [KEY_VERSION, event.kind, event.source, event.id]
+    if event.kind == "cloudevent":
+        parts.insert(2, consumer)
     encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return hashlib.sha256(encoded).hexdigest()
 

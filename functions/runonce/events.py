@@ -1,11 +1,11 @@
 """`@deduplicated_event`, the event adapters: a Pub/Sub push request or a CloudEvent -> the core.
 
-Both shapes become one `Event` and one run key (subscription + messageId, or CloudEvent source +
-id) and go through `handler.run_once` like a scheduled run. What events add is the end: an event
-that failed permanently, or arrived older than the maximum event age (recorded failed, never
-run), is forwarded to the dead-letter topic BEFORE it is acknowledged, and if that forwarding
-fails it is not acknowledged, so Pub/Sub keeps it. A duplicate of a failed event whose copy never
-reached the dead-letter topic is forwarded then.
+Both shapes become one `Event` and one run key (subscription + messageId, or the consumer + the
+CloudEvent's source + id) and go through `handler.run_once` like a scheduled run. What events add
+is the end: an event that failed permanently, or arrived older than the maximum event age
+(recorded failed, never run), is forwarded to the dead-letter topic BEFORE it is acknowledged, and
+if that forwarding fails it is not acknowledged, so Pub/Sub keeps it. A duplicate of a failed
+event whose copy never reached the dead-letter topic is forwarded then.
 
 Push: the core's answer is the HTTP answer (see `outcomes`; only 200 acknowledges on both the
 service and the emulator). CloudEvent: returning acknowledges, raising `EventRetry` redelivers.
@@ -87,13 +87,15 @@ class EventConnection:
             return self._setup
 
 
-def _occurrence(event: Event, key: str, expired: str | None) -> Occurrence:
+def _occurrence(event: Event, key: str, expired: str | None, consumer: str) -> Occurrence:
     fields = {
         "event_kind": event.kind,
         "event_source": event.source,
         "event_id": event.id,
         "event_time": event.time,
     }
+    if event.kind == "cloudevent":
+        fields["event_consumer"] = consumer
 
     def run(claim: Claim) -> Run:
         return Run(
@@ -219,9 +221,10 @@ def _handle_event(
         event = read()
     except BadEnvelope as exc:
         return rejected(exc, "event", "field", attempt)
-    key = event_key(event)
+    consumer = setup.settings.consumer
+    key = event_key(event, consumer)
     logs.bind(run_key=key, event_id=event.id, event_source=event.source, event_kind=event.kind)
-    occurrence = _occurrence(event, key, _expired(event, setup.settings))
+    occurrence = _occurrence(event, key, _expired(event, setup.settings), consumer)
     answer = run_once(setup.base.store, occurrence, lambda: job(event), attempt, carrier)
     return _finish_event(setup, event, key, attempt, answer)
 
@@ -262,13 +265,15 @@ def deduplicated_event(
     database: str | None = None,
     max_event_age: int | None = None,
     dead_letter_topic: str | None = None,
+    consumer: str | None = None,
     client: firestore.Client | None = None,
 ):
     """Run an event function exactly once per event: `def handle(event)` receives an `Event`.
 
     Place it under `@functions_framework.http` for a Pub/Sub push subscription (the request body
     is the push envelope; the key is subscription + messageId) or under
-    `@functions_framework.cloud_event` for a CloudEvent (the key is source + id). Use bare or with
+    `@functions_framework.cloud_event` for a CloudEvent (the key is `consumer` + source + id; the
+    consumer defaults to K_SERVICE, the function's Cloud Run service). Use bare or with
     options (seconds and names) that override the RUNONCE_* variables. The job may call
     `current_run()` (its `.event` is the event) and returns JSON-like data stored as the result.
     `PermanentError`, and an event older than `max_event_age`, are recorded failed and forwarded
@@ -282,5 +287,6 @@ def deduplicated_event(
         "database": database,
         "max_event_age": max_event_age,
         "dead_letter_topic": dead_letter_topic,
+        "consumer": consumer,
     }
     return decorate(func, lambda: EventConnection(overrides, client), _respond)

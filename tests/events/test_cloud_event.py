@@ -211,3 +211,44 @@ def test_a_cloud_event_time_that_is_not_rfc_3339_is_rejected_naming_it(handler, 
     with pytest.raises(EventRetry, match="rejected: time: "):
         handler()(event)
     assert (probe.count, records()) == (0, {})
+
+
+def _pubsub_cloud_event(message_id: str = "88") -> CloudEvent:
+    """What Eventarc delivers for one Pub/Sub message, whichever trigger delivers it."""
+    message = {
+        "data": base64.b64encode(b'{"order": 5}').decode(),
+        "messageId": message_id,
+        "publishTime": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+    }
+    return CloudEvent(
+        {
+            "type": "google.cloud.pubsub.topic.v1.messagePublished",
+            "source": "//pubsub.googleapis.com/projects/runonce-local/topics/orders",
+            "id": message_id,
+        },
+        {"message": message, "subscription": "projects/runonce-local/subscriptions/eventarc-x"},
+    )
+
+
+@pytest.mark.parametrize("event", [_pubsub_cloud_event, storage_event], ids=["pubsub topic", "bucket"])
+def test_one_event_through_two_triggers_to_two_functions_runs_each_function_once(
+    pubsub, handler, probe, records, monkeypatch, event
+):
+    dead = pubsub.topic("dead")
+    monkeypatch.setenv("K_SERVICE", "billing")  # Cloud Run sets it to the function's service name
+    billing = handler(dead_letter_topic=dead)
+    assert billing(event())["outcome"] == "completed"
+    monkeypatch.setenv("K_SERVICE", "audit")
+    audit = handler(dead_letter_topic=dead)
+    assert audit(event())["outcome"] == "completed"
+    assert billing(event())["outcome"] == "duplicate" and audit(event())["outcome"] == "duplicate"
+    assert probe.count == 2
+    assert sorted(record["event_consumer"] for record in records().values()) == ["audit", "billing"]
+
+
+def test_the_consumer_option_wins_over_k_service(pubsub, handler, probe, monkeypatch):
+    dead = pubsub.topic("dead")
+    monkeypatch.setenv("K_SERVICE", "shared-service")
+    handler(dead_letter_topic=dead, consumer="invoices")(storage_event())
+    handler(dead_letter_topic=dead, consumer="receipts")(storage_event())
+    assert probe.count == 2
