@@ -53,8 +53,10 @@ class Occurrence:
     run: Callable[[Claim], Run]
     """The `Run` that `current_run()` returns to the job, for the claim this attempt holds."""
     expired: str | None = None
-    """Set when the occurrence must not run (an event past its maximum age): the claim is
-    recorded failed with this error and answered `too_old`."""
+    """Set when the occurrence must not run (an event past its maximum age): a first claim is
+    recorded failed with this error and answered `too_old`. A takeover runs the job all the same:
+    the attempt it takes over claimed the occurrence and may have started the body, so its effect
+    may exist, and the effect is keyed, where a dead-letter copy's replay would repeat it."""
 
 
 def serve(handle: Callable[[Attempt], Answer]) -> Answer:
@@ -99,7 +101,13 @@ def run_once(
     attempt.claim = claim
     logs.bind(attempt_id=claim.attempt_id, attempt=claim.attempt)
     if occurrence.expired is not None:
-        return fail(attempt, claim, occurrence.expired, Outcome.TOO_OLD)
+        if claim.attempt == 1:
+            return fail(attempt, claim, occurrence.expired, Outcome.TOO_OLD)
+        log(
+            logging.WARNING,
+            "past its maximum age, but a takeover: running it, as the attempt taken over may have "
+            "started its body",
+        )
     return _execute(job, carrier, attempt, claim, occurrence.run(claim))
 
 

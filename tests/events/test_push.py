@@ -358,3 +358,35 @@ def test_a_publish_time_that_is_not_rfc_3339_is_rejected_naming_it(push_app, pro
     response = post(push_app().test_client(), body)
     assert response.status_code == 400 and response.json["error"].startswith("message.publishTime: ")
     assert probe.count == 0
+
+
+def test_a_takeover_past_the_maximum_age_runs_the_body_again_and_dead_letters_nothing(
+    pubsub, push_app, probe, records
+):
+    """The first attempt claims and starts the body, then dies (here: hangs until the end); its
+    lease expires after the event has passed the maximum age. The body did start, so its effect may
+    exist: the takeover runs it again (the effect is keyed by the run key) instead of recording
+    `too_old` ("not run") and publishing a copy whose replay would repeat the effect."""
+    dead = pubsub.topic("dead")
+    letters = pubsub.pull_subscription("dead-letters", dead)
+    now = [datetime.now(UTC)]
+    runonce.set_clock(lambda: now[0])
+    try:
+        client = push_app(dead_letter_topic=dead, lease=60, max_event_age=120).test_client()
+        started, dead_instance = threading.Event(), threading.Event()
+        probe.behaviour = lambda event: (started.set(), dead_instance.wait(30), "first")[-1]
+        first = threading.Thread(target=post, args=(client, envelope()))
+        first.start()
+        assert started.wait(10)
+        now[0] += timedelta(seconds=600)  # past the lease and the maximum age
+        probe.behaviour = lambda event: "taken over"
+        again = post(client, envelope())
+    finally:
+        runonce.set_clock(None)
+        dead_instance.set()
+        first.join(10)
+    assert again.status_code == 200 and again.json["outcome"] == "completed"
+    assert again.json["result"] == "taken over" and again.json["attempt"] == 2
+    [record] = records().values()
+    assert record["status"] == "completed" and "dead_lettered_at" not in record
+    assert pubsub.pull(letters, 0, timeout=1.5) == [] and probe.count == 2
