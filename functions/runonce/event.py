@@ -56,6 +56,8 @@ class Event:
     """Pub/Sub's count of deliveries (only with a dead-letter policy, never on the emulator)."""
     kind: str = "pubsub"
     """`pubsub` (a push request) or `cloudevent`."""
+    ordering_key: str = ""
+    """The message's ordering key (Pub/Sub), kept so that a dead-letter copy can be replayed with it."""
 
     def json(self) -> Any:
         """The data decoded as UTF-8 JSON; ValueError if it is not JSON."""
@@ -95,8 +97,8 @@ def rfc3339(time: datetime) -> str:
     return Instant(time, getattr(time, "nanosecond", time.microsecond * 1000)).rfc3339()
 
 
-def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str], bytes]:
-    """(messageId, publishTime, attributes, data) of a push envelope's `message`."""
+def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str], bytes, str]:
+    """(messageId, publishTime, attributes, data, orderingKey) of a push envelope's `message`."""
     if not isinstance(message, Mapping):
         raise BadEnvelope(where, "missing or not an object; is this a Pub/Sub push request?")
     # The real service sends both spellings of the id and the time; the emulator sends camelCase.
@@ -112,6 +114,12 @@ def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str]
         isinstance(key, str) and isinstance(value, str) for key, value in attributes.items()
     ):
         raise BadEnvelope(f"{where}.attributes", "is not an object of string values")
+    if not all(_encodable(key) and _encodable(value) for key, value in attributes.items()):
+        # Pub/Sub's strings are UTF-8: such an attribute could be neither stored nor dead-lettered.
+        raise BadEnvelope(f"{where}.attributes", "holds text that is not valid UTF-8 (a lone surrogate)")
+    ordering_key = message.get("orderingKey") or message.get("ordering_key") or ""
+    if not isinstance(ordering_key, str) or not _encodable(ordering_key):
+        raise BadEnvelope(f"{where}.orderingKey", "is not a UTF-8 string")
     raw_data = message.get("data") or ""
     if not isinstance(raw_data, str):
         raise BadEnvelope(f"{where}.data", f"is a {type(raw_data).__name__}, not a base64 string")
@@ -119,7 +127,15 @@ def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str]
         data = base64.b64decode(raw_data, validate=True)
     except (binascii.Error, ValueError):
         raise BadEnvelope(f"{where}.data", "is not valid base64") from None
-    return message_id, published, dict(attributes), data
+    return message_id, published, dict(attributes), data, ordering_key
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_push(body: bytes) -> Event:
@@ -130,12 +146,12 @@ def parse_push(body: bytes) -> Event:
         raise BadEnvelope("body", "is not JSON; a Pub/Sub push request sends a JSON envelope") from None
     if not isinstance(envelope, Mapping):
         raise BadEnvelope("body", "is not a JSON object; is this a Pub/Sub push request?")
-    message_id, published, attributes, data = _message(envelope.get("message"), "message")
+    message_id, published, attributes, data, ordering_key = _message(envelope.get("message"), "message")
     subscription = read_text(envelope.get("subscription"), "subscription", MAX_ORIGIN_LENGTH, BadEnvelope)
     attempt = envelope.get("deliveryAttempt")
     if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1):
         raise BadEnvelope("deliveryAttempt", f"{attempt!r} is not a whole number of at least 1")
-    return Event(message_id, subscription, published, attributes, data, attempt, "pubsub")
+    return Event(message_id, subscription, published, attributes, data, attempt, "pubsub", ordering_key)
 
 
 def from_cloud_event(cloud_event: Any) -> Event:
@@ -146,6 +162,9 @@ def from_cloud_event(cloud_event: Any) -> Event:
     attributes as the attributes.
     """
     context = {key: str(value) for key, value in cloud_event.get_attributes().items()}
+    for key, value in context.items():
+        if not (_encodable(key) and _encodable(value)):
+            raise BadEnvelope(key, "holds text that is not valid UTF-8 (a lone surrogate)")
     event_id, source = context.get("id", ""), context.get("source", "")
     if not event_id or not source:
         raise BadEnvelope("id" if not event_id else "source", "missing from the CloudEvent")
@@ -155,11 +174,11 @@ def from_cloud_event(cloud_event: Any) -> Event:
     payload = cloud_event.data
     if context.get("type") == PUBSUB_CLOUDEVENT_TYPE and isinstance(payload, Mapping):
         try:
-            _, _, attributes, data = _message(payload.get("message"), "data.message")
+            _, _, attributes, data, ordering_key = _message(payload.get("message"), "data.message")
         except BadEnvelope:
             pass  # not the shape Eventarc documents: keep the CloudEvent as it is
         else:
-            return Event(event_id, source, time, attributes, data, None, "cloudevent")
+            return Event(event_id, source, time, attributes, data, None, "cloudevent", ordering_key)
     return Event(event_id, source, time, context, _bytes(payload), None, "cloudevent")
 
 
@@ -169,5 +188,5 @@ def _bytes(payload: Any) -> bytes:
     if isinstance(payload, bytes):
         return payload
     if isinstance(payload, str):
-        return payload.encode("utf-8")
+        return payload.encode("utf-8", "surrogatepass")  # the data as sent, even a lone surrogate
     return json.dumps(payload, separators=(",", ":"), default=str).encode("utf-8")

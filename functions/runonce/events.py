@@ -25,6 +25,7 @@ from . import clock, logs
 from .connection import Connection, Setup
 from .contract import (
     DEAD_LETTER_FAILED_AT_FIELD,
+    DEAD_LETTER_FORM_FIELD,
     DEAD_LETTER_MESSAGE_ID_FIELD,
     DEAD_LETTER_REASON_FIELD,
     DEAD_LETTERED_AT_FIELD,
@@ -132,7 +133,7 @@ def _forward(
     """Forward the event, mark its record, and acknowledge; or refuse to acknowledge."""
     error = str(answer.body.get("error") or "")
     try:
-        message_id = setup.dead_letters.forward(event, reason, key, attempt, error)
+        forwarded = setup.dead_letters.forward(event, reason, key, attempt, error)
     except DeadLetterFailed as exc:
         problem = describe(exc, 1024)
         # Says no forwarder is at work any more, so the redelivery may forward at once.
@@ -145,10 +146,12 @@ def _forward(
             reason=reason.value,
         )
         return Outcome.DEAD_LETTER_FAILED.answer(run_key=key, reason=reason.value, error=problem)
+    message_id = forwarded.message_id
     marks = {
         DEAD_LETTERED_AT_FIELD: clock.now(),
         DEAD_LETTER_REASON_FIELD: reason.value,
         DEAD_LETTER_MESSAGE_ID_FIELD: message_id,
+        DEAD_LETTER_FORM_FIELD: forwarded.form.value,
     }
     try:
         setup.base.store.annotate(key, marks)
@@ -159,6 +162,7 @@ def _forward(
         f"event dead-lettered to {setup.dead_letters.topic} ({reason.value})",
         outcome=answer.outcome.label,
         dead_letter_message_id=message_id,
+        dead_letter_form=forwarded.form.value,
     )
     return Answer({**answer.body, "dead_lettered": True, "dead_letter_message_id": message_id}, answer.status)
 
