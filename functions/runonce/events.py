@@ -180,6 +180,15 @@ def _forwarding_elsewhere(record: dict[str, Any], lease: timedelta) -> bool:
 def _finish_event(setup: EventSetup, event: Event, key: str, attempt: Attempt, answer: Answer) -> Answer:
     """The core's answer, once a failed or too old event is safely in the dead-letter topic."""
     outcome = answer.outcome
+    if outcome in (Outcome.FAILED, Outcome.TOO_OLD) and answer.body.get("recorded") is False:
+        # Another attempt may hold the run now (it took it over), or the store failed: a copy could
+        # be a second ending, and an ack could leave that attempt's run with no delivery left.
+        log(
+            logging.WARNING,
+            "failure not recorded, so neither dead-lettered nor acknowledged; a redelivery finds how it ends",
+            outcome=Outcome.IN_PROGRESS.label,
+        )
+        return Outcome.IN_PROGRESS.answer(run_key=key, recorded=False, error=answer.body.get("error"))
     if outcome in (Outcome.FAILED, Outcome.TOO_OLD):
         reason = (
             DeadLetterReason.TOO_OLD if outcome is Outcome.TOO_OLD else DeadLetterReason.PERMANENT_FAILURE

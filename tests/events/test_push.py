@@ -390,3 +390,42 @@ def test_a_takeover_past_the_maximum_age_runs_the_body_again_and_dead_letters_no
     [record] = records().values()
     assert record["status"] == "completed" and "dead_lettered_at" not in record
     assert pubsub.pull(letters, 0, timeout=1.5) == [] and probe.count == 2
+
+
+def test_a_permanent_failure_whose_run_was_taken_over_is_not_acked_and_not_dead_lettered(
+    pubsub, push_app, probe, records
+):
+    """The first attempt outlives its lease; a redelivery takes the event over and completes it.
+    When the first then fails permanently its failure write finds the run taken over: the event
+    has its one effect, so a copy would be a second ending, and an ack could leave a run still in
+    progress elsewhere with no delivery left. It is answered 409 and nothing is published."""
+    dead = pubsub.topic("dead")
+    letters = pubsub.pull_subscription("dead-letters", dead)
+    now = [datetime.now(UTC)]
+    runonce.set_clock(lambda: now[0])
+    inside, finish = threading.Event(), threading.Event()
+    first: list = []
+    try:
+        client = push_app(dead_letter_topic=dead, lease=60).test_client()
+
+        def slow_then_refuse(event):
+            inside.set()
+            finish.wait(30)
+            raise PermanentError("refused, too late")
+
+        probe.behaviour = slow_then_refuse
+        worker = threading.Thread(target=lambda: first.append(post(client, envelope())))
+        worker.start()
+        assert inside.wait(10)
+        now[0] += timedelta(seconds=61)  # the first attempt's lease has expired
+        probe.behaviour = lambda event: "taken over and done"
+        second = post(client, envelope())
+    finally:
+        finish.set()
+        worker.join(10)
+        runonce.set_clock(None)
+    assert second.json["outcome"] == "completed"
+    assert first[0].status_code == 409 and first[0].json["recorded"] is False
+    [record] = records().values()
+    assert record["status"] == "completed" and "dead_lettered_at" not in record
+    assert pubsub.pull(letters, 0, timeout=1.5) == []
