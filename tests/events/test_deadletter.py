@@ -198,3 +198,13 @@ def test_a_cloud_event_attribute_over_the_value_limit_is_copied_within_the_limit
     [copy] = pubsub.pull(letters, 1)
     assert within_pubsub_limits(dead, copy) == []
     assert read_copy(copy.data, copy.attributes).attributes["subject"] == subject
+
+
+def test_an_original_with_no_room_even_for_its_bare_copy_is_kept_by_pubsub(pubsub, refused, records):
+    # Published to a topic whose name is shorter than the dead-letter topic's, right at the limit.
+    data = _data_filling("projects/runonce-local/topics/o", {}, 0)
+    _, response, _ = refused(_body(data=data, attributes={}))
+    assert response.status_code == 500 and response.json["outcome"] == "dead_letter_failed"
+    assert "within Pub/Sub's limits" in response.json["error"]
+    [record] = records().values()
+    assert record["status"] == "failed" and "dead_letter_failed_at" in record
