@@ -252,3 +252,19 @@ def test_the_consumer_option_wins_over_k_service(pubsub, handler, probe, monkeyp
     handler(dead_letter_topic=dead, consumer="invoices")(storage_event())
     handler(dead_letter_topic=dead, consumer="receipts")(storage_event())
     assert probe.count == 2
+
+
+def test_cloud_event_text_data_with_a_lone_surrogate_runs_with_the_data_as_sent(handler, probe):
+    event = CloudEvent(
+        {"type": "com.example.note", "source": "//example/notes", "id": "n-1"}, "half \ud800 pair"
+    )
+    assert handler()(event)["outcome"] == "completed"
+    assert probe.events[0].data == "half \ud800 pair".encode("utf-8", "surrogatepass")
+
+
+def test_a_cloud_event_attribute_that_is_not_utf_8_is_rejected_naming_it(handler, probe, records):
+    event = storage_event()
+    event["tenant"] = "broken \udcff"
+    with pytest.raises(EventRetry, match="rejected: tenant: "):
+        handler()(event)
+    assert (probe.count, records()) == (0, {})
