@@ -429,3 +429,14 @@ def test_a_permanent_failure_whose_run_was_taken_over_is_not_acked_and_not_dead_
     [record] = records().values()
     assert record["status"] == "completed" and "dead_lettered_at" not in record
     assert pubsub.pull(letters, 0, timeout=1.5) == []
+
+
+def test_the_push_run_key_is_the_one_deployed_ledgers_hold(push_app, records, monkeypatch):
+    import hashlib
+    import json
+
+    monkeypatch.setenv("K_SERVICE", "orders-function")  # a consumer never joins a push key
+    post(push_app().test_client(), envelope())
+    parts = ["runonce/v1", "pubsub", "projects/runonce-local/subscriptions/orders-push", "1001"]
+    encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode()
+    assert list(records()) == [hashlib.sha256(encoded).hexdigest()]
