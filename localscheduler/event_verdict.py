@@ -217,7 +217,8 @@ def judge_all(
     """A verdict per message, and the dead letters that belong to none of them."""
     by_id: dict[str, list[DeadLetter]] = {}
     for letter in letters:
-        by_id.setdefault(letter.attributes.get(DEMO_ID_ATTRIBUTE, ""), []).append(letter)
+        if not letter.note:  # the note names its copy, which is judged
+            by_id.setdefault(letter.original.attributes.get(DEMO_ID_ATTRIBUTE, ""), []).append(letter)
     deaths = instance_deaths(pushes)
     verdicts = [
         judge_message(m, store, by_id.pop(m.demo_id, []), deaths.get(m.message_id, [])) for m in messages

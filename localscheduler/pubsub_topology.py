@@ -16,6 +16,9 @@ from typing import Any
 
 from google.cloud import pubsub_v1
 
+from runonce.contract import DEAD_LETTER_COPY_ID_ATTRIBUTE
+from runonce.deadletter import Original, read_copy
+
 
 @dataclass(frozen=True)
 class PushPolicy:
@@ -37,6 +40,16 @@ class DeadLetter:
     """The copy's own id (a dead-letter copy is a new message)."""
     data: bytes
     attributes: dict[str, str]
+
+    @property
+    def note(self) -> bool:
+        """runonce's note after a bare copy (the copy's reason), not a copy itself."""
+        return DEAD_LETTER_COPY_ID_ATTRIBUTE in self.attributes
+
+    @property
+    def original(self) -> Original:
+        """The message it is a copy of, whatever the copy's form (see `runonce.deadletter`)."""
+        return read_copy(self.data, self.attributes)
 
     @property
     def by_pubsub(self) -> bool:

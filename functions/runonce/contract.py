@@ -25,6 +25,9 @@ FORCED_SKEW_VARIABLE = "RUNONCE_FORCED_SKEW_SECONDS"
 MAX_EVENT_AGE_VARIABLE = "RUNONCE_MAX_EVENT_AGE_SECONDS"
 DEAD_LETTER_TOPIC_VARIABLE = "RUNONCE_DEAD_LETTER_TOPIC"
 PROJECT_VARIABLE = "GOOGLE_CLOUD_PROJECT"
+CONSUMER_VARIABLE = "K_SERVICE"
+"""Set by Cloud Run in every container to the service's name (a Cloud Run function's too): the
+consumer of an event function's CloudEvents (Cloud Run's "Container runtime contract")."""
 
 DEFAULT_COLLECTION = "scheduler_runs"
 """The ledger's collection when RUNONCE_COLLECTION is not set."""
@@ -41,6 +44,8 @@ DEAD_LETTER_MESSAGE_ID_FIELD = "dead_letter_message_id"
 """On an event's record: the messageId of its copy in the dead-letter topic."""
 DEAD_LETTER_FAILED_AT_FIELD = "dead_letter_failed_at"
 """On an event's record: when forwarding its copy last failed (a redelivery may forward it now)."""
+DEAD_LETTER_FORM_FIELD = "dead_letter_form"
+"""On an event's record: how its copy holds the original (a `DeadLetterForm` value)."""
 
 # The two log lines the core writes around every job body (with run_key and attempt_id bound):
 # one before the body starts, one when it ends. A body whose instance died has no end line.
@@ -66,6 +71,12 @@ DEAD_LETTER_ORIGIN_ATTRIBUTE = "runonce_origin"
 """The push subscription, or the CloudEvent source, the event came from."""
 DEAD_LETTER_EVENT_ID_ATTRIBUTE = "runonce_event_id"
 """The Pub/Sub messageId or CloudEvent id the event had (the copy gets a new messageId)."""
+DEAD_LETTER_WRAPPED_ATTRIBUTE = "runonce_wrapped"
+"""On a wrapped copy: the type of the message its data holds, `google.pubsub.v1.PubsubMessage`."""
+DEAD_LETTER_COPY_ID_ATTRIBUTE = "runonce_copy_message_id"
+"""On the note that follows a bare copy: that copy's messageId."""
+DEAD_LETTER_ATTRIBUTE_PREFIX = "runonce_"
+"""Every attribute runonce adds starts with this; a plain copy's original has none that does."""
 
 
 class RunStatus(str, Enum):
@@ -92,10 +103,19 @@ class BodyEnd(str, Enum):
     """It raised, or returned 408, 429 or 5xx: the claim is released for a retry."""
     PERMANENT = "permanent"
     """It raised PermanentError or returned another 4xx: the run is recorded failed."""
-    NOT_RUNNABLE = "not_runnable"
-    """It returned something that cannot run (a coroutine): the claim is released."""
     STOPPED = "stopped"
     """It raised SystemExit or KeyboardInterrupt: the claim is released, the process goes down."""
+
+
+class DeadLetterForm(str, Enum):
+    """How a dead-letter copy holds the original message (the README's "The dead-letter copy")."""
+
+    PLAIN = "plain"
+    """The original data and attributes, plus runonce's attributes."""
+    WRAPPED = "wrapped"
+    """Data: the original serialized as a `google.pubsub.v1.PubsubMessage`; runonce's attributes."""
+    BARE = "bare"
+    """Exactly the original, nothing added (it is at Pub/Sub's size limit); a note follows it."""
 
 
 class DeadLetterReason(str, Enum):

@@ -14,8 +14,7 @@ class ConfigError(ValueError):
 
 
 class NotRunnable(TypeError):
-    """The job is an async or generator function (or returned a coroutine or generator): its body
-    would never run. Raised when decorating; one returned at run time is answered `misconfigured`."""
+    """The job is an async or generator function: its body would never run. Raised when decorating."""
 
 
 class NestedRunError(RuntimeError):

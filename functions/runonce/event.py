@@ -10,12 +10,15 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from .delivery import parse_instant
+from google.api_core.datetime_helpers import DatetimeWithNanoseconds
+
+from .delivery import Instant, parse_instant
 from .fields import BadField, read_text
 from .keys import KEY_VERSION
 
@@ -24,6 +27,8 @@ PUBSUB_CLOUDEVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
 # Generous bounds on what becomes part of a run key or a log line.
 MAX_ID_LENGTH = 1024
 MAX_ORIGIN_LENGTH = 1024
+# RFC 3339 allows any number of fraction digits; a datetime holds nine at most (as nanoseconds).
+_BEYOND_NANOSECONDS = re.compile(r"(\.[0-9]{9})[0-9]+(?=[Zz+-])")
 
 
 class BadEnvelope(BadField):
@@ -41,7 +46,8 @@ class Event:
     source: str
     """The push subscription (`projects/P/subscriptions/S`), or the CloudEvent source."""
     time: datetime | None
-    """When it was published (publishTime) or happened (CloudEvent time), in UTC; None if unknown."""
+    """When it was published (publishTime) or happened (CloudEvent time), in UTC, to the nanosecond
+    (a `DatetimeWithNanoseconds`: its `.nanosecond` keeps what `.microsecond` cannot); None if unknown."""
     attributes: dict[str, str] = field(default_factory=dict)
     """The message attributes (Pub/Sub), or the CloudEvent's context attributes."""
     data: bytes = b""
@@ -50,6 +56,8 @@ class Event:
     """Pub/Sub's count of deliveries (only with a dead-letter policy, never on the emulator)."""
     kind: str = "pubsub"
     """`pubsub` (a push request) or `cloudevent`."""
+    ordering_key: str = ""
+    """The message's ordering key (Pub/Sub), kept so that a dead-letter copy can be replayed with it."""
 
     def json(self) -> Any:
         """The data decoded as UTF-8 JSON; ValueError if it is not JSON."""
@@ -60,15 +68,37 @@ class Event:
         return self.data.decode("utf-8", "replace")
 
 
-def event_key(event: Event) -> str:
-    """SHA-256 of the JSON list [version, kind, source, id]: two subscriptions are two consumers."""
+def event_key(event: Event, consumer: str = "") -> str:
+    """SHA-256 of the JSON list [version, "pubsub", subscription, id] or [version, "cloudevent",
+    consumer, source, id]: a push subscription names its consumer; a CloudEvent's source and id are
+    the same for every trigger it reaches, so the consumer (the function) joins them."""
     parts = [KEY_VERSION, event.kind, event.source, event.id]
+    if event.kind == "cloudevent":
+        parts.insert(2, consumer)
     encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return hashlib.sha256(encoded).hexdigest()
 
 
-def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str], bytes]:
-    """(messageId, publishTime, attributes, data) of a push envelope's `message`."""
+def read_time(text: str, field: str) -> datetime:
+    """An RFC 3339 timestamp (any fraction, `T`/`Z` in either case, any offset) in UTC, to the
+    nanosecond; BadEnvelope naming `field` if it is not one."""
+    try:
+        instant = parse_instant(_BEYOND_NANOSECONDS.sub(r"\1", text, count=1))
+    except ValueError as exc:
+        raise BadEnvelope(field, str(exc)) from None
+    utc = instant.utc
+    return DatetimeWithNanoseconds(
+        utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, nanosecond=instant.nanos, tzinfo=UTC
+    )
+
+
+def rfc3339(time: datetime) -> str:
+    """The canonical RFC 3339 form of an event's time, as a scheduled run's time is written."""
+    return Instant(time, getattr(time, "nanosecond", time.microsecond * 1000)).rfc3339()
+
+
+def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str], bytes, str]:
+    """(messageId, publishTime, attributes, data, orderingKey) of a push envelope's `message`."""
     if not isinstance(message, Mapping):
         raise BadEnvelope(where, "missing or not an object; is this a Pub/Sub push request?")
     # The real service sends both spellings of the id and the time; the emulator sends camelCase.
@@ -78,15 +108,18 @@ def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str]
     raw_time = read_text(
         message.get("publishTime") or message.get("publish_time"), f"{where}.publishTime", 64, BadEnvelope
     )
-    try:
-        published = parse_instant(raw_time).utc
-    except ValueError as exc:
-        raise BadEnvelope(f"{where}.publishTime", str(exc)) from None
+    published = read_time(raw_time, f"{where}.publishTime")
     attributes = message.get("attributes") or {}
     if not isinstance(attributes, Mapping) or not all(
         isinstance(key, str) and isinstance(value, str) for key, value in attributes.items()
     ):
         raise BadEnvelope(f"{where}.attributes", "is not an object of string values")
+    if not all(_encodable(key) and _encodable(value) for key, value in attributes.items()):
+        # Pub/Sub's strings are UTF-8: such an attribute could be neither stored nor dead-lettered.
+        raise BadEnvelope(f"{where}.attributes", "holds text that is not valid UTF-8 (a lone surrogate)")
+    ordering_key = message.get("orderingKey") or message.get("ordering_key") or ""
+    if not isinstance(ordering_key, str) or not _encodable(ordering_key):
+        raise BadEnvelope(f"{where}.orderingKey", "is not a UTF-8 string")
     raw_data = message.get("data") or ""
     if not isinstance(raw_data, str):
         raise BadEnvelope(f"{where}.data", f"is a {type(raw_data).__name__}, not a base64 string")
@@ -94,7 +127,15 @@ def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str]
         data = base64.b64decode(raw_data, validate=True)
     except (binascii.Error, ValueError):
         raise BadEnvelope(f"{where}.data", "is not valid base64") from None
-    return message_id, published, dict(attributes), data
+    return message_id, published, dict(attributes), data, ordering_key
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_push(body: bytes) -> Event:
@@ -105,12 +146,12 @@ def parse_push(body: bytes) -> Event:
         raise BadEnvelope("body", "is not JSON; a Pub/Sub push request sends a JSON envelope") from None
     if not isinstance(envelope, Mapping):
         raise BadEnvelope("body", "is not a JSON object; is this a Pub/Sub push request?")
-    message_id, published, attributes, data = _message(envelope.get("message"), "message")
+    message_id, published, attributes, data, ordering_key = _message(envelope.get("message"), "message")
     subscription = read_text(envelope.get("subscription"), "subscription", MAX_ORIGIN_LENGTH, BadEnvelope)
     attempt = envelope.get("deliveryAttempt")
     if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1):
         raise BadEnvelope("deliveryAttempt", f"{attempt!r} is not a whole number of at least 1")
-    return Event(message_id, subscription, published, attributes, data, attempt, "pubsub")
+    return Event(message_id, subscription, published, attributes, data, attempt, "pubsub", ordering_key)
 
 
 def from_cloud_event(cloud_event: Any) -> Event:
@@ -121,25 +162,23 @@ def from_cloud_event(cloud_event: Any) -> Event:
     attributes as the attributes.
     """
     context = {key: str(value) for key, value in cloud_event.get_attributes().items()}
+    for key, value in context.items():
+        if not (_encodable(key) and _encodable(value)):
+            raise BadEnvelope(key, "holds text that is not valid UTF-8 (a lone surrogate)")
     event_id, source = context.get("id", ""), context.get("source", "")
     if not event_id or not source:
         raise BadEnvelope("id" if not event_id else "source", "missing from the CloudEvent")
     event_id = read_text(event_id, "id", MAX_ID_LENGTH, BadEnvelope)
     source = read_text(source, "source", MAX_ORIGIN_LENGTH, BadEnvelope)
-    time = None
-    if context.get("time"):
-        try:
-            time = parse_instant(context["time"]).utc
-        except ValueError as exc:
-            raise BadEnvelope("time", str(exc)) from None
+    time = read_time(context["time"], "time") if context.get("time") else None
     payload = cloud_event.data
     if context.get("type") == PUBSUB_CLOUDEVENT_TYPE and isinstance(payload, Mapping):
         try:
-            _, _, attributes, data = _message(payload.get("message"), "data.message")
+            _, _, attributes, data, ordering_key = _message(payload.get("message"), "data.message")
         except BadEnvelope:
             pass  # not the shape Eventarc documents: keep the CloudEvent as it is
         else:
-            return Event(event_id, source, time, attributes, data, None, "cloudevent")
+            return Event(event_id, source, time, attributes, data, None, "cloudevent", ordering_key)
     return Event(event_id, source, time, context, _bytes(payload), None, "cloudevent")
 
 
@@ -149,5 +188,5 @@ def _bytes(payload: Any) -> bytes:
     if isinstance(payload, bytes):
         return payload
     if isinstance(payload, str):
-        return payload.encode("utf-8")
+        return payload.encode("utf-8", "surrogatepass")  # the data as sent, even a lone surrogate
     return json.dumps(payload, separators=(",", ":"), default=str).encode("utf-8")

@@ -1,11 +1,11 @@
 """`@deduplicated_event`, the event adapters: a Pub/Sub push request or a CloudEvent -> the core.
 
-Both shapes become one `Event` and one run key (subscription + messageId, or CloudEvent source +
-id) and go through `handler.run_once` like a scheduled run. What events add is the end: an event
-that failed permanently, or arrived older than the maximum event age (recorded failed, never
-run), is forwarded to the dead-letter topic BEFORE it is acknowledged, and if that forwarding
-fails it is not acknowledged, so Pub/Sub keeps it. A duplicate of a failed event whose copy never
-reached the dead-letter topic is forwarded then.
+Both shapes become one `Event` and one run key (subscription + messageId, or the consumer + the
+CloudEvent's source + id) and go through `handler.run_once` like a scheduled run. What events add
+is the end: an event that failed permanently, or arrived older than the maximum event age
+(recorded failed, never run), is forwarded to the dead-letter topic BEFORE it is acknowledged, and
+if that forwarding fails it is not acknowledged, so Pub/Sub keeps it. A duplicate of a failed
+event whose copy never reached the dead-letter topic is forwarded then.
 
 Push: the core's answer is the HTTP answer (see `outcomes`; only 200 acknowledges on both the
 service and the emulator). CloudEvent: returning acknowledges, raising `EventRetry` redelivers.
@@ -25,6 +25,7 @@ from . import clock, logs
 from .connection import Connection, Setup
 from .contract import (
     DEAD_LETTER_FAILED_AT_FIELD,
+    DEAD_LETTER_FORM_FIELD,
     DEAD_LETTER_MESSAGE_ID_FIELD,
     DEAD_LETTER_REASON_FIELD,
     DEAD_LETTERED_AT_FIELD,
@@ -35,7 +36,7 @@ from .contract import (
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
 from .decoration import decorate
 from .errors import ConfigError, EventRetry, StoreError
-from .event import BadEnvelope, Event, event_key, from_cloud_event, parse_push
+from .event import BadEnvelope, Event, event_key, from_cloud_event, parse_push, rfc3339
 from .finish import Attempt
 from .handler import Occurrence, claim_failed, misconfigured, rejected, run_once, serve
 from .ledger import Claim
@@ -87,23 +88,21 @@ class EventConnection:
             return self._setup
 
 
-def _rfc3339(time: datetime | None) -> str:
-    return time.isoformat().replace("+00:00", "Z") if time is not None else ""
-
-
-def _occurrence(event: Event, key: str, expired: str | None) -> Occurrence:
+def _occurrence(event: Event, key: str, expired: str | None, consumer: str) -> Occurrence:
     fields = {
         "event_kind": event.kind,
         "event_source": event.source,
         "event_id": event.id,
         "event_time": event.time,
     }
+    if event.kind == "cloudevent":
+        fields["event_consumer"] = consumer
 
     def run(claim: Claim) -> Run:
         return Run(
             key=claim.key,
             job=event.source,
-            schedule_time=_rfc3339(event.time),
+            schedule_time=rfc3339(event.time) if event.time is not None else "",
             project="",
             location="",
             forced=False,
@@ -134,7 +133,7 @@ def _forward(
     """Forward the event, mark its record, and acknowledge; or refuse to acknowledge."""
     error = str(answer.body.get("error") or "")
     try:
-        message_id = setup.dead_letters.forward(event, reason, key, attempt, error)
+        forwarded = setup.dead_letters.forward(event, reason, key, attempt, error)
     except DeadLetterFailed as exc:
         problem = describe(exc, 1024)
         # Says no forwarder is at work any more, so the redelivery may forward at once.
@@ -147,10 +146,12 @@ def _forward(
             reason=reason.value,
         )
         return Outcome.DEAD_LETTER_FAILED.answer(run_key=key, reason=reason.value, error=problem)
+    message_id = forwarded.message_id
     marks = {
         DEAD_LETTERED_AT_FIELD: clock.now(),
         DEAD_LETTER_REASON_FIELD: reason.value,
         DEAD_LETTER_MESSAGE_ID_FIELD: message_id,
+        DEAD_LETTER_FORM_FIELD: forwarded.form.value,
     }
     try:
         setup.base.store.annotate(key, marks)
@@ -161,6 +162,7 @@ def _forward(
         f"event dead-lettered to {setup.dead_letters.topic} ({reason.value})",
         outcome=answer.outcome.label,
         dead_letter_message_id=message_id,
+        dead_letter_form=forwarded.form.value,
     )
     return Answer({**answer.body, "dead_lettered": True, "dead_letter_message_id": message_id}, answer.status)
 
@@ -178,6 +180,15 @@ def _forwarding_elsewhere(record: dict[str, Any], lease: timedelta) -> bool:
 def _finish_event(setup: EventSetup, event: Event, key: str, attempt: Attempt, answer: Answer) -> Answer:
     """The core's answer, once a failed or too old event is safely in the dead-letter topic."""
     outcome = answer.outcome
+    if outcome in (Outcome.FAILED, Outcome.TOO_OLD) and answer.body.get("recorded") is False:
+        # Another attempt may hold the run now (it took it over), or the store failed: a copy could
+        # be a second ending, and an ack could leave that attempt's run with no delivery left.
+        log(
+            logging.WARNING,
+            "failure not recorded, so neither dead-lettered nor acknowledged; a redelivery finds how it ends",
+            outcome=Outcome.IN_PROGRESS.label,
+        )
+        return Outcome.IN_PROGRESS.answer(run_key=key, recorded=False, error=answer.body.get("error"))
     if outcome in (Outcome.FAILED, Outcome.TOO_OLD):
         reason = (
             DeadLetterReason.TOO_OLD if outcome is Outcome.TOO_OLD else DeadLetterReason.PERMANENT_FAILURE
@@ -223,9 +234,10 @@ def _handle_event(
         event = read()
     except BadEnvelope as exc:
         return rejected(exc, "event", "field", attempt)
-    key = event_key(event)
+    consumer = setup.settings.consumer
+    key = event_key(event, consumer)
     logs.bind(run_key=key, event_id=event.id, event_source=event.source, event_kind=event.kind)
-    occurrence = _occurrence(event, key, _expired(event, setup.settings))
+    occurrence = _occurrence(event, key, _expired(event, setup.settings), consumer)
     answer = run_once(setup.base.store, occurrence, lambda: job(event), attempt, carrier)
     return _finish_event(setup, event, key, attempt, answer)
 
@@ -266,13 +278,15 @@ def deduplicated_event(
     database: str | None = None,
     max_event_age: int | None = None,
     dead_letter_topic: str | None = None,
+    consumer: str | None = None,
     client: firestore.Client | None = None,
 ):
     """Run an event function exactly once per event: `def handle(event)` receives an `Event`.
 
     Place it under `@functions_framework.http` for a Pub/Sub push subscription (the request body
     is the push envelope; the key is subscription + messageId) or under
-    `@functions_framework.cloud_event` for a CloudEvent (the key is source + id). Use bare or with
+    `@functions_framework.cloud_event` for a CloudEvent (the key is `consumer` + source + id; the
+    consumer defaults to K_SERVICE, the function's Cloud Run service). Use bare or with
     options (seconds and names) that override the RUNONCE_* variables. The job may call
     `current_run()` (its `.event` is the event) and returns JSON-like data stored as the result.
     `PermanentError`, and an event older than `max_event_age`, are recorded failed and forwarded
@@ -286,5 +300,6 @@ def deduplicated_event(
         "database": database,
         "max_event_age": max_event_age,
         "dead_letter_topic": dead_letter_topic,
+        "consumer": consumer,
     }
     return decorate(func, lambda: EventConnection(overrides, client), _respond)

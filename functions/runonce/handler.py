@@ -29,7 +29,7 @@ from .contract import (
     BodyStage,
     RunStatus,
 )
-from .errors import ConfigError, NotRunnable, PermanentError, StoreDenied, StoreError, StoreUnavailable
+from .errors import ConfigError, PermanentError, StoreDenied, StoreError, StoreUnavailable
 from .fields import BadField
 from .finish import Attempt, complete, fail, release, retry
 from .ledger import Claim, Held
@@ -53,8 +53,10 @@ class Occurrence:
     run: Callable[[Claim], Run]
     """The `Run` that `current_run()` returns to the job, for the claim this attempt holds."""
     expired: str | None = None
-    """Set when the occurrence must not run (an event past its maximum age): the claim is
-    recorded failed with this error and answered `too_old`."""
+    """Set when the occurrence must not run (an event past its maximum age): a first claim is
+    recorded failed with this error and answered `too_old`. A takeover runs the job all the same:
+    the attempt it takes over claimed the occurrence and may have started the body, so its effect
+    may exist, and the effect is keyed, where a dead-letter copy's replay would repeat it."""
 
 
 def serve(handle: Callable[[Attempt], Answer]) -> Answer:
@@ -99,7 +101,13 @@ def run_once(
     attempt.claim = claim
     logs.bind(attempt_id=claim.attempt_id, attempt=claim.attempt)
     if occurrence.expired is not None:
-        return fail(attempt, claim, occurrence.expired, Outcome.TOO_OLD)
+        if claim.attempt == 1:
+            return fail(attempt, claim, occurrence.expired, Outcome.TOO_OLD)
+        log(
+            logging.WARNING,
+            "past its maximum age, but a takeover: running it, as the attempt taken over may have "
+            "started its body",
+        )
     return _execute(job, carrier, attempt, claim, occurrence.run(claim))
 
 
@@ -151,18 +159,6 @@ def _execute(job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Clai
     except PermanentError as exc:
         _body_line(BodyStage.ENDED, BodyEnd.PERMANENT, exc)
         return fail(attempt, claim, describe(exc))
-    except NotRunnable as exc:
-        _body_line(BodyStage.ENDED, BodyEnd.NOT_RUNNABLE, exc)
-        released, _ = release(attempt, claim)
-        error = describe(exc)
-        log(
-            logging.ERROR,
-            f"job cannot run: {error}",
-            outcome=Outcome.MISCONFIGURED.label,
-            released=released,
-            latency_ms=attempt.ms(),
-        )
-        return Outcome.MISCONFIGURED.answer(run_key=claim.key, error=error)
     except (SystemExit, KeyboardInterrupt) as exc:
         _body_line(BodyStage.ENDED, BodyEnd.STOPPED, exc)
         released, _ = release(attempt, claim)
@@ -186,6 +182,8 @@ def _execute(job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Clai
         return fail(attempt, claim, returned.error())
     if returned.verdict is Verdict.RETRYABLE:
         return retry(attempt, claim, returned.error(), None)
+    if returned.dropped is not None:
+        return complete(attempt, claim, StoredResult.not_stored(returned.dropped))
     return complete(attempt, claim, StoredResult.of(returned.body))
 
 

@@ -8,7 +8,8 @@ A job is a Flask view, so it may return what Flask accepts: data, `(body, status
 - any other 4xx: a permanent failure, like `PermanentError` (recorded, never run again).
 
 `async def` and generator functions are refused when decorated: calling them only creates a
-coroutine or generator, so their bodies would never run. One returned at run time is refused too.
+coroutine or generator, so their bodies would never run. A plain function that returns one (or any
+value runonce cannot even inspect) did run its body: it succeeds, with the result not stored.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from werkzeug.wrappers import Response
 
 from .errors import NotRunnable
-from .text import clip, type_name
+from .text import clip, describe, type_name
 
 RETRYABLE_4XX = frozenset({408, 429})
 _STATUS_TEXT = re.compile(r"^\s*([1-5][0-9]{2})\b")
@@ -44,6 +45,8 @@ class Returned:
     verdict: Verdict
     body: Any
     status: int | None = None
+    dropped: str | None = None
+    """Why the body cannot be stored as the result (a coroutine, an object that cannot be read)."""
 
     def error(self) -> str:
         """The failure as stored and answered: the status and the start of the body."""
@@ -72,39 +75,50 @@ def refuse_unrunnable(job: Any) -> None:
 
 def read_return(value: Any) -> Returned:
     """Read what the job returned. A streamed Response's body is job code: it runs here."""
-    _refuse_lazy(value)
-    status: int | None = None
-    body = value
-    if isinstance(value, tuple) and len(value) in (2, 3):
-        status = _status(value[1])
-        if status is not None:
-            body = value[0]
+    try:
+        status, body = _unpack(value)
+        dropped = _unstorable(body)
+    except Exception as exc:  # a value whose class or length raises: the job still ran
+        return Returned(
+            Verdict.SUCCEEDED,
+            None,
+            None,
+            f"runonce could not read it ({type_name(exc)}: {describe(exc, 300)})",
+        )
     if isinstance(body, Response):
         status = body.status_code if status is None else status
         body = _response_body(body)
-    elif body is not value:
-        _refuse_lazy(body)
     if status is None or status < 400:
-        return Returned(Verdict.SUCCEEDED, body, status)
+        return Returned(Verdict.SUCCEEDED, None if dropped else body, status, dropped)
     if status >= 500 or status in RETRYABLE_4XX:
         return Returned(Verdict.RETRYABLE, body, status)
     return Returned(Verdict.PERMANENT, body, status)
+
+
+def _unpack(value: Any) -> tuple[int | None, Any]:
+    """(status, body) of a Flask-style return value: a 2- or 3-tuple with a status, or the value."""
+    if isinstance(value, tuple) and len(value) in (2, 3):
+        status = _status(value[1])
+        if status is not None:
+            return status, value[0]
+    return None, value
 
 
 # Plain data, by far the most common return value, needs none of the checks below.
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None), bytes})
 
 
-def _refuse_lazy(value: Any) -> None:
+def _unstorable(value: Any) -> str | None:
+    """Why a coroutine, generator or other awaitable is no result (closing what never started)."""
     if type(value) in _PLAIN:
-        return
+        return None
     if inspect.iscoroutine(value) or inspect.isgenerator(value):
         value.close()  # never started: closing it avoids a "never awaited" warning
     elif not (inspect.isawaitable(value) or inspect.isasyncgen(value)):
-        return
-    raise NotRunnable(
-        f"the job returned a {type_name(value)} instead of running: an async or generator body "
-        "never runs under @deduplicated; make the job a plain function that returns its result"
+        return None
+    return (
+        f"the job returned a {type_name(value)}, whose code never runs under runonce; await or "
+        "iterate it inside the job and return its result"
     )
 
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from .contract import (
     COLLECTION_VARIABLE,
+    CONSUMER_VARIABLE,
     DATABASE_VARIABLE,
     DEAD_LETTER_TOPIC_VARIABLE,
     DEFAULT_COLLECTION,
@@ -33,6 +34,8 @@ DEFAULT_FORCED_SKEW_SECONDS = 60
 DEFAULT_MAX_EVENT_AGE_SECONDS = 24 * 3600
 # Pub/Sub keeps an unacknowledged message 7 days at most: no retry window is longer.
 MAX_RETRY_WINDOW_SECONDS = 7 * 24 * 3600
+# A consumer names a function: generous next to Cloud Run's 63-character service names.
+MAX_CONSUMER_LENGTH = 1024
 
 _DATABASE_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
 _WHOLE_NUMBER = re.compile(r"-?[0-9]+")
@@ -182,6 +185,9 @@ class EventSettings:
     """An event older than this (from its publish or event time) is dead-lettered, not run."""
     dead_letter_topic: str
     """Full topic path (`projects/P/topics/T`) that failed and too old events are forwarded to."""
+    consumer: str = ""
+    """Who handles the events (the Cloud Run service, K_SERVICE): part of a CloudEvent's run key, so
+    two functions triggered by one event each run it once."""
 
 
 def load_event_settings(
@@ -231,4 +237,11 @@ def load_event_settings(
                 f"projects/PROJECT/topics/{topic_id}, or set {PROJECT_VARIABLE}"
             )
         topic = f"projects/{owner}/topics/{topic_id}"
-    return EventSettings(max_event_age=max_age, dead_letter_topic=topic)
+    name, raw = pick("consumer", CONSUMER_VARIABLE, "")
+    consumer = str(raw).strip()
+    if len(consumer) > MAX_CONSUMER_LENGTH:
+        raise ConfigError(
+            f"{name} is {len(consumer)} characters, more than {MAX_CONSUMER_LENGTH}: name the function "
+            "(a Cloud Run service name has at most 63)"
+        )
+    return EventSettings(max_event_age=max_age, dead_letter_topic=topic, consumer=consumer)

@@ -1,5 +1,6 @@
-"""Defect classes 3 and 4: jobs whose body would never run (async, generators), and jobs that
-return an error status instead of raising."""
+"""Defect classes 3 and 4: jobs whose body would never run (async, generators), jobs that return
+what cannot be stored (their body ran: completed without the result), and jobs that return an
+error status instead of raising."""
 
 from __future__ import annotations
 
@@ -49,25 +50,58 @@ def test_a_job_whose_body_would_never_run_is_refused_when_decorated(tapped_clien
         runonce.deduplicated(job)
 
 
+class _Awaitable:
+    def __await__(self):
+        yield
+
+
+class _Unreadable:
+    """An object whose class cannot even be asked for: every isinstance check on it raises."""
+
+    @property
+    def __class__(self):
+        raise RuntimeError("no class for you")
+
+
 @pytest.mark.parametrize(
-    "returned",
+    "returned, named",
     [
-        lambda: _async_job(None),
-        lambda: _generator_job(None),
-        lambda: asyncio.sleep(0),
+        (lambda: _async_job(None), "coroutine"),
+        (lambda: _generator_job(None), "generator"),
+        (lambda: _async_generator_job(None), "async_generator"),
+        (lambda: asyncio.sleep(0), "coroutine"),
+        (lambda: _Awaitable(), "_Awaitable"),
+        (lambda: (_async_job(None), 200), "coroutine"),
+        (lambda: _Unreadable(), "RuntimeError"),
+        (lambda: object(), "object"),
     ],
-    ids=["coroutine", "generator", "awaitable"],
+    ids=[
+        "coroutine",
+        "generator",
+        "async generator",
+        "awaitable",
+        "object with __await__",
+        "coroutine with a 200",
+        "object whose class raises",
+        "plain object",
+    ],
 )
-def test_a_coroutine_or_generator_returned_at_run_time_is_refused_and_the_claim_released(
-    client, probe, records, returned
+def test_a_job_that_returned_something_unstorable_is_completed_without_its_result_and_never_run_again(
+    client, probe, clock, records, returned, named
 ):
     probe.behaviour = lambda request: returned()
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # "coroutine ... was never awaited"
         response = client.post("/", headers=scheduler_headers())
-    assert response.status_code == 500 and response.json["outcome"] == "misconfigured"
-    assert "instead of running" in response.json["error"]
-    assert records() == []
+    assert response.status_code == 200 and response.json["outcome"] == "completed"
+    assert response.json["result"] is None and response.json["result_stored"] is False
+    assert named in response.json["result_dropped"]
+    [record] = records()
+    assert record["status"] == "completed" and record["result_stored"] is False
+    clock.advance(121)  # past the lease: a released or unfinished run would be claimed and run again
+    again = client.post("/", headers=scheduler_headers())
+    assert again.json["outcome"] == "duplicate" and again.json["result_stored"] is False
+    assert probe.count == 1
 
 
 @pytest.mark.parametrize(

@@ -27,10 +27,18 @@ class PubSub:
     """Topics and subscriptions on the emulator, named per test, and a way to read them."""
 
     def __init__(self):
+        import os
+
+        import grpc
         from google.cloud import pubsub_v1
+        from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
         self.publisher = pubsub_v1.PublisherClient()
-        self.subscriber = pubsub_v1.SubscriberClient()
+        # gRPC takes 4 MiB a message by default; a dead-letter copy may hold 10 MB.
+        channel = grpc.insecure_channel(
+            os.environ["PUBSUB_EMULATOR_HOST"], options=[("grpc.max_receive_message_length", -1)]
+        )
+        self.subscriber = pubsub_v1.SubscriberClient(transport=SubscriberGrpcTransport(channel=channel))
         self.suffix = uuid.uuid4().hex[:8]
 
     def topic_path(self, name: str) -> str:

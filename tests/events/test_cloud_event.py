@@ -194,3 +194,77 @@ def test_under_functions_framework_returning_acks_200_and_raising_answers_500(
     headers, body = to_structured(storage_event("ff-2"))
     assert app.post("/", headers=headers, data=body).status_code == 500
     assert [event.id for event in probe.events] == ["ff-1", "ff-2"]
+
+
+def test_a_cloud_event_time_keeps_its_fraction_to_the_nanosecond(handler, probe):
+    event = storage_event()
+    event["time"] = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dt%H:%M:%S.123456789z")
+    handler()(event)
+    [seen] = probe.events
+    assert seen.time.nanosecond == 123456789 and seen.time.microsecond == 123456
+    assert probe.runs[0].schedule_time.endswith(".123456789Z")
+
+
+def test_a_cloud_event_time_that_is_not_rfc_3339_is_rejected_naming_it(handler, probe, records):
+    event = storage_event()
+    event["time"] = "2026-11-29 03:00:00"
+    with pytest.raises(EventRetry, match="rejected: time: "):
+        handler()(event)
+    assert (probe.count, records()) == (0, {})
+
+
+def _pubsub_cloud_event(message_id: str = "88") -> CloudEvent:
+    """What Eventarc delivers for one Pub/Sub message, whichever trigger delivers it."""
+    message = {
+        "data": base64.b64encode(b'{"order": 5}').decode(),
+        "messageId": message_id,
+        "publishTime": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+    }
+    return CloudEvent(
+        {
+            "type": "google.cloud.pubsub.topic.v1.messagePublished",
+            "source": "//pubsub.googleapis.com/projects/runonce-local/topics/orders",
+            "id": message_id,
+        },
+        {"message": message, "subscription": "projects/runonce-local/subscriptions/eventarc-x"},
+    )
+
+
+@pytest.mark.parametrize("event", [_pubsub_cloud_event, storage_event], ids=["pubsub topic", "bucket"])
+def test_one_event_through_two_triggers_to_two_functions_runs_each_function_once(
+    pubsub, handler, probe, records, monkeypatch, event
+):
+    dead = pubsub.topic("dead")
+    monkeypatch.setenv("K_SERVICE", "billing")  # Cloud Run sets it to the function's service name
+    billing = handler(dead_letter_topic=dead)
+    assert billing(event())["outcome"] == "completed"
+    monkeypatch.setenv("K_SERVICE", "audit")
+    audit = handler(dead_letter_topic=dead)
+    assert audit(event())["outcome"] == "completed"
+    assert billing(event())["outcome"] == "duplicate" and audit(event())["outcome"] == "duplicate"
+    assert probe.count == 2
+    assert sorted(record["event_consumer"] for record in records().values()) == ["audit", "billing"]
+
+
+def test_the_consumer_option_wins_over_k_service(pubsub, handler, probe, monkeypatch):
+    dead = pubsub.topic("dead")
+    monkeypatch.setenv("K_SERVICE", "shared-service")
+    handler(dead_letter_topic=dead, consumer="invoices")(storage_event())
+    handler(dead_letter_topic=dead, consumer="receipts")(storage_event())
+    assert probe.count == 2
+
+
+def test_cloud_event_text_data_with_a_lone_surrogate_runs_with_the_data_as_sent(handler, probe):
+    event = CloudEvent(
+        {"type": "com.example.note", "source": "//example/notes", "id": "n-1"}, "half \ud800 pair"
+    )
+    assert handler()(event)["outcome"] == "completed"
+    assert probe.events[0].data == "half \ud800 pair".encode("utf-8", "surrogatepass")
+
+
+def test_a_cloud_event_attribute_that_is_not_utf_8_is_rejected_naming_it(handler, probe, records):
+    event = storage_event()
+    event["tenant"] = "broken \udcff"
+    with pytest.raises(EventRetry, match="rejected: tenant: "):
+        handler()(event)
+    assert (probe.count, records()) == (0, {})

@@ -287,3 +287,156 @@ def test_no_dead_letter_topic_is_misconfigured_naming_what_to_set(pubsub, tapped
     assert response.status_code == 500 and response.json["outcome"] == "misconfigured"
     assert "RUNONCE_DEAD_LETTER_TOPIC is not set" in response.json["error"]
     assert probe.count == 0
+
+
+def test_an_event_job_that_returns_a_generator_is_completed_without_its_result_and_not_run_again(
+    push_app, probe, records
+):
+    def body(event):
+        yield "never stored"
+
+    probe.behaviour = body
+    client = push_app().test_client()
+    first = post(client, envelope())
+    assert first.status_code == 200 and first.json["outcome"] == "completed"
+    assert first.json["result_stored"] is False and "generator" in first.json["result_dropped"]
+    [record] = records().values()
+    assert record["status"] == "completed" and record["result_stored"] is False
+    again = post(client, envelope())
+    assert again.json["outcome"] == "duplicate" and probe.count == 1
+
+
+@pytest.fixture
+def fixed_clock():
+    """runonce's clock stands at 2026-11-29T03:10:00.2Z for the test."""
+    now = datetime(2026, 11, 29, 3, 10, 0, 200000, tzinfo=UTC)
+    runonce.set_clock(lambda: now)
+    yield now
+    runonce.set_clock(None)
+
+
+def test_an_event_just_younger_than_the_maximum_age_runs_its_fraction_of_a_second_counts(
+    push_app, probe, fixed_clock
+):
+    body = envelope()
+    body["message"]["publishTime"] = "2026-11-29T03:00:00.400Z"  # 599.8 s before the clock
+    response = post(push_app(max_event_age=600).test_client(), body)
+    assert response.json["outcome"] == "completed" and probe.count == 1
+    assert probe.events[0].time == datetime(2026, 11, 29, 3, 0, 0, 400000, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "nanosecond", "utc"),
+    [
+        ("2026-11-29T03:05:00.123456789Z", 123456789, "2026-11-29T03:05:00.123456789Z"),
+        ("2026-11-29t03:05:00.5z", 500000000, "2026-11-29T03:05:00.500000000Z"),
+        ("2026-11-29T04:05:00.25+01:00", 250000000, "2026-11-29T03:05:00.250000000Z"),
+        ("2026-11-29T03:05:00.123456789987Z", 123456789, "2026-11-29T03:05:00.123456789Z"),
+        ("2026-11-29T03:05:00Z", 0, "2026-11-29T03:05:00Z"),
+    ],
+    ids=["nanoseconds", "lower case t and z", "offset", "twelve digits", "whole seconds"],
+)
+def test_every_rfc_3339_publish_time_is_read_to_the_nanosecond(
+    push_app, probe, fixed_clock, text, nanosecond, utc
+):
+    body = envelope()
+    body["message"]["publishTime"] = text
+    assert post(push_app().test_client(), body).json["outcome"] == "completed"
+    [event], [run] = probe.events, probe.runs
+    assert event.time.nanosecond == nanosecond and event.time.microsecond == nanosecond // 1000
+    assert run.schedule_time == utc
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2026-11-29T03:05:00", "2026-11-29 03:05:00Z", "2026-11-29T03:05:00.Z", "2026-11-29T03:05:00,5Z"],
+    ids=["no offset", "space", "empty fraction", "comma"],
+)
+def test_a_publish_time_that_is_not_rfc_3339_is_rejected_naming_it(push_app, probe, fixed_clock, text):
+    body = envelope()
+    body["message"]["publishTime"] = text
+    response = post(push_app().test_client(), body)
+    assert response.status_code == 400 and response.json["error"].startswith("message.publishTime: ")
+    assert probe.count == 0
+
+
+def test_a_takeover_past_the_maximum_age_runs_the_body_again_and_dead_letters_nothing(
+    pubsub, push_app, probe, records
+):
+    """The first attempt claims and starts the body, then dies (here: hangs until the end); its
+    lease expires after the event has passed the maximum age. The body did start, so its effect may
+    exist: the takeover runs it again (the effect is keyed by the run key) instead of recording
+    `too_old` ("not run") and publishing a copy whose replay would repeat the effect."""
+    dead = pubsub.topic("dead")
+    letters = pubsub.pull_subscription("dead-letters", dead)
+    now = [datetime.now(UTC)]
+    runonce.set_clock(lambda: now[0])
+    try:
+        client = push_app(dead_letter_topic=dead, lease=60, max_event_age=120).test_client()
+        started, dead_instance = threading.Event(), threading.Event()
+        probe.behaviour = lambda event: (started.set(), dead_instance.wait(30), "first")[-1]
+        first = threading.Thread(target=post, args=(client, envelope()))
+        first.start()
+        assert started.wait(10)
+        now[0] += timedelta(seconds=600)  # past the lease and the maximum age
+        probe.behaviour = lambda event: "taken over"
+        again = post(client, envelope())
+    finally:
+        runonce.set_clock(None)
+        dead_instance.set()
+        first.join(10)
+    assert again.status_code == 200 and again.json["outcome"] == "completed"
+    assert again.json["result"] == "taken over" and again.json["attempt"] == 2
+    [record] = records().values()
+    assert record["status"] == "completed" and "dead_lettered_at" not in record
+    assert pubsub.pull(letters, 0, timeout=1.5) == [] and probe.count == 2
+
+
+def test_a_permanent_failure_whose_run_was_taken_over_is_not_acked_and_not_dead_lettered(
+    pubsub, push_app, probe, records
+):
+    """The first attempt outlives its lease; a redelivery takes the event over and completes it.
+    When the first then fails permanently its failure write finds the run taken over: the event
+    has its one effect, so a copy would be a second ending, and an ack could leave a run still in
+    progress elsewhere with no delivery left. It is answered 409 and nothing is published."""
+    dead = pubsub.topic("dead")
+    letters = pubsub.pull_subscription("dead-letters", dead)
+    now = [datetime.now(UTC)]
+    runonce.set_clock(lambda: now[0])
+    inside, finish = threading.Event(), threading.Event()
+    first: list = []
+    try:
+        client = push_app(dead_letter_topic=dead, lease=60).test_client()
+
+        def slow_then_refuse(event):
+            inside.set()
+            finish.wait(30)
+            raise PermanentError("refused, too late")
+
+        probe.behaviour = slow_then_refuse
+        worker = threading.Thread(target=lambda: first.append(post(client, envelope())))
+        worker.start()
+        assert inside.wait(10)
+        now[0] += timedelta(seconds=61)  # the first attempt's lease has expired
+        probe.behaviour = lambda event: "taken over and done"
+        second = post(client, envelope())
+    finally:
+        finish.set()
+        worker.join(10)
+        runonce.set_clock(None)
+    assert second.json["outcome"] == "completed"
+    assert first[0].status_code == 409 and first[0].json["recorded"] is False
+    [record] = records().values()
+    assert record["status"] == "completed" and "dead_lettered_at" not in record
+    assert pubsub.pull(letters, 0, timeout=1.5) == []
+
+
+def test_the_push_run_key_is_the_one_deployed_ledgers_hold(push_app, records, monkeypatch):
+    import hashlib
+    import json
+
+    monkeypatch.setenv("K_SERVICE", "orders-function")  # a consumer never joins a push key
+    post(push_app().test_client(), envelope())
+    parts = ["runonce/v1", "pubsub", "projects/runonce-local/subscriptions/orders-push", "1001"]
+    encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode()
+    assert list(records()) == [hashlib.sha256(encoded).hexdigest()]

@@ -116,3 +116,22 @@ def test_a_message_with_no_end_is_lost():
         verdict.fate == "lost"
         and "0 completed records and 0 dead-letter copies: not exactly one end" in verdict.problems
     )
+
+
+def test_a_wrapped_copy_is_judged_with_its_message_and_a_note_is_no_stray():
+    from google.pubsub_v1.types import PubsubMessage
+
+    from localscheduler.event_verdict import judge_all
+
+    original = PubsubMessage(data=b"{}", attributes={"demo_id": MESSAGE.demo_id, "googclient_x": "y"})
+    wrapped = {
+        "runonce_reason": "permanent_failure",
+        "runonce_event_id": "41",
+        "runonce_wrapped": "google.pubsub.v1.PubsubMessage",
+    }
+    letter = DeadLetter("90", PubsubMessage.serialize(original), wrapped)
+    note = DeadLetter("91", b"", {"runonce_reason": "permanent_failure", "runonce_copy_message_id": "90"})
+    record = {**_record("a", "failed"), "dead_letter_message_id": "90"}
+    store = EventStore({KEY: record}, None, {KEY: [_body("a", 0, 1, BodyEnd.PERMANENT)]})
+    [verdict], strays = judge_all([MESSAGE], store, [letter, note], [])
+    assert strays == [] and verdict.fate == "permanent_failure"
