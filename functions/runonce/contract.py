@@ -96,6 +96,8 @@ class BodyEnd(str, Enum):
     """It returned something that cannot run (a coroutine): the claim is released."""
     STOPPED = "stopped"
     """It raised SystemExit or KeyboardInterrupt: the claim is released, the process goes down."""
+    HELD = "held"
+    """It raised OutcomeUnknown: the claim stays held for a while, then a retry takes it over."""
 
 
 class DeadLetterReason(str, Enum):
