@@ -25,6 +25,7 @@ from enum import Enum
 from typing import Any
 from urllib.parse import urlsplit
 
+import google.auth.exceptions
 import requests
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
@@ -300,6 +301,9 @@ class Proxy:
             raise TargetUnavailable(f"{where}: connection failed: {exc}", verdict) from exc
         except requests.RequestException as exc:
             raise TargetUnavailable(f"{where}: {exc}", Verdict.UNKNOWN) from exc
+        except google.auth.exceptions.GoogleAuthError as exc:
+            # No token could be minted: the call was not sent (or got 401, which is not done).
+            raise TargetUnavailable(f"{where}: no access token: {exc}", Verdict.NOT_DONE) from exc
         status = response.status_code
         try:
             content = response.content

@@ -4,12 +4,16 @@ Google's JSON, answers cut off or reset. No answer may start a target twice or l
 
 from __future__ import annotations
 
+import flask
+import google.auth.exceptions
 import pytest
 
+import runonce
 from emulator.googleapis import Fault
+from runonce.proxy import Proxy
 from runonce.targets import SUBSTITUTION, BuildTrigger, CloudRunJob, GoogleApi, Workflow
 
-from .conftest import JOB, TRIGGER, WORKFLOW, scheduler_headers
+from .conftest import JOB, TRIGGER, WORKFLOW, FakeCredentials, scheduler_headers
 
 GRACE = 62.0  # the proxy's default grace for the 2 s timeout the fixture uses, and a second
 PUBLISH = "https://pubsub.googleapis.com/v1/projects/acme-prod/topics/nightly:publish"
@@ -210,3 +214,53 @@ def test_a_connection_reset_after_a_build_started_is_found_by_its_substitution(p
     [build] = stand_in.resources("builds")
     assert build["substitutions"][SUBSTITUTION] == response.json["run_key"]
     assert response.json["result"] == {"target": "build_trigger", "build": build["name"], "reconciled": True}
+
+
+def test_a_redirect_is_not_followed_and_is_a_refusal(proxy_app, stand_in):
+    """Google APIs do not redirect: following one would send the start (and its token) elsewhere."""
+    client = proxy_app(CloudRunJob(JOB)).test_client()
+    stand_in.inject(Fault("answer", path_contains=":run", status=302, commit=False, body=""))
+    first = client.post("/", headers=scheduler_headers())
+    assert first.json["outcome"] == "failed" and "answered 302" in first.json["error"]
+    assert [call.method for call in stand_in.calls] == ["POST"]
+    assert client.post("/", headers=scheduler_headers()).json["outcome"] == "duplicate"
+
+
+class FailingRefresh(FakeCredentials):
+    """Credentials whose token cannot be minted the first `failures` times (metadata server down)."""
+
+    def __init__(self, failures: int):
+        super().__init__()
+        self.failures = failures
+
+    def refresh(self, request):
+        if self.failures > 0:
+            self.failures -= 1
+            raise google.auth.exceptions.TransportError("metadata server unreachable")
+        super().refresh(request)
+
+
+def test_a_token_that_cannot_be_minted_after_a_takeover_keeps_the_run_held(
+    stand_in, clock, ledger, collection, firestore_client
+):
+    """Nothing was sent, but an earlier attempt's call may have landed: releasing the run would
+    forget that, and the generic call's later ALREADY_EXISTS would read as "existed before"."""
+    url = "https://pubsub.googleapis.com/v1/projects/acme-prod/topics/nightly"
+    credentials = FailingRefresh(0)
+    proxy = Proxy(
+        GoogleApi("PUT", url, {}), credentials=credentials, base_url=stand_in.url, timeout=2.0, environ={}
+    )
+    handler = runonce.deduplicated(collection=collection, client=firestore_client, lease=120)(proxy)
+    app = flask.Flask("token-refresh")
+    app.add_url_rule("/", "handle", lambda: handler(flask.request), methods=["POST"])
+    client = app.test_client()
+    stand_in.inject(Fault("drop", method="PUT", path_contains="/topics/"))
+    assert client.post("/", headers=scheduler_headers()).status_code == 409
+    clock.advance(GRACE)
+    credentials.failures, credentials.token, credentials.expiry = 1, None, None
+    held = client.post("/", headers=scheduler_headers())
+    assert held.status_code == 409 and held.json["outcome"] == "in_progress", held.json
+    clock.advance(GRACE)
+    stand_in.inject(Fault("fail", method="PUT", path_contains="/topics/", status=409, code="ALREADY_EXISTS"))
+    done = client.post("/", headers=scheduler_headers())
+    assert done.json["outcome"] == "completed" and done.json["result"]["already_existed"] is True, done.json
