@@ -79,10 +79,9 @@ def _child(parent: str, collection: str) -> re.Pattern[str]:
     return re.compile(rf"^projects/[^/]+/{re.escape(rest)}/{collection}/[^/]+$")
 
 
-def _operation(parent: str) -> re.Pattern[str]:
-    """An operation of the location `projects/P/locations/L/...` names."""
-    location = "/".join(parent.split("/")[2:4])
-    return re.compile(rf"^projects/[^/]+/{re.escape(location)}/operations/[^/]+$")
+# A long-running operation's name; its exact form differs between endpoints (regional
+# `projects/P/locations/L/operations/ID`, Cloud Build's global `operations/build/P/ID`).
+_OPERATION = re.compile(r"^(.+/)?operations/[^/]+")
 
 
 def label_value(key: str) -> str:
@@ -172,7 +171,7 @@ class CloudRunJob:
     def started(self, answer: Any) -> dict[str, Any]:
         """The long-running operation's name, and the execution's name from its metadata (None
         if the metadata does not name an execution of this job)."""
-        operation = _name(answer, _operation(self.job), f"an operation of {self.job}")
+        operation = _name(answer, _OPERATION, "an operation")
         metadata = answer.get("metadata")
         execution = metadata.get("name") if isinstance(metadata, Mapping) else None
         if not (isinstance(execution, str) and _child(self.job, "executions").match(execution)):
@@ -225,7 +224,7 @@ class BuildTrigger:
 
     def started(self, answer: Any) -> dict[str, Any]:
         """The operation's name and the build's name (or id) from its metadata, if it has one."""
-        operation = _name(answer, _operation(self.trigger), f"an operation of {self.trigger}")
+        operation = _name(answer, _OPERATION, "an operation")
         metadata = answer.get("metadata")
         build = metadata.get("build") if isinstance(metadata, Mapping) else None
         return {"operation": operation, "build": _build_name(build) if isinstance(build, Mapping) else None}
