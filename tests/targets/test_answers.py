@@ -4,16 +4,14 @@ Google's JSON, answers cut off or reset. No answer may start a target twice or l
 
 from __future__ import annotations
 
-import flask
 import google.auth.exceptions
 import pytest
 
-import runonce
 from emulator.googleapis import Fault
 from runonce.proxy import Proxy
 from runonce.targets import SUBSTITUTION, BuildTrigger, CloudRunJob, GoogleApi, Workflow
 
-from .conftest import JOB, TRIGGER, WORKFLOW, FakeCredentials, scheduler_headers
+from .conftest import JOB, TRIGGER, WORKFLOW, FakeCredentials, scheduler_headers, serve
 
 GRACE = 62.0  # the proxy's default grace for the 2 s timeout the fixture uses, and a second
 PUBLISH = "https://pubsub.googleapis.com/v1/projects/acme-prod/topics/nightly:publish"
@@ -250,10 +248,7 @@ def test_a_token_that_cannot_be_minted_after_a_takeover_keeps_the_run_held(
     proxy = Proxy(
         GoogleApi("PUT", url, {}), credentials=credentials, base_url=stand_in.url, timeout=2.0, environ={}
     )
-    handler = runonce.deduplicated(collection=collection, client=firestore_client, lease=120)(proxy)
-    app = flask.Flask("token-refresh")
-    app.add_url_rule("/", "handle", lambda: handler(flask.request), methods=["POST"])
-    client = app.test_client()
+    client = serve(proxy, collection, firestore_client).test_client()
     stand_in.inject(Fault("drop", method="PUT", path_contains="/topics/"))
     assert client.post("/", headers=scheduler_headers()).status_code == 409
     clock.advance(GRACE)

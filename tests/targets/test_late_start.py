@@ -8,14 +8,16 @@ import json
 import time
 from datetime import timedelta
 
+import grpc
 import pytest
 
+from emulator import wire
 from emulator.googleapis import Fault
 from runonce import ConfigError, OutcomeUnknown
 from runonce.proxy import Proxy
 from runonce.targets import BuildTrigger, CloudRunJob, Workflow
 
-from .conftest import JOB, TRIGGER, WORKFLOW, FakeCredentials, scheduler_headers
+from .conftest import JOB, TRIGGER, WORKFLOW, FakeCredentials, scheduler_headers, serve
 
 TIMEOUT = 0.5
 GRACE = TIMEOUT + 60  # the default: the call timeout plus 60 s
@@ -95,6 +97,30 @@ def test_a_lookup_that_cannot_be_read_after_a_takeover_holds_the_run_instead_of_
     clock.advance(GRACE + 1)
     done = client.post("/", headers=scheduler_headers())
     assert done.json["outcome"] == "completed" and done.json["result"]["reconciled"] is True
+    assert len(stand_in.resources("executions")) == 1
+
+
+def test_a_hold_the_store_refuses_leaves_the_claim_held_by_its_lease_never_released(
+    stand_in, clock, ledger, collection, tap, tapped_client
+):
+    proxy = Proxy(Workflow(WORKFLOW), credentials=FakeCredentials(), base_url=stand_in.url, timeout=TIMEOUT)
+
+    def body(request):
+        tap.inject(wire.Fault("Commit", grpc.StatusCode.PERMISSION_DENIED))  # the hold's write
+        return proxy(request)
+
+    client = serve(body, collection, tapped_client).test_client()
+    stand_in.inject(Fault("hang", path_contains="/executions", seconds=1.0, commit=False))
+    first = client.post("/", headers=scheduler_headers())
+    assert first.status_code == 409 and first.json["outcome"] == "in_progress", first.json
+    record = ledger.get(first.json["run_key"])
+    assert record["status"] == "in_progress" and "held_at" not in record
+    assert record["lease_expires"] == record["claimed_at"] + timedelta(seconds=120)
+    clock.advance(GRACE + 1)  # past the grace, within the lease: still held
+    assert client.post("/", headers=scheduler_headers()).status_code == 409
+    clock.advance(120)
+    after = client.post("/", headers=scheduler_headers())
+    assert after.json["outcome"] == "completed" and after.json["attempt"] == 2
     assert len(stand_in.resources("executions")) == 1
 
 
