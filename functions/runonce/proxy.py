@@ -9,7 +9,8 @@ the run names the execution, operation or build, so duplicates are answered with
 Every answer is read by Google's canonical error code (`error.status` of the JSON error body,
 AIP-193), not by its HTTP class, and falls in one of four cases (`Verdict`, docs/targets.md has
 the table): the call was refused (PermanentError: recorded failed, never retried), it was not
-done (TargetUnavailable: the claim is released and Scheduler retries at once), it may have
+done (TargetUnavailable: the claim is released and Scheduler retries at once; on attempt 2 and
+later the run is held instead, as below), it may have
 taken effect (looked for at once; if not found, OutcomeUnknown: the run stays held for the
 grace, after which a retry looks again and only then starts), or the resource already exists.
 A 2xx always means started: an answer that cannot be read is looked up, never started again.
