@@ -14,7 +14,8 @@ request: `fail` answers an error status without doing anything (Google's JSON er
 canonical `status`, or a raw body such as a front end's HTML), `hang` waits before handling
 (and then does the work or not), `drop` does the work and closes the connection without an
 answer, `answer` answers a raw status and body of the test's choosing (after doing the work, or
-not), `cut` does the work and closes the connection halfway through its answer's body. A hook
+not), `cut` does the work and closes the connection halfway through its answer's body, `drip`
+does the work and sends its answer one byte every `seconds` (a slow start). A hook
 may run when something is started, to play its body (the workflow, the job, the build).
 """
 
@@ -82,7 +83,7 @@ class Fault:
 
     kind: str
     """"fail" (answer `status`, do nothing), "hang" (sleep `seconds`, then work if `commit`),
-    "drop", "answer" (work if `commit`, then answer `status` with `body`), "cut"."""
+    "drop", "answer" (work if `commit`, then answer `status` with `body`), "cut", "drip"."""
     method: str = "POST"
     path_contains: str = ""
     status: int = 503
@@ -169,10 +170,24 @@ class _Handler(BaseHTTPRequestHandler):
             data = json.dumps(answer).encode()
             self._send_raw(status, data, "application/json", sent=len(data) // 2)
             return
+        if fault is not None and fault.kind == "drip":
+            self._drip(status, json.dumps(answer).encode(), fault.seconds)
+            return
         self._answer(status, answer)
 
     def _answer(self, status: int, answer: Any) -> None:
         self._send_raw(status, json.dumps(answer).encode(), "application/json")
+
+    def _drip(self, status: int, data: bytes, seconds: float) -> None:
+        """Answer `data` one byte every `seconds`, until it is sent or the caller has gone."""
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        for byte in data:
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+            time.sleep(seconds)
 
     def _send_raw(self, status: int, data: bytes, content_type: str, sent: int | None = None) -> None:
         """Answer `data`; with `sent`, only its first `sent` bytes, then the connection is closed."""

@@ -18,9 +18,11 @@ A 2xx always means started: an answer that cannot be read is looked up, never st
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any
@@ -28,7 +30,7 @@ from urllib.parse import urlsplit
 
 import google.auth.exceptions
 import requests
-from urllib3.exceptions import MaxRetryError, NewConnectionError
+from urllib3.exceptions import HTTPError, MaxRetryError, NewConnectionError
 
 from .errors import ConfigError, OutcomeUnknown, PermanentError
 from .logs import log
@@ -107,11 +109,24 @@ class TargetUnavailable(Exception):
         self.verdict = verdict
 
 
-def _error_message(response: requests.Response, body: Any) -> str:
+def _error_message(content: bytes, body: Any) -> str:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and "message" in error:
         return f"{error.get('status', '')} {error['message']}".strip()
-    return response.text[:500] or "(empty body)"
+    return content[:500].decode("utf-8", "replace") or "(empty body)"
+
+
+def _body(response: requests.Response, deadline: float) -> bytes:
+    """The answer's body as it arrives, until `deadline` (monotonic): `timeout` bounds each read
+    of the socket, not the whole answer, and a body that trickles in would otherwise keep the
+    attempt waiting until its instance is stopped."""
+    chunks = []
+    while chunk := response.raw.read1(65536, decode_content=True):
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            response.close()
+            raise TimeoutError("the body was still arriving at the timeout")
+    return b"".join(chunks)
 
 
 def _never_connected(exc: requests.ConnectionError) -> bool:
@@ -282,6 +297,9 @@ class Proxy:
         is cut off or not JSON; TargetUnavailable or PermanentError for any other answer."""
         url = self._url(call)
         where = f"{call.method} {url}"
+        timeout = self._timeout
+        assert timeout is not None  # set by _resolve
+        began = time.monotonic()
         try:
             response = session.request(
                 call.method,
@@ -289,7 +307,7 @@ class Proxy:
                 params=call.params or None,
                 json=call.body,
                 headers=call.headers or None,
-                timeout=self._timeout,
+                timeout=timeout,
                 allow_redirects=False,
                 stream=True,  # the status first: a body lost after a 2xx is not a lost start
             )
@@ -307,13 +325,13 @@ class Proxy:
             raise TargetUnavailable(f"{where}: no access token: {exc}", Verdict.NOT_DONE) from exc
         status = response.status_code
         try:
-            content = response.content
-        except requests.RequestException as exc:
+            content = _body(response, began + timeout)
+        except (HTTPError, OSError) as exc:  # cut off, reset, or still arriving at the timeout
             if 200 <= status < 300:
-                raise Unreadable(f"was cut off ({type(exc).__name__})") from exc
+                raise Unreadable(f"was cut off ({type(exc).__name__}: {exc})") from exc
             raise TargetUnavailable(f"{where} answered {status}, cut off: {exc}", Verdict.UNKNOWN) from exc
         try:
-            body = response.json() if content else None
+            body = json.loads(content) if content else None
         except ValueError:
             body = None
         if 200 <= status < 300:
@@ -322,7 +340,7 @@ class Proxy:
             if body is None:
                 raise Unreadable(f"is not JSON ({content[:80]!r})")
             return body
-        message = f"{where} answered {status}: {_error_message(response, body)}"
+        message = f"{where} answered {status}: {_error_message(content, body)}"
         verdict = verdict_of(status, body)
         if verdict is Verdict.REFUSED:
             raise PermanentError(message)

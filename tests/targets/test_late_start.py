@@ -15,11 +15,12 @@ from emulator import wire
 from emulator.googleapis import Fault
 from runonce import ConfigError, OutcomeUnknown
 from runonce.proxy import Proxy
-from runonce.targets import BuildTrigger, CloudRunJob, Workflow
+from runonce.targets import BuildTrigger, CloudRunJob, GoogleApi, Workflow
 
 from .conftest import JOB, TRIGGER, WORKFLOW, FakeCredentials, scheduler_headers, serve
 
 TIMEOUT = 0.5
+PUBLISH = "https://pubsub.googleapis.com/v1/projects/acme-prod/topics/nightly:publish"
 GRACE = TIMEOUT + 60  # the default: the call timeout plus 60 s
 
 
@@ -146,3 +147,24 @@ def test_a_grace_that_is_not_a_positive_number_is_a_config_error(stand_in, raw):
     with pytest.raises(ConfigError, match="RUNONCE_TARGET_GRACE_SECONDS"):
         Proxy(environ=environ).start("ab" * 32)
     assert stand_in.calls == []
+
+
+@pytest.mark.parametrize(
+    ("target", "path"),
+    [(CloudRunJob(JOB), ":run"), (GoogleApi("POST", PUBLISH, {"messages": []}), ":publish")],
+    ids=["cloud run job", "generic call"],
+)
+def test_a_2xx_whose_body_trickles_past_the_timeout_completes_the_run_without_a_second_start(
+    proxy_app, stand_in, target, path
+):
+    """The status said started; waiting for the body until the instance is killed would leave a
+    takeover that runs a target without a lookup again."""
+    client = proxy_app(target, timeout=TIMEOUT).test_client()
+    stand_in.inject(Fault("drip", path_contains=path, seconds=0.1))
+    began = time.monotonic()
+    first = client.post("/", headers=scheduler_headers())
+    assert time.monotonic() - began < 8 * TIMEOUT  # not the 5 to 50 s the whole body takes
+    assert first.status_code == 200 and first.json["outcome"] == "completed", first.json
+    assert "timeout" in first.json["result"]["answer_unreadable"]
+    assert client.post("/", headers=scheduler_headers()).json["outcome"] == "duplicate"
+    assert len(stand_in.starts()) == 1
