@@ -64,6 +64,8 @@ class Verdict(Enum):
     """It may have taken effect (lost answer, timeout, internal error): look before repeating."""
     EXISTS = "exists"
     """ALREADY_EXISTS: what the call creates is there."""
+    GONE = "gone"
+    """NOT_FOUND to a DELETE: what the call removes is not there (AIP-135)."""
 
 
 # google.rpc.Code names as `error.status` carries them, read with AIP-194's retry guidance.
@@ -87,10 +89,13 @@ CANONICAL = {
 }
 
 
-def verdict_of(status: int, body: Any) -> Verdict:
-    """The verdict of an HTTP `status` other than 2xx with its decoded JSON `body` (None if not JSON)."""
+def verdict_of(status: int, body: Any, method: str) -> Verdict:
+    """The verdict of an HTTP `status` other than 2xx to a `method` call, with its decoded JSON
+    `body` (None if not JSON)."""
     error = body.get("error") if isinstance(body, dict) else None
     code = error.get("status") if isinstance(error, dict) else None
+    if code == "NOT_FOUND" and method == "DELETE":
+        return Verdict.GONE
     if isinstance(code, str) and code in CANONICAL:
         return CANONICAL[code]
     # Not Google's error body (a front end's HTML, an empty body): only the HTTP status is left.
@@ -211,10 +216,13 @@ class Proxy:
     def _after_failed_start(
         self, target: Target, session: requests.Session, key: str, attempt: int, exc: TargetUnavailable
     ) -> dict[str, Any]:
-        if exc.verdict is Verdict.EXISTS and isinstance(target, GoogleApi):
-            if attempt > 1:  # an earlier attempt's call, whose answer was lost, created it
-                return _reconciled(target, key, attempt, {"name": None, "already_existed": True}, str(exc))
-            raise PermanentError(f"{exc}: it existed before this run's first call")
+        if exc.verdict in (Verdict.EXISTS, Verdict.GONE) and isinstance(target, GoogleApi):
+            existed = exc.verdict is Verdict.EXISTS
+            if attempt > 1:  # an earlier attempt's call, whose answer was lost, did it
+                found = {"name": None, "already_existed" if existed else "already_gone": True}
+                return _reconciled(target, key, attempt, found, str(exc))
+            was = "existed" if existed else "was gone"
+            raise PermanentError(f"{exc}: it {was} before this run's first call")
         if exc.verdict is Verdict.NOT_DONE:
             if attempt > 1:
                 raise self._held(str(exc)) from exc
@@ -341,7 +349,7 @@ class Proxy:
                 raise Unreadable(f"is not JSON ({content[:80]!r})")
             return body
         message = f"{where} answered {status}: {_error_message(content, body)}"
-        verdict = verdict_of(status, body)
+        verdict = verdict_of(status, body, call.method)
         if verdict is Verdict.REFUSED:
             raise PermanentError(message)
         raise TargetUnavailable(message, verdict)

@@ -176,33 +176,42 @@ def test_an_error_body_that_is_not_googles_is_read_by_its_http_status(
     assert stand_in.resources("executions") == []
 
 
-def test_a_generic_call_whose_answer_was_lost_and_whose_retry_finds_it_exists_succeeded(
-    proxy_app, stand_in, clock, ledger
+TOPIC = "https://pubsub.googleapis.com/v1/projects/acme-prod/topics/nightly"
+# A create whose resource is there, a delete whose resource is not (AIP-135): (method, status, code, fact)
+THERE_ALREADY = {
+    "create finds it exists": ("PUT", 409, "ALREADY_EXISTS", "already_existed"),
+    "delete finds it gone": ("DELETE", 404, "NOT_FOUND", "already_gone"),
+}
+
+
+@pytest.mark.parametrize(
+    ("method", "status", "code", "fact"), THERE_ALREADY.values(), ids=THERE_ALREADY.keys()
+)
+def test_a_generic_call_whose_answer_was_lost_and_whose_retry_finds_it_done_succeeded(
+    proxy_app, stand_in, clock, ledger, method, status, code, fact
 ):
-    url = "https://pubsub.googleapis.com/v1/projects/acme-prod/topics/nightly"
-    client = proxy_app(GoogleApi("PUT", url, {})).test_client()
-    stand_in.inject(Fault("drop", method="PUT", path_contains="/topics/"))
+    client = proxy_app(GoogleApi(method, TOPIC, {})).test_client()
+    stand_in.inject(Fault("drop", method=method, path_contains="/topics/"))
     first = client.post("/", headers=scheduler_headers())
     assert first.status_code == 409 and first.json["outcome"] == "in_progress"
     clock.advance(GRACE)
-    stand_in.inject(Fault("fail", method="PUT", path_contains="/topics/", status=409, code="ALREADY_EXISTS"))
+    stand_in.inject(Fault("fail", method=method, path_contains="/topics/", status=status, code=code))
     retry = client.post("/", headers=scheduler_headers())
     assert retry.json["outcome"] == "completed", retry.json
-    assert retry.json["result"] == {
-        "target": "googleapis",
-        "name": None,
-        "already_existed": True,
-        "reconciled": True,
-    }
+    assert retry.json["result"] == {"target": "googleapis", "name": None, fact: True, "reconciled": True}
     assert ledger.get(retry.json["run_key"])["status"] == "completed"
 
 
-def test_a_generic_call_whose_first_try_finds_it_exists_did_nothing_and_fails(proxy_app, stand_in):
-    url = "https://pubsub.googleapis.com/v1/projects/acme-prod/topics/nightly"
-    client = proxy_app(GoogleApi("PUT", url, {})).test_client()
-    stand_in.inject(Fault("fail", method="PUT", path_contains="/topics/", status=409, code="ALREADY_EXISTS"))
+@pytest.mark.parametrize(
+    ("method", "status", "code", "fact"), THERE_ALREADY.values(), ids=THERE_ALREADY.keys()
+)
+def test_a_generic_call_whose_first_try_finds_it_done_did_nothing_and_fails(
+    proxy_app, stand_in, method, status, code, fact
+):
+    client = proxy_app(GoogleApi(method, TOPIC, {})).test_client()
+    stand_in.inject(Fault("fail", method=method, path_contains="/topics/", status=status, code=code))
     first = client.post("/", headers=scheduler_headers())
-    assert first.json["outcome"] == "failed" and "existed before this run's first call" in first.json["error"]
+    assert first.json["outcome"] == "failed" and "before this run's first call" in first.json["error"]
 
 
 def test_a_connection_reset_after_a_build_started_is_found_by_its_substitution(proxy_app, stand_in):
@@ -243,7 +252,7 @@ def test_a_token_that_cannot_be_minted_after_a_takeover_keeps_the_run_held(
 ):
     """Nothing was sent, but an earlier attempt's call may have landed: releasing the run would
     forget that, and the generic call's later ALREADY_EXISTS would read as "existed before"."""
-    url = "https://pubsub.googleapis.com/v1/projects/acme-prod/topics/nightly"
+    url = TOPIC
     credentials = FailingRefresh(0)
     proxy = Proxy(
         GoogleApi("PUT", url, {}), credentials=credentials, base_url=stand_in.url, timeout=2.0, environ={}
