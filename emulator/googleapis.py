@@ -10,9 +10,13 @@ No emulator exists for Workflows, Cloud Run jobs or Cloud Build, so this threade
 - any other path: recorded and answered with a new operation, for generic googleapis calls.
 
 Every request is recorded. Faults are queued per call and taken in order by the first matching
-request: `fail` answers an error status without doing anything, `hang` waits before handling
+request: `fail` answers an error status without doing anything (Google's JSON error with a
+canonical `status`, or a raw body such as a front end's HTML), `hang` waits before handling
 (and then does the work or not), `drop` does the work and closes the connection without an
-answer. A hook may run when something is started, to play its body (the workflow, the job, the build).
+answer, `answer` answers a raw status and body of the test's choosing (after doing the work, or
+not), `cut` does the work and closes the connection halfway through its answer's body, `drip`
+does the work and sends its answer one byte every `seconds` (a slow start). A hook
+may run when something is started, to play its body (the workflow, the job, the build).
 """
 
 from __future__ import annotations
@@ -41,9 +45,15 @@ _LABEL_FILTER = re.compile(r'^labels\.(?P<key>[a-z][a-z0-9_-]*)="(?P<value>[^"]*
 _TRIGGER_FILTER = re.compile(r'^trigger_id="(?P<trigger>[^"]*)"$')
 _STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
     403: "PERMISSION_DENIED",
     404: "NOT_FOUND",
+    409: "ABORTED",
     429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
 }
 
 
@@ -72,12 +82,18 @@ class Fault:
     """What to do instead of a plain answer, for the next request matching `method` and `path_contains`."""
 
     kind: str
-    """"fail" (answer `status`, do nothing), "hang" (sleep `seconds`, then work if `commit`), "drop"."""
+    """"fail" (answer `status`, do nothing), "hang" (sleep `seconds`, then work if `commit`),
+    "drop", "answer" (work if `commit`, then answer `status` with `body`), "cut", "drip"."""
     method: str = "POST"
     path_contains: str = ""
     status: int = 503
     seconds: float = 0.0
     commit: bool = True
+    code: str | None = None
+    """"fail": the canonical code in the JSON error's `status` (None: the usual one for `status`)."""
+    body: str | None = None
+    """"fail" and "answer": the raw body to answer instead of Google's JSON."""
+    content_type: str = "application/json"
 
     def matches(self, method: str, path: str) -> bool:
         """Whether this fault applies to a request."""
@@ -129,7 +145,16 @@ class _Handler(BaseHTTPRequestHandler):
         stand_in = self.server.stand_in
         fault = stand_in._record(call)
         if fault is not None and fault.kind == "fail":
-            self._answer(fault.status, _error(fault.status, f"injected fault on {parts.path}"))
+            if fault.body is not None:
+                self._send_raw(fault.status, fault.body.encode(), fault.content_type)
+            else:
+                message = f"injected fault on {parts.path}"
+                self._answer(fault.status, _error(fault.status, message, fault.code))
+            return
+        if fault is not None and fault.kind == "answer":
+            if fault.commit:
+                stand_in._serve(call)
+            self._send_raw(fault.status, (fault.body or "").encode(), fault.content_type)
             return
         if fault is not None and fault.kind == "hang":
             time.sleep(fault.seconds)
@@ -141,15 +166,39 @@ class _Handler(BaseHTTPRequestHandler):
             # The work is done; the answer is lost on the way back.
             self.close_connection = True
             return
+        if fault is not None and fault.kind == "cut":
+            data = json.dumps(answer).encode()
+            self._send_raw(status, data, "application/json", sent=len(data) // 2)
+            return
+        if fault is not None and fault.kind == "drip":
+            self._drip(status, json.dumps(answer).encode(), fault.seconds)
+            return
         self._answer(status, answer)
 
     def _answer(self, status: int, answer: Any) -> None:
-        data = json.dumps(answer).encode()
+        self._send_raw(status, json.dumps(answer).encode(), "application/json")
+
+    def _drip(self, status: int, data: bytes, seconds: float) -> None:
+        """Answer `data` one byte every `seconds`, until it is sent or the caller has gone."""
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        for byte in data:
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+            time.sleep(seconds)
+
+    def _send_raw(self, status: int, data: bytes, content_type: str, sent: int | None = None) -> None:
+        """Answer `data`; with `sent`, only its first `sent` bytes, then the connection is closed."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data if sent is None else data[:sent])
+        if sent is not None:
+            self.wfile.flush()
+            self.close_connection = True
 
 
 class _Server(ThreadingHTTPServer):
@@ -163,8 +212,14 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def _error(status: int, message: str) -> dict[str, Any]:
-    return {"error": {"code": status, "message": message, "status": _STATUS_NAMES.get(status, "UNAVAILABLE")}}
+def _error(status: int, message: str, code: str | None = None) -> dict[str, Any]:
+    """Google's JSON error (AIP-193): the HTTP status, a message and the canonical code, which
+    an HTTP status no code maps to (408, 502) goes without."""
+    canonical = code or _STATUS_NAMES.get(status)
+    error: dict[str, Any] = {"code": status, "message": message}
+    if canonical is not None:
+        error["status"] = canonical
+    return {"error": error}
 
 
 def _now() -> str:

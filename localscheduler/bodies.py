@@ -42,7 +42,7 @@ class Body:
     @property
     def retryable(self) -> bool:
         """It ended in a way that gives the run back for another attempt."""
-        return self.end in (BodyEnd.RETRYABLE, BodyEnd.STOPPED)
+        return self.end in (BodyEnd.RETRYABLE, BodyEnd.STOPPED, BodyEnd.HELD)
 
 
 def read_bodies(log_dir: Path, clock: AcceleratedClock) -> dict[str, list[Body]]:

@@ -105,6 +105,8 @@ class BodyEnd(str, Enum):
     """It raised PermanentError or returned another 4xx: the run is recorded failed."""
     STOPPED = "stopped"
     """It raised SystemExit or KeyboardInterrupt: the claim is released, the process goes down."""
+    HELD = "held"
+    """It raised OutcomeUnknown: the claim stays held for a while, then a retry takes it over."""
 
 
 class DeadLetterForm(str, Enum):

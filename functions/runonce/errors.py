@@ -9,6 +9,20 @@ class PermanentError(Exception):
     """
 
 
+class OutcomeUnknown(Exception):
+    """Raised by job code whose work may or may not have taken effect (its answer was lost).
+
+    The run is neither released nor finished: its claim stays held for `hold_seconds`, so no
+    retry repeats the work before it can be checked. Deliveries meanwhile are answered 409
+    `in_progress`; the first one after that takes the run over (attempt + 1), and its job checks
+    for the work before doing it again.
+    """
+
+    def __init__(self, message: str, hold_seconds: float):
+        super().__init__(message)
+        self.hold_seconds = hold_seconds
+
+
 class ConfigError(ValueError):
     """A runonce setting is invalid; the message names the setting and how to fix it."""
 

@@ -55,14 +55,20 @@ def _write(what: str, call: Callable[[], T]) -> tuple[T | None, str | None]:
         return None, f"{what} failed: {store_problem(exc)}"
 
 
+def _claim_write(attempt: Attempt, what: str, call: Callable[[], bool]) -> str | None:
+    """A write that ends this attempt's hold on the claim: None, or why it failed."""
+    done, problem = _write(what, call)
+    attempt.finished = True
+    if done is False:
+        problem = f"{what} found the run taken over by another attempt"
+    return problem
+
+
 def fail(attempt: Attempt, claim: Claim, error: str, outcome: Outcome = Outcome.FAILED) -> Answer:
     """A permanent failure (or an event too old to run): record it, answer 2xx so delivery stops."""
     assert attempt.store is not None
     store = attempt.store
-    written, problem = _write("the failure write", lambda: store.fail(claim, error))
-    attempt.finished = True
-    if written is False:
-        problem = "the failure write found the run taken over by another attempt"
+    problem = _claim_write(attempt, "the failure write", lambda: store.fail(claim, error))
     log(
         logging.ERROR,
         f"{'not run' if outcome is Outcome.TOO_OLD else 'job failed permanently'}: {error}"
@@ -78,10 +84,7 @@ def release(attempt: Attempt, claim: Claim) -> tuple[bool, str | None]:
     """Give the claim back so a retry runs at once: whether that worked, and if not, why."""
     assert attempt.store is not None
     store = attempt.store
-    released, problem = _write("the release", lambda: store.release(claim))
-    attempt.finished = True
-    if released is False:
-        problem = "the release found the run taken over by another attempt"
+    problem = _claim_write(attempt, "the release", lambda: store.release(claim))
     return problem is None, problem
 
 
@@ -98,6 +101,24 @@ def retry(attempt: Attempt, claim: Claim, error: str, exc: BaseException | None)
         latency_ms=attempt.ms(),
     )
     return Outcome.RETRY.answer(run_key=claim.key, error=error)
+
+
+def hold(attempt: Attempt, claim: Claim, error: str, seconds: float) -> Answer:
+    """The job's work may have taken effect: keep the claim for `seconds`, answer 409 so a later
+    delivery comes back, and takes the run over once the hold has passed."""
+    assert attempt.store is not None
+    store = attempt.store
+    # Written or not, the claim is never released: its lease still holds the run.
+    problem = _claim_write(attempt, "the hold", lambda: store.hold(claim, seconds, error))
+    log(
+        logging.ERROR,
+        f"job's outcome unknown, run held for {seconds:g} s: {error}"
+        + (f"; the hold was not written ({problem}), the claim's lease holds it" if problem else ""),
+        outcome=Outcome.IN_PROGRESS.label,
+        held=problem is None,
+        latency_ms=attempt.ms(),
+    )
+    return Outcome.IN_PROGRESS.answer(run_key=claim.key, error=error, held_seconds=seconds)
 
 
 def complete(attempt: Attempt, claim: Claim, stored: StoredResult) -> Answer:

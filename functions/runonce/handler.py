@@ -29,9 +29,9 @@ from .contract import (
     BodyStage,
     RunStatus,
 )
-from .errors import ConfigError, PermanentError, StoreDenied, StoreError, StoreUnavailable
+from .errors import ConfigError, OutcomeUnknown, PermanentError, StoreDenied, StoreError, StoreUnavailable
 from .fields import BadField
-from .finish import Attempt, complete, fail, release, retry
+from .finish import Attempt, complete, fail, hold, release, retry
 from .ledger import Claim, Held
 from .logs import log
 from .outcomes import Answer, Outcome
@@ -159,6 +159,9 @@ def _execute(job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Clai
     except PermanentError as exc:
         _body_line(BodyStage.ENDED, BodyEnd.PERMANENT, exc)
         return fail(attempt, claim, describe(exc))
+    except OutcomeUnknown as exc:
+        _body_line(BodyStage.ENDED, BodyEnd.HELD, exc)
+        return hold(attempt, claim, describe(exc), exc.hold_seconds)
     except (SystemExit, KeyboardInterrupt) as exc:
         _body_line(BodyStage.ENDED, BodyEnd.STOPPED, exc)
         released, _ = release(attempt, claim)

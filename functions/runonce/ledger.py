@@ -213,6 +213,18 @@ class Ledger:
             # only its answer was lost, which the record's absence tells.
             return not doc.get(**budget.call()).exists
 
+    def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
+        """Keep the claim in progress until `seconds` from now (its lease), with `held_at` and
+        `held_reason`. False if this attempt no longer holds the claim (nothing is written)."""
+        now = clock.now()
+        update = {
+            "lease_expires": now + timedelta(seconds=seconds),
+            "held_at": now,
+            "held_reason": clip(reason, MAX_ERROR_CHARS),
+        }
+        budget = Budget(RELEASE_SECONDS, self._finish_retry)
+        return self._guarded(claim, update, RunStatus.IN_PROGRESS, budget)
+
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored record of a run, or None."""
         snapshot = self._collection.document(key).get(**Budget(CLAIM_SECONDS, self._claim_retry).call())
@@ -269,8 +281,13 @@ class Ledger:
 
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any], budget: Budget) -> bool:
         now = clock.now()
-        doc = self._collection.document(claim.key)
         update = {**fields, "status": status.value, "finished_at": now, "expire_at": now + self._retention}
+        return self._guarded(claim, update, status, budget)
+
+    def _guarded(self, claim: Claim, update: dict[str, Any], status: RunStatus, budget: Budget) -> bool:
+        """Write `update` if this attempt still holds the claim; whether the record is now this
+        attempt's, with `status`."""
+        doc = self._collection.document(claim.key)
         try:
             self._writes.update(doc, update, claim.update_time, **budget.call())
             return True

@@ -74,6 +74,11 @@ class LedgerStore:
         with _translated():
             return self.ledger.release(claim)
 
+    def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
+        """See `Store.hold`."""
+        with _translated():
+            return self.ledger.hold(claim, seconds, reason)
+
     def read(self, key: str) -> dict[str, Any] | None:
         """See `Store.read`."""
         with _translated():

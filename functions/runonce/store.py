@@ -38,6 +38,10 @@ class Store(Protocol):
         """Delete the claim so a retry runs at once; False if the claim was lost."""
         ...
 
+    def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
+        """Keep the claim in progress for `seconds` from now, noting why; False if it was lost."""
+        ...
+
     def read(self, key: str) -> dict[str, Any] | None:
         """The run's record, or None."""
         ...

@@ -27,6 +27,7 @@ from .errors import ConfigError
 TARGET_VARIABLE = "RUNONCE_TARGET"
 BASE_URL_VARIABLE = "RUNONCE_TARGET_BASE_URL"
 TIMEOUT_VARIABLE = "RUNONCE_TARGET_TIMEOUT_SECONDS"
+GRACE_VARIABLE = "RUNONCE_TARGET_GRACE_SECONDS"
 
 # Where the run key travels; the downstream services read it from these names.
 IDEMPOTENCY_HEADER = "X-Runonce-Idempotency-Key"
@@ -43,6 +44,44 @@ _TRIGGER = re.compile(
     r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/triggers/(?P<trigger>[^/]+)$"
 )
 _METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
+
+
+class Unreadable(ValueError):
+    """A 2xx answer the proxy cannot read: cut off, not JSON, or without the expected name."""
+
+
+def _entries(listing: Any, field_name: str) -> list[Mapping[str, Any]]:
+    """The resources of a list answer; Unreadable if it is not a list answer at all."""
+    if not isinstance(listing, Mapping):
+        raise Unreadable(f"is not a JSON object ({type(listing).__name__})")
+    entries = listing.get(field_name) or []
+    if not isinstance(entries, list):
+        raise Unreadable(f"has {field_name!r} that is not a list")
+    return [entry for entry in entries if isinstance(entry, Mapping)]
+
+
+def _name(answer: Any, pattern: re.Pattern[str], what: str) -> str:
+    """The answer's `name`, which must match `pattern`; Unreadable otherwise."""
+    if not isinstance(answer, Mapping):
+        raise Unreadable(f"is not a JSON object ({type(answer).__name__})")
+    name = answer.get("name")
+    if not isinstance(name, str) or not name:
+        raise Unreadable(f"has no {what} name")
+    if not pattern.match(name):
+        raise Unreadable(f"names {name!r}, not {what}")
+    return name
+
+
+def _child(parent: str, collection: str) -> re.Pattern[str]:
+    """`parent/collection/ID`, the project as an id or a number (APIs answer with either)."""
+    _, _, rest = parent.partition("/")  # drop "projects"
+    _, _, rest = rest.partition("/")  # drop the project
+    return re.compile(rf"^projects/[^/]+/{re.escape(rest)}/{collection}/[^/]+$")
+
+
+# A long-running operation's name; its exact form differs between endpoints (regional
+# `projects/P/locations/L/operations/ID`, Cloud Build's global `operations/build/P/ID`).
+_OPERATION = re.compile(r"^(.+/)?operations/[^/]+")
 
 
 def label_value(key: str) -> str:
@@ -87,16 +126,19 @@ class Workflow:
             params={"filter": f'labels.{LABEL_KEY}="{label_value(key)}"', "view": "FULL", "pageSize": "100"},
         )
 
-    def found(self, listing: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    def found(self, listing: Any, key: str) -> dict[str, Any] | None:
         """The execution of this run in a listing, checked here too: a filter is not trusted blindly."""
-        for execution in listing.get("executions", []):
-            if (execution.get("labels") or {}).get(LABEL_KEY) == label_value(key):
-                return {"execution": execution["name"]}
+        for execution in _entries(listing, "executions"):
+            labels = execution.get("labels")
+            if isinstance(labels, Mapping) and labels.get(LABEL_KEY) == label_value(key):
+                name = execution.get("name")
+                return {"execution": name if isinstance(name, str) else None}
         return None
 
-    def started(self, answer: Mapping[str, Any]) -> dict[str, Any]:
-        """The created execution's name."""
-        return {"execution": answer["name"]}
+    def started(self, answer: Any) -> dict[str, Any]:
+        """The created execution's name, which must be an execution of this workflow."""
+        pattern = _child(self.workflow, "executions")
+        return {"execution": _name(answer, pattern, f"an execution of {self.workflow}")}
 
 
 @dataclass(frozen=True)
@@ -122,13 +164,19 @@ class CloudRunJob:
         """None: one job execution cannot be labelled per run, so a lost start cannot be found again."""
         return None
 
-    def found(self, listing: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    def found(self, listing: Any, key: str) -> dict[str, Any] | None:
         """Never called: there is no lookup."""
         return None
 
-    def started(self, answer: Mapping[str, Any]) -> dict[str, Any]:
-        """The long-running operation's name, and the execution's name from its metadata."""
-        return {"operation": answer["name"], "execution": (answer.get("metadata") or {}).get("name")}
+    def started(self, answer: Any) -> dict[str, Any]:
+        """The long-running operation's name, and the execution's name from its metadata (None
+        if the metadata does not name an execution of this job)."""
+        operation = _name(answer, _OPERATION, "an operation")
+        metadata = answer.get("metadata")
+        execution = metadata.get("name") if isinstance(metadata, Mapping) else None
+        if not (isinstance(execution, str) and _child(self.job, "executions").match(execution)):
+            execution = None
+        return {"operation": operation, "execution": execution}
 
 
 @dataclass(frozen=True)
@@ -166,17 +214,20 @@ class BuildTrigger:
             },
         )
 
-    def found(self, listing: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    def found(self, listing: Any, key: str) -> dict[str, Any] | None:
         """The build whose substitutions carry this run's key."""
-        for build in listing.get("builds", []):
-            if (build.get("substitutions") or {}).get(SUBSTITUTION) == key:
-                return {"build": build.get("name") or build["id"]}
+        for build in _entries(listing, "builds"):
+            substitutions = build.get("substitutions")
+            if isinstance(substitutions, Mapping) and substitutions.get(SUBSTITUTION) == key:
+                return {"build": _build_name(build)}
         return None
 
-    def started(self, answer: Mapping[str, Any]) -> dict[str, Any]:
-        """The operation's name and the build's name from its metadata."""
-        build = (answer.get("metadata") or {}).get("build") or {}
-        return {"operation": answer["name"], "build": build.get("name") or build.get("id")}
+    def started(self, answer: Any) -> dict[str, Any]:
+        """The operation's name and the build's name (or id) from its metadata, if it has one."""
+        operation = _name(answer, _OPERATION, "an operation")
+        metadata = answer.get("metadata")
+        build = metadata.get("build") if isinstance(metadata, Mapping) else None
+        return {"operation": operation, "build": _build_name(build) if isinstance(build, Mapping) else None}
 
 
 @dataclass(frozen=True)
@@ -203,13 +254,19 @@ class GoogleApi:
         """None: an arbitrary API has no known way to find what an earlier call did."""
         return None
 
-    def found(self, listing: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    def found(self, listing: Any, key: str) -> dict[str, Any] | None:
         """Never called: there is no lookup."""
         return None
 
-    def started(self, answer: Mapping[str, Any]) -> dict[str, Any]:
+    def started(self, answer: Any) -> dict[str, Any]:
         """The answer's `name` (an operation or a created resource), if it has one."""
-        return {"name": answer.get("name")}
+        name = answer.get("name") if isinstance(answer, Mapping) else None
+        return {"name": name if isinstance(name, str) else None}
+
+
+def _build_name(build: Mapping[str, Any]) -> str | None:
+    name = build.get("name") or build.get("id")
+    return name if isinstance(name, str) else None
 
 
 Target = Workflow | CloudRunJob | BuildTrigger | GoogleApi

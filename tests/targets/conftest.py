@@ -17,15 +17,25 @@ import runonce
 from emulator.googleapis import GoogleApisStandIn
 from runonce.proxy import Proxy
 from runonce.targets import Target
-from tests.core.conftest import clock, collection, scheduler_headers
+from tests.core.conftest import clock, collection, scheduler_headers, tap, tapped_client
 
 WORKFLOW = "projects/acme-prod/locations/europe-west1/workflows/nightly-etl"
 JOB = "projects/acme-prod/locations/europe-west1/jobs/nightly-export"
 TRIGGER = "projects/acme-prod/locations/europe-west1/triggers/nightly-build"
 FAKE_TOKEN = "fake-access-token-for-tests"
 
-# clock and collection are the core suite's fixtures, reused as they are.
-__all__ = ["FAKE_TOKEN", "JOB", "TRIGGER", "WORKFLOW", "clock", "collection", "scheduler_headers"]
+# clock, collection, tap and tapped_client are the core suite's fixtures, reused as they are.
+__all__ = [
+    "FAKE_TOKEN",
+    "JOB",
+    "TRIGGER",
+    "WORKFLOW",
+    "clock",
+    "collection",
+    "scheduler_headers",
+    "tap",
+    "tapped_client",
+]
 
 
 class FakeCredentials(google.auth.credentials.Credentials):
@@ -56,17 +66,24 @@ def ledger(firestore_client, collection):
 
 @pytest.fixture
 def proxy_app(firestore_client, collection, stand_in, clock) -> Callable[..., flask.Flask]:
-    """Build a Flask app serving the proxy for `target` under @deduplicated (lease 120 s)."""
+    """Build a Flask app serving the proxy for `target` under @deduplicated (lease 120 s; the
+    grace is the proxy's default, the timeout plus 60 s, whatever the environment says)."""
 
     def build(target: Target, job: Callable | None = None, timeout: float = 2.0) -> flask.Flask:
-        proxy = Proxy(target, credentials=FakeCredentials(), base_url=stand_in.url, timeout=timeout)
-        body = job(proxy) if job is not None else proxy
-        handler = runonce.deduplicated(collection=collection, client=firestore_client, lease=120)(body)
-        app = flask.Flask(f"proxy-test-{uuid.uuid4().hex[:6]}")
-        app.add_url_rule("/", "handle", lambda: handler(flask.request), methods=["POST"])
-        return app
+        proxy = Proxy(
+            target, credentials=FakeCredentials(), base_url=stand_in.url, timeout=timeout, environ={}
+        )
+        return serve(job(proxy) if job is not None else proxy, collection, firestore_client)
 
     return build
+
+
+def serve(body: Callable, collection: str, client) -> flask.Flask:
+    """A Flask app serving `body` under @deduplicated on `client` (lease 120 s)."""
+    handler = runonce.deduplicated(collection=collection, client=client, lease=120)(body)
+    app = flask.Flask(f"proxy-test-{uuid.uuid4().hex[:6]}")
+    app.add_url_rule("/", "handle", lambda: handler(flask.request), methods=["POST"])
+    return app
 
 
 @contextlib.contextmanager

@@ -83,11 +83,13 @@ def test_the_proxy_reads_target_base_url_and_timeout_from_the_environment(stand_
     assert result == {"target": "workflow", "execution": execution["name"], "reconciled": False}
 
 
-def test_a_timeout_that_is_not_a_number_is_a_config_error(stand_in):
+@pytest.mark.parametrize("raw", ["soon", "0", "-1"])
+def test_a_timeout_that_is_not_a_positive_number_is_a_config_error(stand_in, raw):
     environ = {
         "RUNONCE_TARGET": json.dumps({"kind": "workflow", "workflow": WORKFLOW}),
-        "RUNONCE_TARGET_TIMEOUT_SECONDS": "soon",
+        "RUNONCE_TARGET_BASE_URL": stand_in.url,
+        "RUNONCE_TARGET_TIMEOUT_SECONDS": raw,
     }
     with pytest.raises(ConfigError, match="RUNONCE_TARGET_TIMEOUT_SECONDS"):
-        Proxy(environ=environ).start("ab" * 32)
+        Proxy(credentials=FakeCredentials(), environ=environ).start("ab" * 32)
     assert stand_in.calls == []

@@ -4,7 +4,6 @@ one execution per run whatever Scheduler delivers, the run key in its argument a
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -82,27 +81,15 @@ def test_an_answer_dropped_after_commit_is_found_by_its_label_in_the_same_attemp
     assert len(_creates(stand_in)) == 1
 
 
-def test_a_start_that_lands_after_the_timeout_is_found_by_the_retry_not_started_again(proxy_app, stand_in):
-    client = proxy_app(Workflow(WORKFLOW), timeout=0.5).test_client()
-    stand_in.inject(Fault("hang", path_contains="/executions", seconds=1.0, commit=True))
-    first = client.post("/", headers=scheduler_headers())
-    assert first.status_code == 500 and first.json["outcome"] == "retry"  # nothing to find yet
-    deadline = time.monotonic() + 5
-    while not stand_in.resources("executions") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    [execution] = stand_in.resources("executions")
-    retry = client.post("/", headers=scheduler_headers())  # a released claim: attempt 1 again
-    assert retry.json["outcome"] == "completed"
-    assert retry.json["result"] == {"target": "workflow", "execution": execution["name"], "reconciled": True}
-    assert len(_creates(stand_in)) == 1
-
-
-def test_a_call_that_never_landed_is_retried_and_starts_the_execution_once(proxy_app, stand_in):
+def test_a_call_that_timed_out_and_never_landed_is_held_then_starts_the_execution_once(
+    proxy_app, stand_in, clock
+):
     client = proxy_app(Workflow(WORKFLOW), timeout=0.5).test_client()
     stand_in.inject(Fault("hang", path_contains="/executions", seconds=1.0, commit=False))
     first = client.post("/", headers=scheduler_headers())
-    assert first.status_code == 500 and first.json["outcome"] == "retry"
+    assert first.status_code == 409 and first.json["outcome"] == "in_progress"
     assert stand_in.resources("executions") == []
+    clock.advance(61)  # past the grace: the timeout plus 60 s
     second = client.post("/", headers=scheduler_headers())
     assert second.json["outcome"] == "completed" and second.json["result"]["reconciled"] is False
     assert len(stand_in.resources("executions")) == 1
@@ -123,8 +110,8 @@ def test_a_permanent_target_error_is_recorded_once_and_not_retried(proxy_app, st
     assert stand_in.resources("executions") == []
 
 
-@pytest.mark.parametrize("status", [408, 429, 500, 503])
-def test_a_retryable_target_error_is_answered_500_and_the_retry_starts_the_execution(
+@pytest.mark.parametrize("status", [408, 429, 409])
+def test_a_target_error_saying_not_done_is_answered_500_and_the_retry_starts_the_execution(
     proxy_app, stand_in, status
 ):
     client = proxy_app(Workflow(WORKFLOW)).test_client()
