@@ -2,8 +2,8 @@
 
 A message pulled from a dead-letter subscription has the shape of a push envelope's `message`
 (messageId, publishTime, attributes, base64 data), so `runonce.event.parse_push` reads it as it
-reads a push: the copy's data and attributes, with runonce's `runonce_*` attributes
-(`runonce.contract`) saying why it was dead-lettered. Pub/Sub's own dead letters (delivery
+reads a push, and `runonce.deadletter.read_copy` gives back the original it holds; runonce's
+`runonce_*` attributes (`runonce.contract`) say why it was dead-lettered. Pub/Sub's own dead letters (delivery
 attempts used up) carry `CloudPubSubDeadLetterSource*` attributes instead.
 """
 
@@ -19,6 +19,7 @@ from runonce.contract import (
     DEAD_LETTER_REASON_ATTRIBUTE,
     DEAD_LETTER_RUN_KEY_ATTRIBUTE,
 )
+from runonce.deadletter import Original, read_copy
 from runonce.event import Event, parse_push
 
 PUBSUB_DEAD_LETTER_PREFIX = "CloudPubSubDeadLetterSource"
@@ -45,6 +46,11 @@ class DeadLetter:
     def original_id(self) -> str | None:
         """The messageId the event had (the copy has its own)."""
         return self.copy.attributes.get(DEAD_LETTER_EVENT_ID_ATTRIBUTE)
+
+    @property
+    def original(self) -> Original:
+        """The message it copies, whatever form runonce published it in (`runonce.deadletter`)."""
+        return read_copy(self.copy.data, self.copy.attributes)
 
     @property
     def by_pubsub(self) -> bool:

@@ -135,7 +135,7 @@ def test_a_message_that_fails_permanently_is_dead_lettered_with_its_reason(
     letters = dead_letters.wait(dead_letter_subscription(sandbox_team, teams.PUSHED), token, DELIVERY_WITHIN)
     [letter] = letters
     assert letter.reason == DeadLetterReason.PERMANENT_FAILURE.value and not letter.by_pubsub
-    assert (letter.run_key, letter.original_id, letter.copy.data) == (key, message_id, b"{}")
+    assert (letter.run_key, letter.original_id, letter.original.data) == (key, message_id, b"{}")
     record = ledger_record(sandbox_team, key) or {}
     assert record.get("status") == RunStatus.FAILED.value
     assert record.get(DEAD_LETTER_REASON_FIELD) == DeadLetterReason.PERMANENT_FAILURE.value

@@ -95,13 +95,15 @@ def test_a_copy_forwarded_by_runonce_is_read_back_with_its_reason(dead_letter_to
         attributes={"sandbox_token": "token-1"},
         data=b'{"order": 1}',
     )
-    copy_id = DeadLetters(topic, publisher_client()).forward(original, reason, "key-1", 2, "it failed")
+    forwarded = DeadLetters(topic, publisher_client()).forward(original, reason, "key-1", 2, "it failed")
 
     letters = wait_for(lambda: pubsub.take_dead_letters(subscription), bool, within=30, every=1)
     [letter] = letters
-    assert letter.copy.id == copy_id and letter.copy.source == subscription
+    assert letter.copy.id == forwarded.message_id and letter.copy.source == subscription
     assert (letter.reason, letter.run_key, letter.original_id) == (reason.value, "key-1", "message-1")
-    assert letter.copy.data == b'{"order": 1}' and letter.copy.attributes["sandbox_token"] == "token-1"
+    assert letter.original.data == b'{"order": 1}' and letter.original.attributes == {
+        "sandbox_token": "token-1"
+    }
     assert not letter.by_pubsub
     assert pubsub.take_dead_letters(subscription) == []  # acknowledged when taken
 
