@@ -27,6 +27,11 @@ def prose(text: str) -> list[str]:
     return lines
 
 
+def without_code(line: str) -> str:
+    """A line with its inline code spans taken out."""
+    return re.sub(r"`[^`]*`", "", line)
+
+
 def anchors(path: Path) -> set[str]:
     """The anchors GitHub gives the headings of a Markdown file: lower case, punctuation but `-`
     and `_` dropped, spaces made `-`, a repeated one suffixed -1, -2, ..."""
@@ -47,7 +52,7 @@ def links(path: Path) -> list[str]:
     """The relative link targets in a Markdown file's prose (inline code left out)."""
     found = []
     for line in prose(path.read_text()):
-        found += _LINK.findall(re.sub(r"`[^`]*`", "", line))
+        found += _LINK.findall(without_code(line))
     return [target for target in found if not _EXTERNAL.match(target)]
 
 
@@ -94,3 +99,13 @@ def test_the_readme_libraries_section_names_every_pinned_library():
     libraries = text.split("## Libraries, and why", 1)[1].split("\n## ", 1)[0]
     named = {name.lower() for name in re.findall(r"\*\*([\w.-]+)\*\*", libraries)}
     assert _pinned() <= named, f"not named in the README's Libraries, and why: {_pinned() - named}"
+
+
+# Words that tell how the code came to be rather than what it does.
+_HISTORY = re.compile(r"\b(the seed|used to|no longer|predates|previously|anymore|now)\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("name", ["README.md", "docs/library.md", "docs/benchmarks.md"])
+def test_the_readme_and_the_library_docs_say_what_is_not_how_it_came_to_be(name):
+    told = [line for line in prose((ROOT / name).read_text()) if _HISTORY.search(without_code(line))]
+    assert not told, f"{name}: " + " | ".join(told)
