@@ -2,7 +2,7 @@
 mixed in (the instance killed after the job's effect and before its completion too), real
 functions-framework instances, the real runonce library, the real emulator.
 
-It proves the guarantee as the README states it: at most one attempt holds a run at a time, a
+It proves the guarantee as docs/library.md states it: at most one attempt holds a run at a time, a
 job body starts again only after an attempt died or failed retryably, and a job whose effect is
 keyed by the run key (the example job's outbox) has its effect exactly once; without that key,
 the kill after the effect gives a run two effects.
