@@ -450,13 +450,14 @@ def test_the_bundled_runonce_needs_firestore_and_the_framework_must_be_listed(tm
 
 
 def test_a_runonce_module_the_handler_does_not_load_adds_no_requirement(tmp_path):
-    """The proxy module needs requests; a plain job that never imports it must not list requests."""
+    """The proxy module needs requests and urllib3; a plain job that never imports it must list neither."""
     body = "@deduplicated\ndef handle(request):\n    return {}"
     plain = function_folder(tmp_path / "plain", body)
     assert problems_of_job(source=plain) == []
     proxied = function_folder(tmp_path / "proxied", "from runonce.proxy import Proxy\n" + body)
     team = replace(GOOD_TEAM, jobs=[replace(GOOD_JOB, source=proxied)])
-    assert [p.fix.split("==")[0] for p in find_problems([team])] == ["add a pinned requests"]
+    fixes = sorted(p.fix.split("==")[0] for p in find_problems([team]))
+    assert fixes == ["add a pinned requests", "add a pinned urllib3"]
 
 
 def test_local_modules_nested_requirements_and_dependencies_of_listed_packages_count(tmp_path):
