@@ -335,10 +335,10 @@ class Team:
     project would need more than this."""
     acknowledge: dict[str, str] = field(default_factory=dict)
     """Policy findings the team accepts, each with its reason, which `make policy` shows instead
-    of failing (docs/stacks.md, "Policy"): a rule id of the pack (`"RO-IAM-3"`) for that rule's
-    findings anywhere in the team's stack, or a rule id and one resource's Terraform address as
-    the report prints it (`"RO-IAM-3:google_project_iam_member.x"`) for that resource only.
-    Default none: every finding fails."""
+    of failing (docs/stacks.md, "Acknowledging a finding"): a rule id of the pack (`"RO-IAM-3"`)
+    for that rule's findings anywhere in the team's stack, or a rule id and one resource's
+    Terraform address as the report prints it (`"RO-IAM-3:google_project_iam_member.x"`) for that
+    resource only. Default none: every finding fails."""
 
     @property
     def location(self) -> str:

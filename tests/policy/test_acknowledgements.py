@@ -56,6 +56,7 @@ def synth(tmp_path: Path, acknowledge: str) -> subprocess.CompletedProcess[str]:
 
 
 def make_policy(*targets: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m policy` (what `make policy` runs after synth, without checkov) on these targets."""
     return subprocess.run(
         [sys.executable, "-m", "policy", *map(str, targets)],
         cwd=REPO_ROOT,

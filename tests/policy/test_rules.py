@@ -26,6 +26,7 @@ def named(document: Document, kind: str, prefix: str) -> str:
 
 
 def config(document: Document, kind: str, prefix: str) -> dict[str, Any]:
+    """The config of the one resource of `kind` whose logical id starts with `prefix`."""
     return document["resource"][kind][named(document, kind, prefix)]
 
 
@@ -36,6 +37,8 @@ def verdicts(rule: Rule, document: Document) -> dict[str, Verdict]:
 
 
 def drop_dependency(kind: str, prefix: str, pattern: str) -> Callable[[Document], None]:
+    """Remove the `depends_on` entries matching `pattern` from one resource."""
+
     def change(document: Document) -> None:
         found = config(document, kind, prefix)
         found["depends_on"] = [d for d in found["depends_on"] if not re.search(pattern, d)]
