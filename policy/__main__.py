@@ -1,15 +1,30 @@
 """`python -m policy [--checkov PATH] [TARGET ...]`: the least-privilege pack (and checkov) on
 synthesized stacks. TARGET is a cdktf output folder (default cdktf.out) or a `*.tf.json` file.
-Prints every finding with its resource path; exits 1 if any error was found."""
+Prints every finding with its resource path (an acknowledged one with its team's reason, and
+an acknowledgement that matches nothing as a warning); exits 1 if any error was not acknowledged."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
+from policy.acknowledgements import Acknowledgements
 from policy.checkov import run_checkov
-from policy.runner import check_files, stack_files
+from policy.runner import Finding, check_files, stack_files
+
+
+def _unused_acknowledgements(files: dict[str, Path], findings: list[Finding]) -> list[str]:
+    """A warning for every acknowledgement of a stack that matches none of its findings."""
+    return [
+        f"WARNING acknowledgement {key!r} [{name}] matches no finding: remove it from the team's "
+        "`acknowledge`"
+        for name, file in files.items()
+        for key in Acknowledgements.of(json.loads(file.read_text())).unused(
+            (finding.rule.id, finding.resource.address) for finding in findings if finding.stack == name
+        )
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,11 +40,13 @@ def main(argv: list[str] | None = None) -> int:
         if (args.checkov)
         else []
     )
-    for problem in [*findings, *failures]:
+    for problem in [*findings, *failures, *_unused_acknowledgements(files, findings)]:
         print(problem)
-    errors = [finding for finding in findings if finding.rule.severity == "error"] + failures
+    errors = [finding for finding in findings if finding.fails] + failures
+    acknowledged = sum(1 for finding in findings if finding.acknowledged)
     checked = "rule pack" + (" and checkov" if args.checkov else "")
-    print(f"{checked}: {len(files)} stack(s), {len(errors)} error(s)", file=sys.stderr)
+    counts = f"{len(errors)} error(s)" + (f", {acknowledged} acknowledged" if acknowledged else "")
+    print(f"{checked}: {len(files)} stack(s), {counts}", file=sys.stderr)
     return 1 if errors else 0
 
 

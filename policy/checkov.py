@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy import rules
-from policy.rules import Resource
+from policy.grants import is_build_trigger_grant, is_eventarc_agent_grant
+from policy.synthesized import Resource, Stack
 
 SKIPPED = {
     "CKV_GCP_62": "The source bucket holds only build inputs read by the team's build accounts; "
@@ -27,7 +27,7 @@ SKIPPED = {
 }
 """Check id -> why it does not apply to runonce stacks."""
 
-ACCEPTED: dict[str, tuple[str, Callable[[Resource], bool]]] = {
+ACCEPTED: dict[str, tuple[str, Callable[[Resource, Stack], bool]]] = {
     "CKV_GCP_49": (
         "A proxy that runs a Cloud Build trigger needs cloudbuild.builds.create on the trigger "
         "(projects.locations.triggers.run), and nothing narrower than a project grant exists: the "
@@ -36,14 +36,14 @@ ACCEPTED: dict[str, tuple[str, Callable[[Resource], bool]]] = {
         "among the services that evaluate resource attributes in IAM conditions. The predefined "
         "role is roles/cloudbuild.builds.editor; a custom role could drop its other permissions "
         "but not cloudbuild.builds.create, the one behind CKV_GCP_49's concern. "
-        "Accepted only on that exact grant (policy.rules.is_build_trigger_grant, which RO-IAM-8 "
+        "Accepted only on that exact grant (policy.grants.is_build_trigger_grant, which RO-IAM-8 "
         "also checks); CKV_GCP_49 on any other resource still fails (docs/targets.md). "
         "And on the Eventarc service agent's own role, roles/eventarc.serviceAgent, granted to "
         "that agent alone (the google_project_service_identity of eventarc.googleapis.com) at "
         "project level, the only level it has: Google grants it there by default when the first "
         "Eventarc resource is created, and a trigger is refused until it is in effect "
-        "(policy.rules.is_eventarc_agent_grant, docs/stacks.md).",
-        lambda resource: rules.is_build_trigger_grant(resource) or rules.is_eventarc_agent_grant(resource),
+        "(policy.grants.is_eventarc_agent_grant, docs/stacks.md).",
+        lambda grant, stack: is_build_trigger_grant(grant, stack) or is_eventarc_agent_grant(grant, stack),
     ),
 }
 """Check id -> (why, which resources): failed checks accepted on those resources only, unlike
@@ -59,13 +59,10 @@ def accepted(check_id: str, resource: str, stack: Mapping[str, Any]) -> bool:
     if check_id not in ACCEPTED:
         return False
     name = resource.rpartition(".")[2]
-    found = [
-        Resource(kind, name, stack["resource"][kind][name], stack)
-        for kind in ACCEPTED_TYPES
-        if name in stack.get("resource", {}).get(kind, {})
-    ]
+    synthesized = Stack(stack)
+    found = [grant for grant in synthesized.of_type(*ACCEPTED_TYPES) if grant.name == name]
     _, applies = ACCEPTED[check_id]
-    return bool(found) and all(applies(candidate) for candidate in found)
+    return bool(found) and all(applies(candidate, synthesized) for candidate in found)
 
 
 @dataclass(frozen=True)

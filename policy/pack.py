@@ -6,9 +6,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policy import rules, stack_set
-from policy.rules import Resource, Verdict
+from policy import stack_set
+from policy.rules import deploy, iam, network, pubsub, storage
 from policy.stack_set import Offenders
+from policy.synthesized import Resource, Stack
+from policy.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -17,8 +19,8 @@ class Rule:
 
     id: str
     """Stable id printed with findings, e.g. RO-IAM-1."""
-    check: Callable[[Resource], Verdict]
-    """The rule function."""
+    check: Callable[[Resource, Stack], Verdict]
+    """The rule function (`policy.rules`): one resource and the stack around it in, a verdict out."""
     severity: str
     """"error" fails the policy run; "warning" is printed only."""
     explanation: str
@@ -41,27 +43,43 @@ class StackSetRule:
 
 LEAST_PRIVILEGE = [
     Rule(
+        "RO-DEP-1",
+        deploy.depends_on_api_enablement,
+        "error",
+        "Add the google_project_service of every API the resource calls, and the time_sleep after "
+        "it, to depends_on (policy/rules/deploy.py APIS_OF_TYPE lists the API of each resource type).",
+    ),
+    Rule(
+        "RO-DEP-2",
+        deploy.triggered_function_waits_for_agent_and_invoker,
+        "error",
+        "Make every function with an Eventarc trigger depend on a time_sleep of at least 120s after "
+        "the Eventarc service agent's roles/eventarc.serviceAgent grant (google_project_service_"
+        "identity of eventarc.googleapis.com) and its trigger account's roles/run.invoker grant: on "
+        "a fresh project the trigger is refused, and its first events, until both are in effect.",
+    ),
+    Rule(
         "RO-IAM-1",
-        rules.no_basic_roles,
+        iam.no_basic_roles,
         "error",
         "Basic roles (owner/editor/viewer) grant far more than any job needs; grant a predefined role.",
     ),
     Rule(
         "RO-IAM-2",
-        rules.no_public_principals,
+        iam.no_public_principals,
         "error",
         "allUsers/allAuthenticatedUsers make the resource public; grant to one service account.",
     ),
     Rule(
         "RO-IAM-3",
-        rules.role_scoped_to_one_resource,
+        iam.role_scoped_to_one_resource,
         "error",
         "Grant on the one resource (bucket, service, repository), or condition a project grant to "
         'one database with resource.name == "projects/P/databases/D".',
     ),
     Rule(
         "RO-IAM-4",
-        rules.service_account_used_by_one_component,
+        iam.service_account_used_by_one_component,
         "error",
         "Give every function its own runtime account, and keep the team's build account for "
         "builds and its invoker account for Scheduler tokens only, so each holds only its own "
@@ -69,39 +87,21 @@ LEAST_PRIVILEGE = [
     ),
     Rule(
         "RO-IAM-5",
-        rules.no_service_account_keys,
+        iam.no_service_account_keys,
         "error",
         "Service account keys are long-lived secrets; use the attached identity or OIDC tokens.",
     ),
     Rule(
-        "RO-NET-1",
-        rules.ingress_not_open,
+        "RO-IAM-6",
+        deploy.build_account_reads_gcf_sources,
         "error",
-        'Set ingress to "ALLOW_INTERNAL_ONLY": Scheduler in the same project still reaches it.',
-    ),
-    Rule(
-        "RO-STO-1",
-        rules.bucket_private,
-        "error",
-        'Set uniform_bucket_level_access = true and public_access_prevention = "enforced".',
-    ),
-    Rule(
-        "RO-NET-2",
-        rules.scheduler_calls_run_app_uri,
-        "error",
-        "Call the function's run.app URI (service_config.uri) with an OIDC token whose audience is "
-        "that URI: with internal-only ingress, Scheduler is internal only on the run.app URL.",
-    ),
-    Rule(
-        "RO-DEP-1",
-        rules.depends_on_api_enablement,
-        "error",
-        "Add the google_project_service of every API the resource calls, and the time_sleep after "
-        "it, to depends_on (policy/rules.py APIS_OF_TYPE lists the API of each resource type).",
+        "Grant the build account roles/storage.objectViewer on the gcf-v2-sources-NUMBER-REGION "
+        "bucket (a project grant conditioned to it), and make the function depend on a time_sleep "
+        "after that grant.",
     ),
     Rule(
         "RO-IAM-7",
-        rules.invoker_only_on_own_services,
+        iam.invoker_only_on_own_services,
         "error",
         "Grant roles/run.invoker on each of the team's own services (google_cloud_run_v2_service_"
         "iam_member, name = the function's service_config.service), never on the project or a "
@@ -110,25 +110,8 @@ LEAST_PRIVILEGE = [
         "nothing else.",
     ),
     Rule(
-        "RO-IAM-11",
-        rules.caller_waits_for_its_invoker_grant,
-        "error",
-        "Make every Scheduler job and push subscription depend on its signer's run.invoker grant on "
-        "the service it calls and on a time_sleep of at least 120s after that grant (IAM changes "
-        "typically take 2 minutes to propagate); until then every call is refused.",
-    ),
-    Rule(
-        "RO-DEP-2",
-        rules.triggered_function_waits_for_agent_and_invoker,
-        "error",
-        "Make every function with an Eventarc trigger depend on a time_sleep of at least 120s after "
-        "the Eventarc service agent's roles/eventarc.serviceAgent grant (google_project_service_"
-        "identity of eventarc.googleapis.com) and its trigger account's roles/run.invoker grant: on "
-        "a fresh project the trigger is refused, and its first events, until both are in effect.",
-    ),
-    Rule(
         "RO-IAM-8",
-        rules.proxy_account_holds_only_its_target,
+        iam.proxy_account_holds_only_its_target,
         "error",
         "A proxy's runtime account holds the ledger grant and its target's role on the narrowest "
         "resource (the Cloud Run job itself; the workflow's or trigger's project; the team's project "
@@ -136,30 +119,8 @@ LEAST_PRIVILEGE = [
         "roles/iam.serviceAccountUser on that one account; nothing else; give every proxy them.",
     ),
     Rule(
-        "RO-IAM-6",
-        rules.build_account_reads_gcf_sources,
-        "error",
-        "Grant the build account roles/storage.objectViewer on the gcf-v2-sources-NUMBER-REGION "
-        "bucket (a project grant conditioned to it), and make the function depend on a time_sleep "
-        "after that grant.",
-    ),
-    Rule(
-        "RO-NET-3",
-        rules.push_calls_run_app_uri,
-        "error",
-        "Push to the function's run.app URI (service_config.uri) with push_config.oidc_token signed "
-        "by the team's invoker and audience set to that URI.",
-    ),
-    Rule(
-        "RO-PS-1",
-        rules.push_dead_letters,
-        "error",
-        "Give every push subscription a dead_letter_policy (5-100 attempts) to a dead-letter topic "
-        'of the stack, and expiration_policy { ttl = "" } so it never expires.',
-    ),
-    Rule(
         "RO-IAM-9",
-        rules.pubsub_agent_forwards_dead_letters,
+        pubsub.pubsub_agent_forwards_dead_letters,
         "error",
         "Grant the Pub/Sub service agent roles/pubsub.publisher on the dead-letter topic, "
         "roles/pubsub.subscriber on the subscription that dead-letters into it, and "
@@ -170,10 +131,51 @@ LEAST_PRIVILEGE = [
     ),
     Rule(
         "RO-IAM-10",
-        rules.runtime_publishes_only_its_dead_letters,
+        pubsub.runtime_publishes_only_its_dead_letters,
         "error",
         "An event function's runtime account gets roles/pubsub.publisher on its own dead-letter "
         "topic only (the one of the subscription pushing to it), no other Pub/Sub grant.",
+    ),
+    Rule(
+        "RO-IAM-11",
+        deploy.caller_waits_for_its_invoker_grant,
+        "error",
+        "Make every Scheduler job and push subscription depend on its signer's run.invoker grant on "
+        "the service it calls and on a time_sleep of at least 120s after that grant (IAM changes "
+        "typically take 2 minutes to propagate); until then every call is refused.",
+    ),
+    Rule(
+        "RO-NET-1",
+        network.ingress_not_open,
+        "error",
+        'Set ingress to "ALLOW_INTERNAL_ONLY": Scheduler in the same project still reaches it.',
+    ),
+    Rule(
+        "RO-NET-2",
+        network.scheduler_calls_run_app_uri,
+        "error",
+        "Call the function's run.app URI (service_config.uri) with an OIDC token whose audience is "
+        "that URI: with internal-only ingress, Scheduler is internal only on the run.app URL.",
+    ),
+    Rule(
+        "RO-NET-3",
+        network.push_calls_run_app_uri,
+        "error",
+        "Push to the function's run.app URI (service_config.uri) with push_config.oidc_token signed "
+        "by the team's invoker and audience set to that URI.",
+    ),
+    Rule(
+        "RO-PS-1",
+        pubsub.push_dead_letters,
+        "error",
+        "Give every push subscription a dead_letter_policy (5-100 attempts) to a dead-letter topic "
+        'of the stack, and expiration_policy { ttl = "" } so it never expires.',
+    ),
+    Rule(
+        "RO-STO-1",
+        storage.bucket_private,
+        "error",
+        'Set uniform_bucket_level_access = true and public_access_prevention = "enforced".',
     ),
 ]
 """The pack `make policy` and the tests run on every stack."""
@@ -194,3 +196,6 @@ ACROSS_STACKS = [
     ),
 ]
 """The rules `make policy` runs over all stacks together."""
+
+RULE_IDS = tuple(rule.id for rules in (LEAST_PRIVILEGE, ACROSS_STACKS) for rule in rules)
+"""Every rule id `make policy` reports, in pack order: the ids a team may acknowledge."""

@@ -1,15 +1,18 @@
-"""Apply a rule pack to synthesized stacks and report findings with the resource path."""
+"""Apply a rule pack to synthesized stacks and report findings with the resource path, and with
+the team's reason where its team file acknowledges one (`policy.acknowledgements`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from policy.acknowledgements import Acknowledgements
 from policy.pack import ACROSS_STACKS, LEAST_PRIVILEGE, Rule, StackSetRule
-from policy.rules import Resource, Verdict
+from policy.synthesized import Resource, Stack
+from policy.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -21,29 +24,37 @@ class Finding:
     resource: Resource
     detail: str = ""
     """What the rule found, when it says more than its explanation (the rules over all stacks)."""
+    acknowledged: str = ""
+    """The team's reason for accepting this finding (`Team.acknowledge`); "" when it does not."""
+
+    @property
+    def fails(self) -> bool:
+        """Whether this finding fails the policy run: an error no one acknowledged."""
+        return self.rule.severity == "error" and not self.acknowledged
 
     def __str__(self) -> str:
-        return (
+        line = (
             f"{self.rule.severity.upper()} {self.rule.id} [{self.stack}] {self.resource.path} "
             f"({self.resource.address}): {self.rule.check.__name__}"
             f"{f' ({self.detail})' if self.detail else ''}. {self.rule.explanation}"
         )
-
-
-def resources(stack: Mapping[str, Any]) -> Iterator[Resource]:
-    """Every resource of a synthesized stack document."""
-    for kind, named in stack.get("resource", {}).items():
-        for name, config in named.items():
-            yield Resource(type=kind, name=name, config=config, stack=stack)
+        return (
+            f"ACKNOWLEDGED {line} Acknowledged by the team: {self.acknowledged}"
+            if self.acknowledged
+            else line
+        )
 
 
 def check_stack(name: str, stack: Mapping[str, Any], pack: Sequence[Rule] = LEAST_PRIVILEGE) -> list[Finding]:
-    """Findings of every rule of the pack on every resource of one stack."""
+    """Findings of every rule of the pack on every resource of one stack (acknowledged ones
+    marked with the team's reason)."""
+    synthesized = Stack(stack)
+    acknowledgements = Acknowledgements.of(stack)
     return [
-        Finding(name, rule, resource)
-        for resource in resources(stack)
+        Finding(name, rule, resource, acknowledged=acknowledgements.reason(rule.id, resource.address))
+        for resource in synthesized.resources()
         for rule in pack
-        if rule.check(resource) is Verdict.NON_COMPLIANT
+        if rule.check(resource, synthesized) is Verdict.NON_COMPLIANT
     ]
 
 
@@ -60,9 +71,10 @@ def stack_files(path: Path) -> dict[str, Path]:
 def check_stack_set(
     stacks: Mapping[str, Mapping[str, Any]], pack: Sequence[StackSetRule] = ACROSS_STACKS
 ) -> list[Finding]:
-    """Findings of the rules over all stacks together."""
+    """Findings of the rules over all stacks together (each acknowledged by its own stack's team)."""
+    acknowledgements = {name: Acknowledgements.of(stack) for name, stack in stacks.items()}
     return [
-        Finding(name, rule, resource, detail)
+        Finding(name, rule, resource, detail, acknowledgements[name].reason(rule.id, resource.address))
         for rule in pack
         for name, resource, detail in rule.check(stacks)
     ]

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from policy.rules import Resource
+from policy.synthesized import Resource
 
 # The arguments that name a resource of each type, within its scope (a project, a region) or
 # globally: two resources with the same key are the same cloud resource.
@@ -54,9 +54,7 @@ def no_shared_resource_names(stacks: Mapping[str, Mapping[str, Any]]) -> Offende
         for kind, keys in NAME_KEYS.items():
             for name, config in stack.get("resource", {}).get(kind, {}).items():
                 key = tuple(str(config.get(field) or defaults.get(field, "")) for field in keys)
-                owners[(kind, *key)].append(
-                    (stack_name, Resource(type=kind, name=name, config=config, stack=stack))
-                )
+                owners[(kind, *key)].append((stack_name, Resource(kind, name, config)))
     return [
         offender
         for (kind, *key), found in owners.items()
@@ -78,9 +76,7 @@ def no_shared_state(stacks: Mapping[str, Mapping[str, Any]]) -> Offenders:
                 if kind == "gcs"
                 else f"{kind} {config.get('path', '')}"
             )
-            users[where].append(
-                (stack_name, Resource(type="terraform_backend", name=kind, config=config, stack=stack))
-            )
+            users[where].append((stack_name, Resource("terraform_backend", kind, config)))
     return [
         offender
         for where, found in users.items()

@@ -1,8 +1,11 @@
-"""runonce's contract module (functions/runonce/contract.py), loaded by its file path.
+"""What the stacks share with the code that reads them: the library and the policy pack.
 
-The stacks need the names the library reads (its `RUNONCE_*` variables) but must not import the
-`runonce` package: its `__init__` loads the Google clients. The contract module imports only the
-standard library, so loading that one file is cheap and keeps one source for the names.
+The stacks need the names the library reads (its `RUNONCE_*` variables, from runonce's contract
+module, functions/runonce/contract.py, loaded by its file path) but must not import the `runonce`
+package: its `__init__` loads the Google clients. The contract module imports only the standard
+library, so loading that one file is cheap and keeps one source for the names. The policy pack
+(`policy/`) reads the synthesized stacks; what it recognizes there that the stacks write on
+purpose is named at the end.
 """
 
 from __future__ import annotations
@@ -33,3 +36,10 @@ MAX_EVENT_AGE_VARIABLE: str = _contract.MAX_EVENT_AGE_VARIABLE
 """RUNONCE_MAX_EVENT_AGE_SECONDS: events older than this are dead-lettered, not run."""
 DEAD_LETTER_TOPIC_VARIABLE: str = _contract.DEAD_LETTER_TOPIC_VARIABLE
 """RUNONCE_DEAD_LETTER_TOPIC: the full topic path runonce forwards dead letters to."""
+
+RETIRING_ACCOUNT = "runonce: retiring per-job account, removed by the next apply (docs/stacks.md, Migration)"
+"""The description of a per-job account kept for one apply during the migration to shared
+accounts (stacks/legacy_accounts.py); the policy rule RO-IAM-4 lets such an account be unused."""
+ACKNOWLEDGED = "//.runonce.acknowledged"
+"""Where a stack carries its team's acknowledgements (`Team.acknowledge`) for the policy pack:
+under the document's top-level `//` property, which Terraform ignores as a comment."""

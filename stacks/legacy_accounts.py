@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import naming
 from stacks.build_grants import grant_build_access
 from stacks.build_storage import BuildStorage
+from stacks.contract import RETIRING_ACCOUNT
 from stacks.identity import member, service_account
 from stacks.provider import ServiceAccount
 from stacks.required_apis import RequiredApis
@@ -59,5 +60,5 @@ def _account(
         f"runonce {team.name}/{job.name} {purpose}",
         apis,
     )
-    account.description = defaults.RETIRING_ACCOUNT
+    account.description = RETIRING_ACCOUNT
     return account

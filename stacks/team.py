@@ -333,6 +333,12 @@ class Team:
     `stacks.quotas.QUOTAS` (e.g. {"service_accounts": 300} after an increase was granted, or
     lower, to leave room for what else the project holds). Synth fails when the teams of one
     project would need more than this."""
+    acknowledge: dict[str, str] = field(default_factory=dict)
+    """Policy findings the team accepts, each with its reason, which `make policy` shows instead
+    of failing (docs/stacks.md, "Acknowledging a finding"): a rule id of the pack (`"RO-IAM-3"`)
+    for that rule's findings anywhere in the team's stack, or a rule id and one resource's
+    Terraform address as the report prints it (`"RO-IAM-3:google_project_iam_member.x"`) for that
+    resource only. Default none: every finding fails."""
 
     @property
     def location(self) -> str:

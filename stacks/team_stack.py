@@ -13,6 +13,7 @@ from constructs import Construct
 from stacks import defaults, naming
 from stacks.archive import Archive
 from stacks.build_storage import BuildStorage, BuildStorageProps
+from stacks.contract import ACKNOWLEDGED
 from stacks.dedup_store import DedupStore, DedupStoreProps
 from stacks.deduplicated_function import (
     ARCHIVE_DIR,
@@ -60,6 +61,9 @@ class TeamStack(TerraformStack):
         TimeProvider(self, "time")
         # As an override: cdktf would rewrite the label keys' hyphens to underscores.
         provider.add_override("default_labels", {**team.labels, "runonce-team": team.name})
+        if team.acknowledge:
+            # For `make policy` (policy/acknowledgements.py), in a comment Terraform ignores.
+            self.add_override(ACKNOWLEDGED, dict(team.acknowledge))
         # Every API the stacks call, and the ones the team's proxies call for their targets.
         target_services = {
             api for job in team.jobs if job.target is not None for api in target_apis(job.target)

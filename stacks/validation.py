@@ -22,6 +22,8 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
+from policy.acknowledgements import SEPARATOR, parse
+from policy.pack import RULE_IDS
 from stacks import function_limits, locations, naming, sharing, targets
 from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
 from stacks.cron_check import schedule_issue
@@ -282,6 +284,40 @@ def _team(team: Team) -> Iterator[Problem]:
             )
     yield from _labels(team.name, None, team.labels, set())
     yield from declared_problems(team)
+    yield from _acknowledgements(team, problem)
+
+
+# A Terraform resource address as the policy report prints it: `type.name`.
+RESOURCE_ADDRESS = re.compile(r"^[a-z][a-z0-9_]*\.[A-Za-z0-9_-]+$")
+
+
+def _acknowledgements(team: Team, problem: Callable[[str, str, str], Problem]) -> Iterator[Problem]:
+    """Every acknowledgement names a rule of the policy pack (and, after its separator, one
+    resource address) and gives the reason the report shows."""
+    for key, reason in team.acknowledge.items():
+        rule_id, address = parse(key)
+        if rule_id not in RULE_IDS:
+            close = difflib.get_close_matches(rule_id, RULE_IDS, n=1)
+            yield problem(
+                "acknowledge",
+                f"{key!r} acknowledges {rule_id!r}, which is not a rule of the policy pack",
+                f"write {close[0] + key[len(rule_id) :]!r}"
+                if close
+                else f"use one of {', '.join(RULE_IDS)} (policy/pack.py)",
+            )
+        if SEPARATOR in key and not RESOURCE_ADDRESS.match(address):
+            yield problem(
+                "acknowledge",
+                f"{key!r} names no resource address after {SEPARATOR!r}",
+                f'write "{rule_id}{SEPARATOR}TYPE.NAME" with the address `make policy` prints in '
+                f'parentheses, or "{rule_id}" alone for every resource of the stack',
+            )
+        if not isinstance(reason, str) or not reason.strip():
+            yield problem(
+                "acknowledge",
+                f"acknowledging {key!r} needs a reason",
+                f'write acknowledge={{"{key}": "why the team accepts this finding"}}: the report shows it',
+            )
 
 
 def _sharing(team: Team) -> Iterator[Problem]:

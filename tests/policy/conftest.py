@@ -1,0 +1,21 @@
+"""Fixtures for the policy tests: the every-feature team (tests/stacks/fixtures/every_feature.py),
+synthesized once per session: a stack with every kind of resource the rules look at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stacks.team import load_team_file
+from tests.stacks.conftest import synthesize
+
+EVERY_FEATURE = Path(__file__).parent.parent / "stacks" / "fixtures" / "every_feature.py"
+
+
+@pytest.fixture(scope="session")
+def every(tmp_path_factory) -> dict[str, Any]:
+    """The every-feature team's synthesized stack document (scheduled jobs, a proxy of each target
+    kind, a push job, Eventarc jobs on a topic and on a bucket, a migration's kept accounts)."""
+    return synthesize(load_team_file(EVERY_FEATURE), tmp_path_factory.mktemp("archives")).document

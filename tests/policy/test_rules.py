@@ -1,0 +1,248 @@
+"""Every rule of the pack, on synthesized JSON: it finds the every-feature stack compliant (on the
+resource it is about, and nowhere non-compliant), and flags that resource once it is broken."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from policy.pack import LEAST_PRIVILEGE, Rule
+from policy.synthesized import Stack
+from policy.verdict import Verdict
+
+Document = dict[str, Any]
+PACK = {rule.id: rule for rule in LEAST_PRIVILEGE}
+
+
+def named(document: Document, kind: str, prefix: str) -> str:
+    """The name of the one resource of `kind` whose logical id starts with `prefix`."""
+    (name,) = [name for name in document["resource"].get(kind, {}) if name.startswith(prefix)]
+    return name
+
+
+def config(document: Document, kind: str, prefix: str) -> dict[str, Any]:
+    """The config of the one resource of `kind` whose logical id starts with `prefix`."""
+    return document["resource"][kind][named(document, kind, prefix)]
+
+
+def verdicts(rule: Rule, document: Document) -> dict[str, Verdict]:
+    """The rule's verdict on every resource of the stack, by address."""
+    stack = Stack(document)
+    return {resource.address: rule.check(resource, stack) for resource in stack.resources()}
+
+
+def drop_dependency(kind: str, prefix: str, pattern: str) -> Callable[[Document], None]:
+    """Remove the `depends_on` entries matching `pattern` from one resource."""
+
+    def change(document: Document) -> None:
+        found = config(document, kind, prefix)
+        found["depends_on"] = [d for d in found["depends_on"] if not re.search(pattern, d)]
+
+    return change
+
+
+def set_at(kind: str, prefix: str, path: str, value: Any) -> Callable[[Document], None]:
+    """Set (or, for None, delete) the argument at a dotted path of one resource."""
+
+    def change(document: Document) -> None:
+        *parents, last = path.split(".")
+        found = config(document, kind, prefix)
+        for key in parents:
+            found = found[key]
+        if value is None:
+            del found[last]
+        else:
+            found[last] = value
+
+    return change
+
+
+def share_runtime_account(document: Document) -> None:
+    report = config(document, "google_cloudfunctions2_function", "report-function")
+    etl = config(document, "google_cloudfunctions2_function", "etl-function")
+    etl["service_config"]["service_account_email"] = report["service_config"]["service_account_email"]
+
+
+def export_a_key(document: Document) -> None:
+    document["resource"]["google_service_account_key"] = {
+        "exported": {"service_account_id": "${google_service_account.team-build-account.name}"}
+    }
+
+
+def drop_gcf_source_readers(document: Document) -> None:
+    grants = document["resource"]["google_project_iam_member"]
+    for name in [name for name in grants if "gcf-source-reader" in name]:
+        del grants[name]
+
+
+def publish_to_the_source_topic(document: Document) -> None:
+    source = named(document, "google_pubsub_topic", "orders-events_topic")
+    grant = config(document, "google_pubsub_topic_iam_member", "orders-events_runtime-dead-letter-publisher")
+    grant["topic"] = f"${{google_pubsub_topic.{source}.name}}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A rule, the resource it is about, and a change that breaks that resource for it."""
+
+    rule: str
+    kind: str
+    prefix: str
+    breaks: Callable[[Document], None]
+    always_compliant_before: bool = True
+    """False for a rule that can only fail or not apply (RO-IAM-5: any key fails)."""
+
+
+CASES = [
+    Case(
+        "RO-DEP-1",
+        "google_cloudfunctions2_function",
+        "report-function",
+        drop_dependency("google_cloudfunctions2_function", "report-function", "apis_cloudbuild"),
+    ),
+    Case(
+        "RO-DEP-2",
+        "google_cloudfunctions2_function",
+        "uploads-function",
+        drop_dependency(
+            "google_cloudfunctions2_function", "uploads-function", r"^time_sleep\.trigger-settled$"
+        ),
+    ),
+    Case(
+        "RO-IAM-1",
+        "google_project_iam_member",
+        "report-identity-runtime-ledger",
+        set_at("google_project_iam_member", "report-identity-runtime-ledger", "role", "roles/editor"),
+    ),
+    Case(
+        "RO-IAM-2",
+        "google_cloud_run_v2_service_iam_member",
+        "report-schedule_invoker",
+        set_at("google_cloud_run_v2_service_iam_member", "report-schedule_invoker", "member", "allUsers"),
+    ),
+    Case(
+        "RO-IAM-3",
+        "google_project_iam_member",
+        "report-identity-runtime-ledger",
+        set_at("google_project_iam_member", "report-identity-runtime-ledger", "condition", None),
+    ),
+    Case("RO-IAM-4", "google_service_account", "report-identity-runtime-account", share_runtime_account),
+    Case("RO-IAM-5", "google_service_account_key", "exported", export_a_key, always_compliant_before=False),
+    Case("RO-IAM-6", "google_cloudfunctions2_function", "report-function", drop_gcf_source_readers),
+    Case(
+        "RO-IAM-7",
+        "google_cloud_run_v2_service_iam_member",
+        "report-schedule_invoker",
+        set_at(
+            "google_cloud_run_v2_service_iam_member", "report-schedule_invoker", "name", "payments-settle"
+        ),
+    ),
+    Case(
+        "RO-IAM-8",
+        "google_cloud_run_v2_job_iam_member",
+        "reindex-identity-target-runner",
+        set_at("google_cloud_run_v2_job_iam_member", "reindex-identity-target-runner", "name", "another-job"),
+    ),
+    Case(
+        "RO-IAM-9",
+        "google_pubsub_topic_iam_member",
+        "orders-events_agent-dead-letter-publisher",
+        set_at(
+            "google_pubsub_topic_iam_member",
+            "orders-events_agent-dead-letter-publisher",
+            "role",
+            "roles/pubsub.editor",
+        ),
+    ),
+    Case(
+        "RO-IAM-10",
+        "google_pubsub_topic_iam_member",
+        "orders-events_runtime-dead-letter-publisher",
+        publish_to_the_source_topic,
+    ),
+    Case(
+        "RO-IAM-11",
+        "google_cloud_scheduler_job",
+        "report-schedule_job",
+        drop_dependency(
+            "google_cloud_scheduler_job", "report-schedule_job", r"^time_sleep\.invoker-settled$"
+        ),
+    ),
+    Case(
+        "RO-NET-1",
+        "google_cloudfunctions2_function",
+        "report-function",
+        set_at(
+            "google_cloudfunctions2_function",
+            "report-function",
+            "service_config.ingress_settings",
+            "ALLOW_ALL",
+        ),
+    ),
+    Case(
+        "RO-NET-2",
+        "google_cloud_scheduler_job",
+        "report-schedule_job",
+        set_at(
+            "google_cloud_scheduler_job",
+            "report-schedule_job",
+            "http_target.oidc_token.audience",
+            "https://example.com",
+        ),
+    ),
+    Case(
+        "RO-NET-3",
+        "google_pubsub_subscription",
+        "orders-events_push-subscription",
+        set_at(
+            "google_pubsub_subscription",
+            "orders-events_push-subscription",
+            "push_config.oidc_token.audience",
+            "https://example.com",
+        ),
+    ),
+    Case(
+        "RO-PS-1",
+        "google_pubsub_subscription",
+        "orders-events_push-subscription",
+        set_at("google_pubsub_subscription", "orders-events_push-subscription", "expiration_policy", None),
+    ),
+    Case(
+        "RO-STO-1",
+        "google_storage_bucket",
+        "build_bucket",
+        set_at("google_storage_bucket", "build_bucket", "public_access_prevention", "inherited"),
+    ),
+]
+
+
+def test_every_rule_of_the_pack_has_a_case():
+    assert [case.rule for case in CASES] == [rule.id for rule in LEAST_PRIVILEGE]
+
+
+def test_the_pack_lists_its_rules_in_id_order():
+    def order(rule_id: str) -> tuple[str, int]:
+        family, number = rule_id.removeprefix("RO-").split("-")
+        return family, int(number)
+
+    ids = [rule.id for rule in LEAST_PRIVILEGE]
+    assert ids == sorted(ids, key=order)
+    assert len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.rule for case in CASES])
+def test_the_rule_finds_the_synthesized_stack_compliant_and_flags_the_broken_resource(every, case):
+    rule, document = PACK[case.rule], copy.deepcopy(every)
+    before = verdicts(rule, document)
+    assert Verdict.NON_COMPLIANT not in before.values()
+    if case.always_compliant_before:
+        address = f"{case.kind}.{named(document, case.kind, case.prefix)}"
+        assert before[address] is Verdict.COMPLIANT
+    case.breaks(document)
+    after = verdicts(rule, document)
+    assert after[f"{case.kind}.{named(document, case.kind, case.prefix)}"] is Verdict.NON_COMPLIANT
