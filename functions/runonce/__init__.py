@@ -15,10 +15,9 @@ def on_message(event):
     ...
 """
 
-from .clock import set_clock
+from ._clock import set_clock
 from .contract import RunStatus
-from .delivery import BadDelivery, Delivery, parse_delivery
-from .errors import (
+from .core.errors import (
     ConfigError,
     EventRetry,
     NestedRunError,
@@ -30,16 +29,16 @@ from .errors import (
     StoreRejected,
     StoreUnavailable,
 )
-from .event import BadEnvelope, Event
-from .events import deduplicated_event
-from .keys import run_key
-from .ledger import Claim, Held, Ledger
-from .outcomes import Outcome
-from .results import StoredResult
-from .run import Run, current_run
-from .scheduled import deduplicated
-from .settings import EventSettings, Settings, load_event_settings, load_settings
-from .store import Store
+from .core.outcomes import Outcome
+from .core.run import Event, Run, current_run
+from .core.settings import EventSettings, Settings, load_event_settings, load_settings
+from .core.store import Claim, Held, Store, StoredResult
+from .events.adapter import deduplicated_event
+from .events.parse import BadEnvelope
+from .scheduler.adapter import deduplicated
+from .scheduler.delivery import BadDelivery, Delivery, parse_delivery
+from .scheduler.keys import run_key
+from .store.firestore import Ledger
 
 __all__ = [
     "BadDelivery",
