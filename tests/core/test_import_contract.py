@@ -94,3 +94,46 @@ def test_a_package_outside_the_layers_breaks_it(library):
     (library / "extra").mkdir()
     (library / "extra" / "__init__.py").write_text("")
     assert any("runonce.extra is in no layer" in problem for problem in violations(library))
+
+
+# Runs `code` in a fresh interpreter in which Google's libraries, werkzeug and flask cannot be
+# imported, and prints what it brought in beyond runonce and the standard library.
+WITHOUT_GOOGLE = """
+import json, sys
+
+BLOCKED = ("google", "werkzeug", "flask", "grpc")
+
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is not installed here")
+
+
+sys.meta_path.insert(0, Block())
+before = set(sys.modules)
+exec(sys.argv[1])
+brought = {name.split(".")[0] for name in set(sys.modules) - before}
+print(json.dumps(sorted(brought - {"runonce"} - set(sys.stdlib_module_names))))
+"""
+
+
+def without_google(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_GOOGLE, code],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(LIBRARY.parent)},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_contract_and_the_core_import_without_googles_libraries():
+    loaded = without_google("import runonce.contract, runonce.core.store, runonce.core.settings")
+    assert (loaded.returncode, loaded.stdout.strip(), loaded.stderr) == (0, "[]", "")
+
+
+def test_the_public_names_load_the_google_clients_at_their_first_use():
+    assert without_google("import runonce").stdout.strip() == "[]"
+    used = without_google("from runonce import deduplicated")
+    assert used.returncode == 1 and "is not installed here" in used.stderr
