@@ -22,10 +22,12 @@ $(STAMP): requirements.txt
 test: $(STAMP)
 	$(PY) -m pytest
 
-## make lint: ruff's rules and its formatter, checked (not applied) over the whole tree.
+## make lint: ruff's rules and its formatter, checked (not applied) over the whole tree; then the
+## library's import contract (tests/import_contract.py: its layers import one way, the core no Google library).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) -m tests.import_contract
 
 ## make typecheck: mypy on the library, the stacks, the policy pack, the local scheduler, the emulators and the benchmarks.
 typecheck: $(STAMP)

@@ -33,7 +33,7 @@ SECTION = "effects"
 _FIELDS = ("collection", "run_key_field", "attempt_id_field")
 
 
-# A run key (runonce.keys: sha256 hex) standing alone in a request's path, headers or body.
+# A run key (runonce.scheduler.keys: sha256 hex) standing alone in a request's path, headers or body.
 _RUN_KEY = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 
 

@@ -21,8 +21,9 @@ from datetime import UTC, datetime
 from google.cloud import firestore
 
 from runonce.contract import BodyEnd
-from runonce.event import Event, event_key
-from runonce.events import TOO_OLD_ERROR
+from runonce.core.run import Event
+from runonce.events.adapter import TOO_OLD_ERROR
+from runonce.events.parse import event_key
 
 from .bodies import Body, succession_problems
 from .effects import Effects

@@ -17,7 +17,7 @@ from typing import Any
 from google.cloud import pubsub_v1
 
 from runonce.contract import DEAD_LETTER_COPY_ID_ATTRIBUTE
-from runonce.deadletter import Original, read_copy
+from runonce.events.deadletter import Original, read_copy
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class DeadLetter:
 
     @property
     def original(self) -> Original:
-        """The message it is a copy of, whatever the copy's form (see `runonce.deadletter`)."""
+        """The message it is a copy of, whatever the copy's form (see `runonce.events.deadletter`)."""
         return read_copy(self.data, self.attributes)
 
     @property

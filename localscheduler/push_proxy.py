@@ -31,7 +31,8 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from emulator.process import free_port
-from runonce.event import Event, event_key
+from runonce.core.run import Event
+from runonce.events.parse import event_key
 
 from .instances import KILL_HEADER, InstancePool
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from google.cloud import firestore
 
 from emulator.googleapis import GoogleApisStandIn
-from runonce.settings import DEFAULT_FORCED_SKEW_SECONDS
+from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
 from stacks.team import Job, Team
 
 from .bodies import Body, read_bodies

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from google.cloud import firestore
 
 from runonce import Delivery, run_key
+from runonce._instant import Instant
 from runonce.contract import DEFAULT_COLLECTION
-from runonce.delivery import Instant
 from stacks.naming import scheduler_job_name
 
 from .effects import Effects

@@ -1,41 +1,24 @@
 """What the stacks share with the code that reads them: the library and the policy pack.
 
-The stacks need the names the library reads (its `RUNONCE_*` variables, from runonce's contract
-module, functions/runonce/contract.py, loaded by its file path) but must not import the `runonce`
-package: its `__init__` loads the Google clients. The contract module imports only the standard
-library, so loading that one file is cheap and keeps one source for the names. The policy pack
+The stacks need the names the library reads (its `RUNONCE_*` variables), from the one source,
+runonce's contract module (`runonce.contract`, functions/runonce/contract.py). The `runonce`
+package loads Google's clients only when a decorator is first used, so importing its contract
+costs the standard library alone. The library's folder is put on the import path when the process
+has not put it there (a bare `npx cdktf synth`; the Makefile and pytest do). The policy pack
 (`policy/`) reads the synthesized stacks; what it recognizes there that the stacks write on
 purpose is named at the end.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-import types
 
 from stacks.team import FUNCTIONS_DIR
 
-_NAME = "runonce_contract"
+if str(FUNCTIONS_DIR) not in sys.path:
+    sys.path.append(str(FUNCTIONS_DIR))
 
-
-def _load() -> types.ModuleType:
-    if _NAME in sys.modules:
-        return sys.modules[_NAME]
-    spec = importlib.util.spec_from_file_location(_NAME, FUNCTIONS_DIR / "runonce" / "contract.py")
-    if spec is None or spec.loader is None:
-        raise ImportError("functions/runonce/contract.py is missing")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_NAME] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_contract = _load()
-MAX_EVENT_AGE_VARIABLE: str = _contract.MAX_EVENT_AGE_VARIABLE
-"""RUNONCE_MAX_EVENT_AGE_SECONDS: events older than this are dead-lettered, not run."""
-DEAD_LETTER_TOPIC_VARIABLE: str = _contract.DEAD_LETTER_TOPIC_VARIABLE
-"""RUNONCE_DEAD_LETTER_TOPIC: the full topic path runonce forwards dead letters to."""
+from runonce.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
 
 RETIRING_ACCOUNT = "runonce: retiring per-job account, removed by the next apply (docs/stacks.md, Migration)"
 """The description of a per-job account kept for one apply during the migration to shared
@@ -43,3 +26,5 @@ accounts (stacks/legacy_accounts.py); the policy rule RO-IAM-4 lets such an acco
 ACKNOWLEDGED = "//.runonce.acknowledged"
 """Where a stack carries its team's acknowledgements (`Team.acknowledge`) for the policy pack:
 under the document's top-level `//` property, which Terraform ignores as a comment."""
+
+__all__ = ["ACKNOWLEDGED", "DEAD_LETTER_TOPIC_VARIABLE", "MAX_EVENT_AGE_VARIABLE", "RETIRING_ACCOUNT"]

@@ -115,8 +115,8 @@ def missing_requirements(folder: Path, runonce_dir: Path) -> list[tuple[str, str
     local = {path.stem for path in folder.iterdir()} | {RUNONCE}
     own = list(_imports(folder / "main.py"))
     imports = [name for name in own if name.split(".")[0] not in local]
-    for module in sorted(_runonce_modules(own, runonce_dir)):
-        imports += _imports(runonce_dir / f"{module}.py")
+    for path in sorted(_runonce_modules(own, runonce_dir)):
+        imports += _imports(path)
     listed = _requirements(folder / "requirements.txt")
     missing: dict[str, str] = {}
     for name in imports:
@@ -204,40 +204,56 @@ def _async_issue(where: str, job: ast.FunctionDef | ast.AsyncFunctionDef) -> Han
     return None
 
 
-def _runonce_modules(imports: list[str], runonce_dir: Path) -> set[str]:
-    """The bundled runonce modules a handler loads: the package itself, the submodules main.py
-    names, and every module those import in turn (`from .ledger import ...`). A module nothing
-    loads (e.g. the proxy, with its `requests`) adds no requirement to other functions."""
-    available = {path.stem for path in runonce_dir.glob("*.py")}
-    wanted = ["__init__"] + [
-        part
+def _runonce_modules(imports: list[str], runonce_dir: Path) -> set[Path]:
+    """The bundled runonce files a handler loads: the package's `__init__`, the modules main.py
+    names (with the packages above them), and every module those import in turn (`from .x import
+    y`, `from ..core.store import Claim`). A module nothing loads (e.g. the proxy, with its
+    `requests`) adds no requirement to other functions."""
+    wanted = [runonce_dir / "__init__.py"] + [
+        path
         for name in imports
         if name.split(".")[0] == RUNONCE
-        for part in name.split(".")[1:2]
-        if part in available
+        for path in _module_files(runonce_dir, name.split(".")[1:])
     ]
-    seen: set[str] = set()
+    seen: set[Path] = set()
     while wanted:
-        module = wanted.pop()
-        if module in seen or module not in available:
+        path = wanted.pop()
+        if path in seen or not path.is_file():
             continue
-        seen.add(module)
-        wanted += _relative_imports(runonce_dir / f"{module}.py", available)
+        seen.add(path)
+        wanted += _relative_imports(path)
     return seen
 
 
-def _relative_imports(path: Path, available: set[str]) -> Iterator[str]:
-    """Sibling modules a package module imports (`from .x import y`, `from . import x`)."""
+def _module_files(folder: Path, parts: list[str]) -> list[Path]:
+    """The files that importing `parts` below `folder` loads: each package's `__init__` on the way,
+    then the module; a part that is neither (a class, a function) ends the walk."""
+    files = []
+    for part in parts:
+        if (folder / part / "__init__.py").is_file():
+            folder = folder / part
+            files.append(folder / "__init__.py")
+        else:
+            if (folder / f"{part}.py").is_file():
+                files.append(folder / f"{part}.py")
+            break
+    return files
+
+
+def _relative_imports(path: Path) -> Iterator[Path]:
+    """The package files a module imports relatively (`from .x import y`, `from .. import x`)."""
     try:
         tree = ast.parse(path.read_text())
     except (SyntaxError, OSError):
         return
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                yield node.module.split(".")[0]
-            else:
-                yield from (alias.name for alias in node.names if alias.name in available)
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = path.parent
+            for _ in range(node.level - 1):
+                base = base.parent
+            parts = node.module.split(".") if node.module else []
+            for alias in node.names:
+                yield from _module_files(base, [*parts, alias.name])
 
 
 def _imports(path: Path) -> Iterator[str]:

@@ -37,7 +37,7 @@ STACK_FIELDS = ("service_account",)
 JSON, so that two jobs that differ in them get proxies of their own, and the proxy ignores them."""
 CALL_TIMEOUT_ENV = "RUNONCE_TARGET_TIMEOUT_SECONDS"
 CALL_TIMEOUT_SECONDS = 30
-"""The proxy's timeout per call unless CALL_TIMEOUT_ENV says otherwise (runonce.proxy)."""
+"""The proxy's timeout per call unless CALL_TIMEOUT_ENV says otherwise (runonce.targets.proxy)."""
 CALLS_PER_ATTEMPT = 3
 """At most: look for an earlier start, start, and look once more after a lost answer."""
 SERVICE_ACCOUNT_EMAIL = re.compile(

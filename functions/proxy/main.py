@@ -8,6 +8,6 @@ the ledger grant. Scheduler calls it with OIDC like any other runonce job.
 import functions_framework
 
 from runonce import deduplicated
-from runonce.proxy import Proxy
+from runonce.targets.proxy import Proxy
 
 handle = functions_framework.http(deduplicated(Proxy()))

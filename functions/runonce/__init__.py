@@ -13,12 +13,20 @@ def handle(request):
 @deduplicated_event
 def on_message(event):
     ...
+
+The names whose modules load the Google clients (`deduplicated`, `deduplicated_event`,
+`BadEnvelope`, `Ledger`) are imported at their first use, so `runonce.contract` and the rest of
+the package import without Google's libraries.
 """
 
-from .clock import set_clock
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._clock import set_clock
 from .contract import RunStatus
-from .delivery import BadDelivery, Delivery, parse_delivery
-from .errors import (
+from .core.errors import (
     ConfigError,
     EventRetry,
     NestedRunError,
@@ -30,16 +38,25 @@ from .errors import (
     StoreRejected,
     StoreUnavailable,
 )
-from .event import BadEnvelope, Event
-from .events import deduplicated_event
-from .keys import run_key
-from .ledger import Claim, Held, Ledger
-from .outcomes import Outcome
-from .results import StoredResult
-from .run import Run, current_run
-from .scheduled import deduplicated
-from .settings import EventSettings, Settings, load_event_settings, load_settings
-from .store import Store
+from .core.outcomes import Outcome
+from .core.run import Event, Run, current_run
+from .core.settings import EventSettings, Settings, load_event_settings, load_settings
+from .core.store import Claim, Held, Store, StoredResult
+from .scheduler.delivery import BadDelivery, Delivery, parse_delivery
+from .scheduler.keys import run_key
+
+if TYPE_CHECKING:
+    from .events.adapter import deduplicated_event
+    from .events.parse import BadEnvelope
+    from .scheduler.adapter import deduplicated
+    from .store.firestore import Ledger
+
+_LOADED_AT_FIRST_USE = {
+    "deduplicated": ".scheduler.adapter",
+    "deduplicated_event": ".events.adapter",
+    "BadEnvelope": ".events.parse",
+    "Ledger": ".store.firestore",
+}
 
 __all__ = [
     "BadDelivery",
@@ -75,3 +92,13 @@ __all__ = [
     "run_key",
     "set_clock",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name whose module loads the Google clients, imported at its first use."""
+    module = _LOADED_AT_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later uses find it without coming here
+    return value

@@ -1,4 +1,4 @@
-"""The ledger's direct Commit path (runonce.commit) against the client library's public API, both on
+"""The ledger's direct Commit path (runonce.store._commit) against the client library's public API, both on
 the real emulator: the same documents, the same preconditions and errors, the same request
 metadata, lost answers recognised the same way; and the public API whenever the client's internals
 are not the expected ones."""
@@ -14,8 +14,8 @@ from google.protobuf.message import Message
 
 import runonce
 from emulator.wire import Fault, TappedClient, WireTap
-from runonce.commit import Writes
-from runonce.results import StoredResult
+from runonce.core.store import StoredResult
+from runonce.store._commit import Writes
 from tests.conftest import PROJECT
 
 FIELDS = {

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from emulator.wire import Fault
-from runonce import ledger as ledger_module
+from runonce.store import firestore as ledger_module
 
 from .conftest import scheduler_headers
 

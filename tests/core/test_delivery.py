@@ -4,7 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runonce.delivery import BadDelivery, parse_delivery, parse_instant
+from runonce._instant import parse_instant
+from runonce.scheduler.delivery import BadDelivery, parse_delivery
 
 from .conftest import scheduler_headers
 

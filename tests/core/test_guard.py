@@ -9,6 +9,7 @@ import pytest
 
 import runonce
 from runonce import NestedRunError, PermanentError
+from runonce.core import handler
 
 from .conftest import scheduler_headers
 
@@ -104,7 +105,7 @@ def test_runonce_failing_after_the_job_succeeded_still_records_the_completion(
     def broken(value):
         raise RuntimeError("a bug in runonce")
 
-    monkeypatch.setattr(runonce.handler.StoredResult, "of", broken)
+    monkeypatch.setattr(handler.StoredResult, "of", broken)
     response = client.post("/", headers=scheduler_headers())
     assert response.status_code == 200 and response.json["outcome"] == "completed"
     assert response.json["result_stored"] is False
@@ -117,7 +118,7 @@ def test_runonce_failing_before_the_job_ran_releases_the_claim(client, probe, re
     def broken(run, request):
         raise RuntimeError("a bug in runonce")
 
-    monkeypatch.setattr(runonce.handler, "enter", broken)
+    monkeypatch.setattr(handler, "enter", broken)
     response = client.post("/", headers=scheduler_headers())
     assert response.status_code == 500 and response.json["outcome"] in ("retry", "error")
     assert records() == []

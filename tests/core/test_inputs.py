@@ -11,8 +11,8 @@ import flask
 import pytest
 
 import runonce
-from runonce.errors import ConfigError
-from runonce.settings import load_settings
+from runonce.core.errors import ConfigError
+from runonce.core.settings import load_settings
 
 from .conftest import scheduler_headers
 

@@ -5,8 +5,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runonce.delivery import Delivery, Instant, parse_instant
-from runonce.keys import run_key
+from runonce._instant import Instant, parse_instant
+from runonce.scheduler.delivery import Delivery
+from runonce.scheduler.keys import run_key
 
 instants = st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31), timezones=st.just(UTC)

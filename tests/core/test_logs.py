@@ -11,7 +11,7 @@ import pytest
 
 from emulator.wire import Fault
 from runonce import PermanentError
-from runonce.text import MAX_ERROR_CHARS
+from runonce._text import MAX_ERROR_CHARS
 
 from .conftest import scheduler_headers
 

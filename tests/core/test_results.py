@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runonce.results import MAX_RESULT_BYTES
+from runonce.core.store import MAX_RESULT_BYTES
 
 from .conftest import key_of, scheduler_headers
 

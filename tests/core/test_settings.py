@@ -2,8 +2,8 @@
 
 import pytest
 
-from runonce.errors import ConfigError
-from runonce.settings import load_settings
+from runonce.core.errors import ConfigError
+from runonce.core.settings import load_settings
 
 
 def test_defaults_apply_when_nothing_is_set():

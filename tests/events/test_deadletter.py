@@ -12,7 +12,7 @@ from google.pubsub_v1.types import PublishRequest, PubsubMessage
 
 import runonce
 from runonce import PermanentError
-from runonce.deadletter import read_copy
+from runonce.events.deadletter import read_copy
 
 from .conftest import envelope, post
 

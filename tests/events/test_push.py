@@ -12,7 +12,7 @@ import pytest
 
 import runonce
 from runonce import PermanentError
-from runonce.event import event_key, parse_push
+from runonce.events.parse import event_key, parse_push
 
 from .conftest import envelope, post
 
@@ -173,7 +173,7 @@ def test_a_duplicate_while_the_first_attempt_forwards_waits_and_adds_no_second_c
 ):
     """The failure is recorded before its copy is published: a redelivery in between must not
     publish a copy of its own (it is answered 409 and Pub/Sub delivers it again later)."""
-    from runonce.deadletter import DeadLetters
+    from runonce.events.deadletter import DeadLetters
 
     forwarding, proceed = threading.Event(), threading.Event()
     forward = DeadLetters.forward

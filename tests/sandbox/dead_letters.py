@@ -1,8 +1,8 @@
 """The dead letters a sandbox test pulls, read with runonce's own parser and attribute names.
 
 A message pulled from a dead-letter subscription has the shape of a push envelope's `message`
-(messageId, publishTime, attributes, base64 data), so `runonce.event.parse_push` reads it as it
-reads a push, and `runonce.deadletter.read_copy` gives back the original it holds; runonce's
+(messageId, publishTime, attributes, base64 data), so `runonce.events.parse.parse_push` reads it as it
+reads a push, and `runonce.events.deadletter.read_copy` gives back the original it holds; runonce's
 `runonce_*` attributes (`runonce.contract`) say why it was dead-lettered. Pub/Sub's own dead letters (delivery
 attempts used up) carry `CloudPubSubDeadLetterSource*` attributes instead.
 """
@@ -19,8 +19,9 @@ from runonce.contract import (
     DEAD_LETTER_REASON_ATTRIBUTE,
     DEAD_LETTER_RUN_KEY_ATTRIBUTE,
 )
-from runonce.deadletter import Original, read_copy
-from runonce.event import Event, parse_push
+from runonce.core.run import Event
+from runonce.events.deadletter import Original, read_copy
+from runonce.events.parse import parse_push
 
 PUBSUB_DEAD_LETTER_PREFIX = "CloudPubSubDeadLetterSource"
 
@@ -49,7 +50,7 @@ class DeadLetter:
 
     @property
     def original(self) -> Original:
-        """The message it copies, whatever form runonce published it in (`runonce.deadletter`)."""
+        """The message it copies, whatever form runonce published it in (`runonce.events.deadletter`)."""
         return read_copy(self.copy.data, self.copy.attributes)
 
     @property

@@ -27,7 +27,7 @@ LOGS_WITHIN = 5 * 60
 """Cloud Logging shows a line within about a minute; this leaves room."""
 LOG_SETTLE = 60
 """After the first line shows, how long a second one (a duplicate body) gets to show too."""
-# The run key is bound on every line of a run as this field (runonce.events, runonce.handler).
+# The run key is bound on every line of a run as this field (runonce.events.adapter, runonce.core.handler).
 RUN_KEY_FIELD = "run_key"
 
 

@@ -21,7 +21,8 @@ from runonce.contract import (
     DeadLetterReason,
     RunStatus,
 )
-from runonce.event import Event, event_key
+from runonce.core.run import Event
+from runonce.events.parse import event_key
 from stacks import naming
 from stacks.team import EventJob, Team
 from tests.sandbox import teams

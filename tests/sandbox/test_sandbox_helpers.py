@@ -23,8 +23,8 @@ import pytest
 import requests
 
 from runonce.contract import DeadLetterReason
-from runonce.deadletter import DeadLetters, publisher_client
-from runonce.event import Event
+from runonce.core.run import Event
+from runonce.events.deadletter import DeadLetters, publisher_client
 from stacks.team import FUNCTIONS_DIR, Team
 from tests.conftest import PROJECT
 from tests.sandbox import teams

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runonce.delivery import parse_instant
+from runonce._instant import parse_instant
 from runonce.targets import LABEL_KEY, SUBSTITUTION, BuildTrigger
 from tests.sandbox import teams
 from tests.sandbox.cloud import answered, force_run, job_executions, workflow_executions

@@ -70,8 +70,8 @@ def tiny_workflow():
 
 
 def test_a_repeated_start_finds_the_first_execution_by_its_label(tiny_workflow):
-    from runonce.proxy import Proxy
     from runonce.targets import LABEL_KEY, Workflow
+    from runonce.targets.proxy import Proxy
 
     key = uuid.uuid4().hex + uuid.uuid4().hex
     proxy = Proxy(Workflow(tiny_workflow, {"hello": "sandbox"}))

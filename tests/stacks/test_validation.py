@@ -454,7 +454,7 @@ def test_a_runonce_module_the_handler_does_not_load_adds_no_requirement(tmp_path
     body = "@deduplicated\ndef handle(request):\n    return {}"
     plain = function_folder(tmp_path / "plain", body)
     assert problems_of_job(source=plain) == []
-    proxied = function_folder(tmp_path / "proxied", "from runonce.proxy import Proxy\n" + body)
+    proxied = function_folder(tmp_path / "proxied", "from runonce.targets.proxy import Proxy\n" + body)
     team = replace(GOOD_TEAM, jobs=[replace(GOOD_JOB, source=proxied)])
     fixes = sorted(p.fix.split("==")[0] for p in find_problems([team]))
     assert fixes == ["add a pinned requests", "add a pinned urllib3"]

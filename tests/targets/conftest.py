@@ -15,8 +15,8 @@ import pytest
 
 import runonce
 from emulator.googleapis import GoogleApisStandIn
-from runonce.proxy import Proxy
 from runonce.targets import Target
+from runonce.targets.proxy import Proxy
 from tests.core.conftest import clock, collection, scheduler_headers, tap, tapped_client
 
 WORKFLOW = "projects/acme-prod/locations/europe-west1/workflows/nightly-etl"

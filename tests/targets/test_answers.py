@@ -8,8 +8,8 @@ import google.auth.exceptions
 import pytest
 
 from emulator.googleapis import Fault
-from runonce.proxy import Proxy
 from runonce.targets import SUBSTITUTION, BuildTrigger, CloudRunJob, GoogleApi, Workflow
+from runonce.targets.proxy import Proxy
 
 from .conftest import JOB, TRIGGER, WORKFLOW, FakeCredentials, scheduler_headers, serve
 

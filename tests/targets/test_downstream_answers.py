@@ -24,8 +24,8 @@ from werkzeug.wrappers import Response
 
 from emulator.wire import Fault
 from runonce import ConfigError, NotRunnable, PermanentError
-from runonce import ledger as ledger_module
 from runonce.downstream import REPLAYED_HEADER, idempotent_endpoint
+from runonce.store import firestore as ledger_module
 from runonce.targets import IDEMPOTENCY_HEADER
 from tests.core.conftest import tap, tapped_client
 

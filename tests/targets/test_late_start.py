@@ -14,8 +14,8 @@ import pytest
 from emulator import wire
 from emulator.googleapis import Fault
 from runonce import ConfigError, OutcomeUnknown
-from runonce.proxy import Proxy
 from runonce.targets import BuildTrigger, CloudRunJob, GoogleApi, Workflow
+from runonce.targets.proxy import Proxy
 
 from .conftest import JOB, TRIGGER, WORKFLOW, FakeCredentials, scheduler_headers, serve
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from runonce import ConfigError
-from runonce.proxy import Proxy
 from runonce.targets import BuildTrigger, GoogleApi, Workflow, label_value, load_target
+from runonce.targets.proxy import Proxy
 
 from .conftest import TRIGGER, WORKFLOW, FakeCredentials
 

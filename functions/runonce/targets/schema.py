@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import ConfigError
+from ..core.errors import ConfigError
 
 TARGET_VARIABLE = "RUNONCE_TARGET"
 BASE_URL_VARIABLE = "RUNONCE_TARGET_BASE_URL"

@@ -6,19 +6,24 @@ or release it. A record that already exists costs one read; an expired lease is 
 an update guarded by the update time that read saw (optimistic, no transaction), so of several
 contenders exactly one wins and the others are told the run is in progress.
 
-Every store call carries a deadline (see `budget`). A claim that gave up while its write was in
+Every store call carries a deadline (see `_budget`). A claim that gave up while its write was in
 flight may still land later and would then hold the run for a whole lease, so the ledger looks
 for it in the background for about a minute and deletes it if it finds it.
+
+`LedgerStore` is the ledger as a `Store`: the same calls, with Google's exceptions translated.
+Everything Firestore-specific (which exception means "unavailable", which "refused", which "your
+setup is wrong") is decided there, once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,13 +31,14 @@ from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_exception_type
 from google.cloud import firestore
 
-from . import clock
-from .budget import Budget
-from .commit import Writes
-from .contract import RunStatus
-from .logs import log
-from .results import StoredResult
-from .text import MAX_ERROR_CHARS, clip, describe
+from .. import _clock as clock
+from .._logs import log
+from .._text import MAX_ERROR_CHARS, clip, describe, type_name
+from ..contract import RunStatus
+from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
+from ..core.store import Claim, Held, StoredResult
+from ._budget import Budget
+from ._commit import Writes
 
 # Transient store errors: a finishing write is retried on these, so a job that succeeded is not
 # run again because its completion write hiccuped.
@@ -58,31 +64,6 @@ RELEASE_SECONDS = 10.0
 ABANDONED_CLAIM_CHECKS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
 
-@dataclass(frozen=True)
-class Claim:
-    """This attempt holds the run: it may execute the job, then finish or release the claim."""
-
-    key: str
-    attempt_id: str
-    attempt: int
-    update_time: datetime
-    """The fencing token: the record's update time when this attempt last wrote it. Opaque outside
-    the ledger, which guards every finishing write by it."""
-
-
-@dataclass(frozen=True)
-class Held:
-    """The run is not this attempt's to execute: finished already, or another attempt holds it."""
-
-    key: str
-    status: RunStatus
-    result: Any = None
-    error: str | None = None
-    lease_expires: datetime | None = None
-    stored: StoredResult | None = None
-    """The result as stored (a completed run): the value, or why there is none."""
-
-
 class Ledger:
     """Claim, complete, fail and release runs by key in one Firestore collection."""
 
@@ -101,7 +82,7 @@ class Ledger:
         self._retention = retention
         self._finish_retry = finish_retry
         self._claim_retry = claim_retry
-        self._writes = Writes(client)  # the claim and the finishing write: see `commit`
+        self._writes = Writes(client)  # the claim and the finishing write: see `_commit`
 
     def exists(self, key: str) -> bool:
         """Whether the run has a record, in any state."""
@@ -309,3 +290,76 @@ def _held(key: str, status: RunStatus, record: dict[str, Any]) -> Held:
         record.get("lease_expires"),
         stored,
     )
+
+
+# The store refused the function's identity, or the database does not exist.
+_DENIED = (gexc.PermissionDenied, gexc.Unauthenticated, gexc.NotFound)
+
+
+def _problem(exc: Exception) -> str:
+    """What went wrong with a Firestore call, named for what it was."""
+    if isinstance(exc, (gexc.RetryError, *TRANSIENT)):
+        return f"the store was unavailable ({type_name(exc)}: {describe(exc, 500)})"
+    return f"the store rejected it ({type_name(exc)}: {describe(exc, 500)})"
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except (gexc.RetryError, *TRANSIENT) as exc:
+        raise StoreUnavailable(_problem(exc)) from exc
+    except _DENIED as exc:
+        raise StoreDenied(
+            f"{_problem(exc)}; check that the Firestore database (RUNONCE_DATABASE) exists and that the "
+            "function's service account may use it (roles/datastore.user)"
+        ) from exc
+    except gexc.GoogleAPICallError as exc:
+        raise StoreRejected(_problem(exc)) from exc
+
+
+class LedgerStore:
+    """A `Store` backed by a Firestore `Ledger`."""
+
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+
+    def claim(self, key: str, fields: dict[str, Any]) -> Claim | Held:
+        """See `Store.claim`."""
+        with _translated():
+            return self.ledger.claim(key, fields)
+
+    def exists(self, key: str) -> bool:
+        """See `Store.exists`."""
+        with _translated():
+            return self.ledger.exists(key)
+
+    def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
+        """See `Store.complete`."""
+        with _translated():
+            return self.ledger.record_result(claim, stored)
+
+    def fail(self, claim: Claim, error: str) -> bool:
+        """See `Store.fail`."""
+        with _translated():
+            return self.ledger.fail(claim, error)
+
+    def release(self, claim: Claim) -> bool:
+        """See `Store.release`."""
+        with _translated():
+            return self.ledger.release(claim)
+
+    def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
+        """See `Store.hold`."""
+        with _translated():
+            return self.ledger.hold(claim, seconds, reason)
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        """See `Store.read`."""
+        with _translated():
+            return self.ledger.get(key)
+
+    def annotate(self, key: str, fields: dict[str, Any]) -> None:
+        """See `Store.annotate`."""
+        with _translated():
+            self.ledger.annotate(key, fields)

@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import Any
 
-from .text import clip
+from ._text import clip
 
 logger = logging.getLogger("runonce")
 

@@ -2,7 +2,7 @@
 
 It reads a Scheduler delivery from the request's headers, decides what the core cannot (a
 delivery too old to deduplicate, a forced run whose scheduled twin already has a record), and
-hands the rest to `handler.run_once`; the core's answer goes back to Scheduler as it is.
+hands the rest to `runonce.core.handler.run_once`; the core's answer goes back to Scheduler as it is.
 """
 
 from __future__ import annotations
@@ -12,20 +12,21 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import clock, logs
-from .connection import Connection
-from .decoration import decorate
+from .. import _clock as clock
+from .. import _logs as logs
+from .._logs import log
+from .._trace import trace_fields
+from ..core.decoration import decorate
+from ..core.errors import ConfigError, StoreError
+from ..core.finish import Attempt
+from ..core.handler import claim_failed, misconfigured, rejected, run_once, serve
+from ..core.occurrence import Occurrence
+from ..core.outcomes import Answer, Outcome
+from ..core.run import Run
+from ..core.store import Claim, Store
+from ..store.connection import Connection
 from .delivery import BadDelivery, Delivery, parse_delivery
-from .errors import ConfigError, StoreError
-from .finish import Attempt
-from .handler import Occurrence, claim_failed, misconfigured, rejected, run_once, serve
 from .keys import run_key
-from .ledger import Claim
-from .logs import log
-from .outcomes import Answer, Outcome
-from .run import Run
-from .store import Store
-from .trace import trace_fields
 
 if TYPE_CHECKING:
     from google.cloud import firestore

@@ -11,9 +11,9 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .returns import refuse_unrunnable
+from .._text import type_name
+from .finish import refuse_unrunnable
 from .run import refuse_nested
-from .text import type_name
 
 _C = TypeVar("_C")
 

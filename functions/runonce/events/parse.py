@@ -12,15 +12,15 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from google.api_core.datetime_helpers import DatetimeWithNanoseconds
 
-from .delivery import Instant, parse_instant
-from .fields import BadField, read_text
-from .keys import KEY_VERSION
+from .._instant import Instant, parse_instant
+from ..core.fields import BadField, read_text
+from ..core.occurrence import KEY_VERSION
+from ..core.run import Event
 
 # The CloudEvent type Eventarc gives a Pub/Sub message; its data is a push envelope.
 PUBSUB_CLOUDEVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -35,37 +35,6 @@ class BadEnvelope(BadField):
     """The request body is not a Pub/Sub push envelope; answered 400, nothing is written."""
 
     MISSING = "missing; is this a Pub/Sub push request?"
-
-
-@dataclass(frozen=True)
-class Event:
-    """The event a job receives, from Pub/Sub push or a CloudEvent alike."""
-
-    id: str
-    """Pub/Sub messageId, or the CloudEvent id."""
-    source: str
-    """The push subscription (`projects/P/subscriptions/S`), or the CloudEvent source."""
-    time: datetime | None
-    """When it was published (publishTime) or happened (CloudEvent time), in UTC, to the nanosecond
-    (a `DatetimeWithNanoseconds`: its `.nanosecond` keeps what `.microsecond` cannot); None if unknown."""
-    attributes: dict[str, str] = field(default_factory=dict)
-    """The message attributes (Pub/Sub), or the CloudEvent's context attributes."""
-    data: bytes = b""
-    """The payload: the message data decoded from base64, or the CloudEvent data as sent."""
-    delivery_attempt: int | None = None
-    """Pub/Sub's count of deliveries (only with a dead-letter policy, never on the emulator)."""
-    kind: str = "pubsub"
-    """`pubsub` (a push request) or `cloudevent`."""
-    ordering_key: str = ""
-    """The message's ordering key (Pub/Sub), kept so that a dead-letter copy can be replayed with it."""
-
-    def json(self) -> Any:
-        """The data decoded as UTF-8 JSON; ValueError if it is not JSON."""
-        return json.loads(self.data.decode("utf-8"))
-
-    def text(self) -> str:
-        """The data decoded as UTF-8 (undecodable bytes replaced)."""
-        return self.data.decode("utf-8", "replace")
 
 
 def event_key(event: Event, consumer: str = "") -> str:

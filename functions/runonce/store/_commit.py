@@ -28,7 +28,7 @@ from google.api_core import datetime_helpers, gapic_v1, grpc_helpers
 from google.api_core.timeout import TimeToDeadlineTimeout
 from google.cloud import firestore
 
-from .logs import log
+from .._logs import log
 
 COMMIT_METHOD = "/google.firestore.v1.Firestore/Commit"
 # Field names that are their own field path (no quoting, no nesting) in create and update alike.

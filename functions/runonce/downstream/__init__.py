@@ -39,16 +39,16 @@ import flask
 from google.cloud import firestore
 from werkzeug.exceptions import HTTPException
 
-from .connection import Connection
-from .errors import ConfigError, NotRunnable, PermanentError, StoreDenied, StoreError, StoreUnavailable
-from .ledger import Claim, Held, Ledger, RunStatus
-from .ledger_store import LedgerStore
-from .logs import log
+from .._logs import log
+from .._text import clip, describe, type_name
+from ..contract import RunStatus
+from ..core.errors import ConfigError, NotRunnable, PermanentError, StoreDenied, StoreError, StoreUnavailable
+from ..core.finish import RETRYABLE_4XX
+from ..core.store import Claim, Held, StoredResult
+from ..store.connection import Connection
+from ..store.firestore import Ledger, LedgerStore
+from ..targets.schema import IDEMPOTENCY_HEADER
 from .replay import REPLAYED_HEADER, HttpAnswer, not_stored, replay
-from .results import StoredResult
-from .returns import RETRYABLE_4XX
-from .targets import IDEMPOTENCY_HEADER
-from .text import clip, describe, type_name
 
 __all__ = ["REPLAYED_HEADER", "EndpointOutcome", "StepInProgress", "Steps", "idempotent_endpoint", "step_key"]
 

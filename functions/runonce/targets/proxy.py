@@ -32,10 +32,10 @@ import google.auth.exceptions
 import requests
 from urllib3.exceptions import HTTPError, MaxRetryError, NewConnectionError
 
-from .errors import ConfigError, OutcomeUnknown, PermanentError
-from .logs import log
-from .run import current_run
-from .targets import (
+from .._logs import log
+from ..core.errors import ConfigError, OutcomeUnknown, PermanentError
+from ..core.run import current_run
+from .schema import (
     BASE_URL_VARIABLE,
     GRACE_VARIABLE,
     TIMEOUT_VARIABLE,

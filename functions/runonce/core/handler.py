@@ -1,7 +1,8 @@
 """The core: claim -> run -> finish for one occurrence, whatever transport brought it.
 
-An adapter (`scheduled` for Cloud Scheduler, `events` for Pub/Sub push and CloudEvents) turns a
-request into an `Occurrence` and the `Answer` returned here into what its transport expects.
+An adapter (`runonce.scheduler` for Cloud Scheduler, `runonce.events` for Pub/Sub push and
+CloudEvents) turns a request into an `Occurrence` and the `Answer` returned here into what its
+transport expects.
 This module knows no headers, no envelope and no database: it talks to a `Store`.
 
 Every way out is an `Answer` with an outcome (see `outcomes`), whatever the job raises or
@@ -15,12 +16,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from . import logs
-from .contract import (
+from .. import _logs as logs
+from .._logs import log
+from .._text import describe, type_name
+from ..contract import (
     BODY_END_FIELD,
     BODY_ERROR_FIELD,
     BODY_FIELD,
@@ -31,32 +33,11 @@ from .contract import (
 )
 from .errors import ConfigError, OutcomeUnknown, PermanentError, StoreDenied, StoreError, StoreUnavailable
 from .fields import BadField
-from .finish import Attempt, complete, fail, hold, release, retry
-from .ledger import Claim, Held
-from .logs import log
+from .finish import Attempt, Returned, Verdict, complete, fail, hold, read_return, release, retry
+from .occurrence import Occurrence
 from .outcomes import Answer, Outcome
-from .results import StoredResult
-from .returns import Returned, Verdict, read_return
 from .run import Run, enter, leave
-from .store import Store
-from .text import describe, type_name
-
-
-@dataclass(frozen=True)
-class Occurrence:
-    """One thing to run exactly once, as an adapter read it from its request."""
-
-    key: str
-    """The run key: the ledger record's id."""
-    fields: dict[str, Any]
-    """Stored with the claim, for operators (job, schedule time, subscription, ...)."""
-    run: Callable[[Claim], Run]
-    """The `Run` that `current_run()` returns to the job, for the claim this attempt holds."""
-    expired: str | None = None
-    """Set when the occurrence must not run (an event past its maximum age): a first claim is
-    recorded failed with this error and answered `too_old`. A takeover runs the job all the same:
-    the attempt it takes over claimed the occurrence and may have started the body, so its effect
-    may exist, and the effect is keyed, where a dead-letter copy's replay would repeat it."""
+from .store import Claim, Held, Store, StoredResult
 
 
 def serve(handle: Callable[[Attempt], Answer]) -> Answer:
@@ -89,7 +70,7 @@ def run_once(
     """Claim the occurrence, run `job` if this attempt holds it, finish, and say how it ended.
 
     `carrier` is what the job was called for (the request, the CloudEvent): a nested decorated
-    call made with it is refused (see `run.refuse_nested`).
+    call made with it is refused (see `runonce.core.run.refuse_nested`).
     """
     attempt.store = store
     try:
@@ -192,7 +173,7 @@ def _execute(job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Clai
 
 def _body_line(stage: BodyStage, end: BodyEnd | None = None, exc: BaseException | None = None) -> None:
     """The line before or after the job body: with the ledger it tells how often a run's body
-    started and whether two ever overlapped, which the record alone cannot (see `contract`)."""
+    started and whether two ever overlapped, which the record alone cannot (see `runonce.contract`)."""
     fields: dict[str, Any] = {BODY_FIELD: stage.value}
     if end is not None:
         fields[BODY_END_FIELD] = end.value

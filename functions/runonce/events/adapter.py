@@ -1,13 +1,13 @@
 """`@deduplicated_event`, the event adapters: a Pub/Sub push request or a CloudEvent -> the core.
 
 Both shapes become one `Event` and one run key (subscription + messageId, or the consumer + the
-CloudEvent's source + id) and go through `handler.run_once` like a scheduled run. What events add
+CloudEvent's source + id) and go through `runonce.core.handler.run_once` like a scheduled run. What events add
 is the end: an event that failed permanently, or arrived older than the maximum event age
 (recorded failed, never run), is forwarded to the dead-letter topic BEFORE it is acknowledged, and
 if that forwarding fails it is not acknowledged, so Pub/Sub keeps it. A duplicate of a failed
 event whose copy never reached the dead-letter topic is forwarded then.
 
-Push: the core's answer is the HTTP answer (see `outcomes`; only 200 acknowledges on both the
+Push: the core's answer is the HTTP answer (see `runonce.core.outcomes`; only 200 acknowledges on both the
 service and the emulator). CloudEvent: returning acknowledges, raising `EventRetry` redelivers.
 """
 
@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import clock, logs
-from .connection import Connection, Setup
-from .contract import (
+from .. import _clock as clock
+from .. import _logs as logs
+from .._logs import log
+from .._text import describe
+from .._trace import trace_fields
+from ..contract import (
     DEAD_LETTER_FAILED_AT_FIELD,
     DEAD_LETTER_FORM_FIELD,
     DEAD_LETTER_MESSAGE_ID_FIELD,
@@ -33,19 +36,18 @@ from .contract import (
     DeadLetterReason,
     RunStatus,
 )
+from ..core.decoration import decorate
+from ..core.errors import ConfigError, EventRetry, StoreError
+from ..core.finish import Attempt
+from ..core.handler import claim_failed, misconfigured, rejected, run_once, serve
+from ..core.occurrence import Occurrence
+from ..core.outcomes import Answer, Outcome
+from ..core.run import Event, Run
+from ..core.settings import EventSettings, load_event_settings
+from ..core.store import Claim
+from ..store.connection import Connection, Setup
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
-from .decoration import decorate
-from .errors import ConfigError, EventRetry, StoreError
-from .event import BadEnvelope, Event, event_key, from_cloud_event, parse_push, rfc3339
-from .finish import Attempt
-from .handler import Occurrence, claim_failed, misconfigured, rejected, run_once, serve
-from .ledger import Claim
-from .logs import log
-from .outcomes import Answer, Outcome
-from .run import Run
-from .settings import EventSettings, load_event_settings
-from .text import describe
-from .trace import trace_fields
+from .parse import BadEnvelope, event_key, from_cloud_event, parse_push, rfc3339
 
 if TYPE_CHECKING:
     from google.cloud import firestore

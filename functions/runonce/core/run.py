@@ -9,11 +9,44 @@ a job starts, so such a thread must be started inside the run's context to call 
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from .errors import NestedRunError
-from .event import Event
+
+
+@dataclass(frozen=True)
+class Event:
+    """The event a job receives, from Pub/Sub push or a CloudEvent alike."""
+
+    id: str
+    """Pub/Sub messageId, or the CloudEvent id."""
+    source: str
+    """The push subscription (`projects/P/subscriptions/S`), or the CloudEvent source."""
+    time: datetime | None
+    """When it was published (publishTime) or happened (CloudEvent time), in UTC, to the nanosecond
+    (a `DatetimeWithNanoseconds`: its `.nanosecond` keeps what `.microsecond` cannot); None if unknown."""
+    attributes: dict[str, str] = field(default_factory=dict)
+    """The message attributes (Pub/Sub), or the CloudEvent's context attributes."""
+    data: bytes = b""
+    """The payload: the message data decoded from base64, or the CloudEvent data as sent."""
+    delivery_attempt: int | None = None
+    """Pub/Sub's count of deliveries (only with a dead-letter policy, never on the emulator)."""
+    kind: str = "pubsub"
+    """`pubsub` (a push request) or `cloudevent`."""
+    ordering_key: str = ""
+    """The message's ordering key (Pub/Sub), kept so that a dead-letter copy can be replayed with it."""
+
+    def json(self) -> Any:
+        """The data decoded as UTF-8 JSON; ValueError if it is not JSON."""
+        return json.loads(self.data.decode("utf-8"))
+
+    def text(self) -> str:
+        """The data decoded as UTF-8 (undecodable bytes replaced)."""
+        return self.data.decode("utf-8", "replace")
+
 
 # Marks the request a job is running for, so a nested call is caught even from another thread.
 _ENVIRON_KEY = "runonce.run"

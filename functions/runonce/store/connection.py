@@ -14,11 +14,10 @@ from typing import Any
 from google.auth import exceptions as auth_exceptions
 from google.cloud import firestore
 
-from .errors import ConfigError
-from .ledger import Ledger
-from .ledger_store import LedgerStore
-from .settings import Settings, load_settings
-from .text import describe
+from .._text import describe
+from ..core.errors import ConfigError
+from ..core.settings import Settings, load_settings
+from .firestore import Ledger, LedgerStore
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Forwarding an event that will not run to the dead-letter topic, so that it is not lost.
 
 The copy holds the original data and attributes byte for byte, and runonce's reason in
-`runonce_*` attributes (see `contract`), in the first form that fits Pub/Sub's limits (quotas page,
+`runonce_*` attributes (see `runonce.contract`), in the first form that fits Pub/Sub's limits (quotas page,
 "Resource limits": 100 attributes, keys of 256 bytes, values of 1,024, keys starting with `goog`
 reserved; a publish request of 10,000,000 bytes, which the client library checks too):
 
@@ -32,7 +32,9 @@ from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_exception_type
 from google.auth import exceptions as auth_exceptions
 
-from .contract import (
+from .._logs import log
+from .._text import MAX_ERROR_CHARS, clip, describe, type_name
+from ..contract import (
     DEAD_LETTER_ATTEMPT_ATTRIBUTE,
     DEAD_LETTER_ATTRIBUTE_PREFIX,
     DEAD_LETTER_COPY_ID_ATTRIBUTE,
@@ -45,10 +47,8 @@ from .contract import (
     DeadLetterForm,
     DeadLetterReason,
 )
-from .errors import ConfigError
-from .event import Event
-from .logs import log
-from .text import MAX_ERROR_CHARS, clip, describe, type_name
+from ..core.errors import ConfigError
+from ..core.run import Event
 
 # Seconds one forwarding may take, retries included; the push ack deadline is at least 10 s.
 FORWARD_SECONDS = 8.0

@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from .contract import (
+from .._text import clip
+from ..contract import (
     COLLECTION_VARIABLE,
     CONSUMER_VARIABLE,
     DATABASE_VARIABLE,
@@ -21,7 +22,6 @@ from .contract import (
     RETENTION_VARIABLE,
 )
 from .errors import ConfigError
-from .text import clip
 
 DEFAULT_LEASE_SECONDS = 900
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600

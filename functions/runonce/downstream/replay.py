@@ -18,7 +18,7 @@ from typing import Any
 
 from werkzeug.wrappers import Response
 
-from .results import StoredResult
+from ..core.store import StoredResult
 
 # Half the document limit: the record's other fields (the token, the endpoint name, timestamps)
 # and Firestore's per-field overhead stay far below the rest.

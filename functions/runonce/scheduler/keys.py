@@ -5,10 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..core.occurrence import KEY_VERSION
 from .delivery import Delivery
-
-# Bump only with a migration: every stored record is found by a key of this version.
-KEY_VERSION = "runonce/v1"
 
 
 def run_key(delivery: Delivery) -> str:

@@ -1,0 +1,34 @@
+"""One thing to run exactly once, as an adapter read it from its request, under its run key.
+
+A run key is the SHA-256 hex digest of a JSON list that starts with `KEY_VERSION`: the scheduled
+adapter's (`runonce.scheduler.keys`) and the event adapter's (`runonce.events.parse`) alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .run import Run
+from .store import Claim
+
+# Bump only with a migration: every stored record is found by a key of this version.
+KEY_VERSION = "runonce/v1"
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One thing to run exactly once, as an adapter read it from its request."""
+
+    key: str
+    """The run key: the ledger record's id."""
+    fields: dict[str, Any]
+    """Stored with the claim, for operators (job, schedule time, subscription, ...)."""
+    run: Callable[[Claim], Run]
+    """The `Run` that `current_run()` returns to the job, for the claim this attempt holds."""
+    expired: str | None = None
+    """Set when the occurrence must not run (an event past its maximum age): a first claim is
+    recorded failed with this error and answered `too_old`. A takeover runs the job all the same:
+    the attempt it takes over claimed the occurrence and may have started the body, so its effect
+    may exist, and the effect is keyed, where a dead-letter copy's replay would repeat it."""

@@ -1,0 +1,140 @@
+"""The run store as the core sees it: claim, complete, fail, release, read; and what it keeps.
+
+The core (`handler`) talks only to this interface, so it knows no database and no client
+library: the Firestore ledger (`runonce.store.firestore.LedgerStore`) is the first implementation,
+and a second store is one more module. A `Claim` carries the store's fencing token, which only the
+store reads. Store failures arrive as runonce's own `StoreUnavailable`, `StoreRejected` and
+`StoreDenied` (see `errors`), never as a client library's exceptions.
+
+A run's result is kept as JSON text, or the reason it was not kept (`StoredResult`). Firestore
+refuses much that JSON allows (nested arrays, integers of 2^63 and more, map keys that are empty,
+too long or shaped `__x__`, nesting deeper than 20, lone surrogates), so the result is stored as
+ASCII JSON text, which it always accepts. The job's first answer and every later duplicate are
+told the same value: the one the stored text decodes to.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any, Protocol
+
+from .._text import describe
+from ..contract import RunStatus
+
+# Larger results are not stored (a Firestore document holds at most 1 MiB).
+MAX_RESULT_BYTES = 16 * 1024
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """The result as stored: `text` (JSON), or None and `dropped` saying why it was not stored."""
+
+    text: str | None
+    dropped: str | None = None
+
+    @classmethod
+    def of(cls, value: Any) -> StoredResult:
+        """Encode a job's result in one pass; anything JSON cannot hold is dropped, with the reason."""
+        try:
+            text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        except Exception as exc:  # TypeError, ValueError, RecursionError, or whatever a value raises
+            return cls(None, f"not JSON: {describe(exc, 300)}")
+        # ensure_ascii (the default) makes the text ASCII: its length is its size in bytes.
+        if len(text) > MAX_RESULT_BYTES:
+            return cls(None, f"{len(text)} bytes of JSON, more than the {MAX_RESULT_BYTES} stored")
+        return cls(text)
+
+    @classmethod
+    def not_stored(cls, reason: str) -> StoredResult:
+        """No result kept, for `reason`."""
+        return cls(None, reason)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> StoredResult:
+        """The result a ledger record holds (records written before JSON text kept the value itself)."""
+        if "result_json" in record:
+            return cls(record["result_json"])
+        if record.get("result_stored") is False:
+            return cls(None, record.get("result_dropped") or "not stored")
+        return cls(json.dumps(record.get("result"), default=str))
+
+    @cached_property
+    def value(self) -> Any:
+        """The stored value (None when nothing is stored), decoded once."""
+        return None if self.text is None else json.loads(self.text)
+
+    def fields(self) -> dict[str, Any]:
+        """The record fields that hold this result."""
+        if self.text is None:
+            return {"result_stored": False, "result_dropped": self.dropped}
+        return {"result_json": self.text, "result_stored": True}
+
+    def answer(self) -> dict[str, Any]:
+        """The answer fields that tell this result: `result`, and why it is missing if it is."""
+        if self.text is None:
+            return {"result": None, "result_stored": False, "result_dropped": self.dropped}
+        return {"result": self.value}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """This attempt holds the run: it may execute the job, then finish or release the claim."""
+
+    key: str
+    attempt_id: str
+    attempt: int
+    update_time: datetime
+    """The fencing token: the record's update time when this attempt last wrote it. Opaque outside
+    the ledger, which guards every finishing write by it."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """The run is not this attempt's to execute: finished already, or another attempt holds it."""
+
+    key: str
+    status: RunStatus
+    result: Any = None
+    error: str | None = None
+    lease_expires: datetime | None = None
+    stored: StoredResult | None = None
+    """The result as stored (a completed run): the value, or why there is none."""
+
+
+class Store(Protocol):
+    """Where runs are claimed under a lease and finished with fencing."""
+
+    def claim(self, key: str, fields: dict[str, Any]) -> Claim | Held:
+        """Claim the run for a new attempt, or say who holds it (a lost race is Held in progress)."""
+        ...
+
+    def exists(self, key: str) -> bool:
+        """Whether the run has a record, in any state."""
+        ...
+
+    def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
+        """Record success with `stored`; the result as recorded, or None if the claim was lost."""
+        ...
+
+    def fail(self, claim: Claim, error: str) -> bool:
+        """Record a permanent failure; False if the claim was lost (nothing written)."""
+        ...
+
+    def release(self, claim: Claim) -> bool:
+        """Delete the claim so a retry runs at once; False if the claim was lost."""
+        ...
+
+    def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
+        """Keep the claim in progress for `seconds` from now, noting why; False if it was lost."""
+        ...
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        """The run's record, or None."""
+        ...
+
+    def annotate(self, key: str, fields: dict[str, Any]) -> None:
+        """Add `fields` to a finished run's record."""
+        ...
