@@ -11,8 +11,10 @@ from __future__ import annotations
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import naming
 from stacks.build_storage import BuildStorage
+from stacks.config import defaults
+from stacks.config.team import Team
 from stacks.provider import (
     ArtifactRegistryRepositoryIamMember,
     ProjectIamMember,
@@ -20,7 +22,6 @@ from stacks.provider import (
     StorageBucketIamMember,
 )
 from stacks.required_apis import RequiredApis
-from stacks.team import Team
 
 
 def grant_build_access(

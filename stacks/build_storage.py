@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from cdktf import AssetType, TerraformAsset
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import naming
 from stacks.archive import Archive
+from stacks.config import defaults
 from stacks.provider import (
     ArtifactRegistryRepository,
     ArtifactRegistryRepositoryCleanupPolicies,

@@ -11,7 +11,7 @@ import importlib.util
 import sys
 import types
 
-from stacks.team import FUNCTIONS_DIR
+from stacks.config.team import FUNCTIONS_DIR
 
 _NAME = "runonce_contract"
 

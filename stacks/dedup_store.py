@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from constructs import Construct
 
-from stacks import defaults
+from stacks.config import defaults
 from stacks.provider import (
     FirestoreDatabase,
     FirestoreField,

@@ -8,9 +8,13 @@ from pathlib import Path
 
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import naming
 from stacks.archive import Archive, build_archive
 from stacks.build_storage import BuildStorage
+from stacks.config import defaults
+from stacks.config.sharing import SharedFunction
+from stacks.config.targets import TARGET_VARIABLE
+from stacks.config.team import FUNCTIONS_DIR, REPO_ROOT, Job, Team
 from stacks.function_identity import FunctionIdentity
 from stacks.identity import CREATE_BEFORE_DESTROY, resource_id
 from stacks.provider import (
@@ -23,9 +27,6 @@ from stacks.provider import (
     Sleep,
 )
 from stacks.required_apis import RequiredApis
-from stacks.sharing import SharedFunction
-from stacks.targets import TARGET_VARIABLE
-from stacks.team import FUNCTIONS_DIR, REPO_ROOT, Job, Team
 
 ARCHIVE_DIR = REPO_ROOT / "build" / "sources"
 

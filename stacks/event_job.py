@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from cdktf import ITerraformDependable, Postcondition, TerraformResourceLifecycle
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import naming
+from stacks.config import defaults
+from stacks.config.team import EVENTARC, EventJob, Team
 from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
 from stacks.deduplicated_function import DeduplicatedFunction
 from stacks.identity import member, service_account
@@ -34,7 +36,6 @@ from stacks.provider import (
 )
 from stacks.required_apis import RequiredApis
 from stacks.scheduled_job import grant_run_invoker, seconds
-from stacks.team import EVENTARC, EventJob, Team
 
 
 def event_environment(team: Team, job: EventJob) -> dict[str, str]:

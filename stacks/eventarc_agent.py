@@ -19,10 +19,10 @@ from __future__ import annotations
 from cdktf import TerraformResource, TerraformStack
 from constructs import Construct
 
-from stacks import defaults
+from stacks.config import defaults
+from stacks.config.team import Team
 from stacks.provider import ProjectIamMember
 from stacks.required_apis import RequiredApis
-from stacks.team import Team
 
 BETA_PROVIDER = "google-beta"
 BETA_SOURCE = "hashicorp/google-beta"

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import naming
+from stacks.config import defaults
+from stacks.config.sharing import SharedFunction
+from stacks.config.team import Team
 from stacks.dedup_store import DedupStore
 from stacks.identity import member, service_account
 from stacks.provider import ProjectIamMember, ProjectIamMemberCondition
 from stacks.required_apis import RequiredApis
-from stacks.sharing import SharedFunction
-from stacks.team import Team
 
 
 @dataclass(frozen=True)

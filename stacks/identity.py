@@ -5,10 +5,10 @@ from __future__ import annotations
 from cdktf import TerraformResourceLifecycle
 from constructs import Construct
 
-from stacks import defaults
+from stacks.config import defaults
+from stacks.config.team import Team
 from stacks.provider import ServiceAccount
 from stacks.required_apis import RequiredApis
-from stacks.team import Team
 
 CREATE_BEFORE_DESTROY = TerraformResourceLifecycle(create_before_destroy=True)
 """`lifecycle { create_before_destroy = true }`: set on functions and invoker grants, so that a

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import naming
 from stacks.build_grants import grant_build_access
 from stacks.build_storage import BuildStorage
+from stacks.config import defaults
+from stacks.config.team import Job, Team
 from stacks.identity import member, service_account
 from stacks.provider import ServiceAccount
 from stacks.required_apis import RequiredApis
-from stacks.team import Job, Team
 
 
 def keep_job_accounts(

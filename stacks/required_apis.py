@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from stacks import defaults
+from stacks.config import defaults
 from stacks.provider import ProjectService, Sleep
 
 

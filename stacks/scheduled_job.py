@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import naming
+from stacks.config import defaults
+from stacks.config.team import Job, Team
 from stacks.deduplicated_function import DeduplicatedFunction
 from stacks.identity import CREATE_BEFORE_DESTROY, member
 from stacks.provider import (
@@ -20,7 +22,6 @@ from stacks.provider import (
     CloudSchedulerJobRetryConfig,
 )
 from stacks.required_apis import RequiredApis
-from stacks.team import Job, Team
 
 # runonce keys runs by these (with Scheduler's own headers): they say which project's and
 # region's Scheduler sent the request, which the short X-CloudScheduler-JobName does not.

@@ -31,11 +31,8 @@ import re
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from stacks import defaults
-from stacks.identity import member, resource_id
-from stacks.provider import CloudRunV2JobIamMember, ProjectIamMember, ServiceAccountIamMember
-from stacks.required_apis import RequiredApis
-from stacks.targets import (
+from stacks.config import defaults
+from stacks.config.targets import (
     JOB_NAME,
     SERVICE_ACCOUNT_EMAIL,
     TRIGGER_NAME,
@@ -46,7 +43,10 @@ from stacks.targets import (
     Target,
     Workflow,
 )
-from stacks.team import Team
+from stacks.config.team import Team
+from stacks.identity import member, resource_id
+from stacks.provider import CloudRunV2JobIamMember, ProjectIamMember, ServiceAccountIamMember
+from stacks.required_apis import RequiredApis
 
 ROLE_WORKFLOW = "roles/workflows.invoker"
 ROLE_CLOUD_RUN_JOB = "roles/run.jobsExecutorWithOverrides"

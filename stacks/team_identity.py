@@ -21,10 +21,10 @@ from constructs import Construct
 from stacks import naming
 from stacks.build_grants import grant_build_access
 from stacks.build_storage import BuildStorage
+from stacks.config.team import Team
 from stacks.identity import member, service_account
 from stacks.provider import ServiceAccount
 from stacks.required_apis import RequiredApis
-from stacks.team import Team
 
 
 @dataclass(frozen=True)

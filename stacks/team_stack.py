@@ -10,9 +10,13 @@ from pathlib import Path
 from cdktf import Annotations, GcsBackend, LocalBackend, TerraformStack
 from constructs import Construct
 
-from stacks import defaults, naming
+from stacks import naming
 from stacks.archive import Archive
 from stacks.build_storage import BuildStorage, BuildStorageProps
+from stacks.config import defaults
+from stacks.config.sharing import FunctionSettings, SharedFunction, explain, shared_functions
+from stacks.config.state import local_state_file, missing_local_state
+from stacks.config.team import EVENTARC, REPO_ROOT, Team
 from stacks.dedup_store import DedupStore, DedupStoreProps
 from stacks.deduplicated_function import (
     ARCHIVE_DIR,
@@ -33,10 +37,7 @@ from stacks.provider import (
 )
 from stacks.required_apis import RequiredApis, RequiredApisProps
 from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
-from stacks.sharing import FunctionSettings, SharedFunction, explain, shared_functions
-from stacks.state import local_state_file, missing_local_state
 from stacks.target_access import grant_target, target_apis
-from stacks.team import EVENTARC, REPO_ROOT, Team
 from stacks.team_identity import TeamIdentity, TeamIdentityProps
 
 

@@ -22,14 +22,11 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
-from stacks import function_limits, locations, naming, sharing, targets
-from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
-from stacks.cron_check import schedule_issue
-from stacks.entry_point import EVENT, handler_issue, lists_distribution, missing_requirements
-from stacks.problem import InvalidConfig, Problem
-from stacks.quotas import declared_problems, quota_problems
-from stacks.sharing import crowded_start, shared_functions
-from stacks.team import (
+from stacks import function_limits, locations, naming
+from stacks.config import sharing, targets
+from stacks.config.problem import InvalidConfig, Problem
+from stacks.config.sharing import crowded_start, shared_functions
+from stacks.config.team import (
     EVENTARC,
     EVENTARC_MAX_EVENT_AGE_SECONDS,
     EVENTARC_RETENTION_SECONDS,
@@ -43,6 +40,10 @@ from stacks.team import (
     Retry,
     Team,
 )
+from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
+from stacks.cron_check import schedule_issue
+from stacks.entry_point import EVENT, handler_issue, lists_distribution, missing_requirements
+from stacks.quotas import declared_problems, quota_problems
 
 __all__ = ["InvalidConfig", "Problem", "find_problems", "retry_window_seconds", "validate"]
 

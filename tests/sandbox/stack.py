@@ -17,7 +17,7 @@ from pathlib import Path
 from cdktf import App, TerraformOutput, TerraformResource
 from constructs import Construct
 
-from stacks import defaults
+from stacks.config import defaults
 from stacks.deduplicated_function import ARCHIVE_DIR
 from stacks.provider import ProjectService, Sleep, StorageBucket
 from stacks.team import Team

@@ -7,9 +7,10 @@ from dataclasses import replace
 import pytest
 from cdktf import Testing as CdktfTesting
 
-from stacks import defaults, naming, provider
+from stacks import naming, provider
 from stacks.archive import content_digest
-from stacks.state import GcsState, missing_local_state
+from stacks.config import defaults
+from stacks.config.state import GcsState, missing_local_state
 from stacks.team import FUNCTIONS_DIR, REPO_ROOT, TEAMS_DIR, load_team_file
 from tests.stacks.conftest import synthesize
 

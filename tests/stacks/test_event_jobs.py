@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 from cdktf import Testing as CdktfTesting
 
-from stacks import defaults
+from stacks.config import defaults
+from stacks.config.team_files import read_team_file
 from stacks.quotas import usage
 from stacks.team import EventJob, Job, PushRetry, Team
-from stacks.team_files import read_team_file
 from stacks.validation import find_problems
 from tests.stacks.conftest import synthesize
 

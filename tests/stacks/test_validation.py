@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from stacks import locations
-from stacks.problem import Problem
+from stacks.config.problem import Problem
 from stacks.team import TEAMS_DIR, Job, Retry, Team, load_team_file, load_teams
 from stacks.validation import (
     InvalidConfig,

@@ -38,9 +38,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from stacks import naming
+from stacks.config.targets import target_json
+from stacks.config.team import Job, Team
 from stacks.cron_check import schedule_issue
-from stacks.targets import target_json
-from stacks.team import Job, Team
 
 # Where the starts of the jobs of one function are compared: one week from a Monday, in UTC,
 # at most this many starts per job (a job starting every minute is compared over its first
