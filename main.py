@@ -16,7 +16,7 @@ from stacks.config.problem import InvalidConfig
 from stacks.config.team import TEAMS_DIR
 from stacks.config.team_files import read_team_folder
 from stacks.stack_names import TEAMS_DIR_ENV
-from stacks.validation import find_problems
+from stacks.validate import find_problems
 
 
 def main() -> int:

@@ -86,7 +86,7 @@ def synthesize(mode: str, jobs: int, outdir: str) -> None:
 
     from stacks.config.team import TEAMS_DIR, load_team_file
     from stacks.team_stack import TeamStack
-    from stacks.validation import validate
+    from stacks.validate import validate
 
     team = generated_team(jobs) if jobs else load_team_file(TEAMS_DIR / "example.py")
     validate([team])

@@ -43,7 +43,7 @@ from stacks.team_identity import TeamIdentity, TeamIdentityProps
 
 class TeamStack(TerraformStack):
     """Everything one team file deploys, named after the team. Validate the team first
-    (`stacks.validation.validate`): this class builds what it is given."""
+    (`stacks.validate.validate`): this class builds what it is given."""
 
     def __init__(self, scope: Construct, team: Team, archive_dir: Path = ARCHIVE_DIR) -> None:
         super().__init__(scope, team.name)

@@ -17,7 +17,6 @@ import json
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 WORKFLOW_NAME = re.compile(
     r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/workflows/(?P<name>[^/]+)$"
@@ -26,7 +25,6 @@ JOB_NAME = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]
 TRIGGER_NAME = re.compile(
     r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/triggers/(?P<name>[^/]+)$"
 )
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 TARGET_VARIABLE = "RUNONCE_TARGET"
 """The proxy reads its target from this variable (runonce.targets.TARGET_VARIABLE)."""
 STACK_ENV = (TARGET_VARIABLE, "RUNONCE_TARGET_BASE_URL")
@@ -44,9 +42,6 @@ SERVICE_ACCOUNT_EMAIL = re.compile(
     r"^(?P<name>[a-z][a-z0-9-]{4,28}[a-z0-9])@(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com$"
 )
 """A user-managed service account's email; its project is in it (IAM, service account ids)."""
-ROLE = re.compile(
-    r"^(roles/[A-Za-z0-9_.]+|projects/[^/]+/roles/[A-Za-z0-9_.]+|organizations/[0-9]+/roles/[A-Za-z0-9_.]+)$"
-)
 
 
 @dataclass(frozen=True)
@@ -129,103 +124,5 @@ TARGET_CLASSES: tuple[type, ...] = (Workflow, CloudRunJob, BuildTrigger, GoogleA
 def target_json(target: Target) -> str:
     """`RUNONCE_TARGET`: the target as compact, key-sorted JSON (a stable function setting). A
     value JSON cannot hold is written as its repr, so that validation can still group the jobs;
-    `target_problems` reports it, and such a team is never deployed."""
+    `stacks.validate.targets.target_problems` reports it, and such a team is never deployed."""
     return json.dumps(target.as_json(), sort_keys=True, separators=(",", ":"), default=repr)
-
-
-def target_problems(target: Target) -> list[tuple[str, str, str]]:
-    """(field, message, fix) for every way the target cannot be started."""
-    found: list[tuple[str, str, str]] = []
-    if isinstance(target, Workflow):
-        _resource_name(
-            found,
-            "target.workflow",
-            target.workflow,
-            WORKFLOW_NAME,
-            "a workflow name",
-            "projects/P/locations/L/workflows/W",
-        )
-        _json_object(found, "target.argument", target.argument)
-    elif isinstance(target, CloudRunJob):
-        _resource_name(
-            found, "target.job", target.job, JOB_NAME, "a Cloud Run job name", "projects/P/locations/L/jobs/J"
-        )
-        _json_object(found, "target.overrides", target.overrides)
-    elif isinstance(target, BuildTrigger):
-        _resource_name(
-            found,
-            "target.trigger",
-            target.trigger,
-            TRIGGER_NAME,
-            "a build trigger name",
-            "projects/P/locations/L/triggers/T",
-        )
-        if any(not name.startswith("_") for name in target.substitutions):
-            found.append(
-                (
-                    "target.substitutions",
-                    "user substitutions must start with '_' (Cloud Build's rule)",
-                    "rename them _NAME",
-                )
-            )
-        _json_object(found, "target.source", target.source)
-        if target.service_account and not SERVICE_ACCOUNT_EMAIL.match(target.service_account):
-            found.append(
-                (
-                    "target.service_account",
-                    f"{target.service_account!r} is not a user-managed service account's email",
-                    "give the email the trigger runs as, NAME@PROJECT.iam.gserviceaccount.com (not "
-                    'its projects/P/serviceAccounts/ path), or "" if it runs as Cloud Build\'s default',
-                )
-            )
-    elif isinstance(target, GoogleApi):
-        parts = urlsplit(target.url)
-        if parts.scheme != "https" or not (parts.hostname or "").endswith(".googleapis.com"):
-            found.append(
-                (
-                    "target.url",
-                    f"{target.url!r} is not https on a *.googleapis.com host",
-                    "call a Google API over https; other endpoints are not targets",
-                )
-            )
-        if target.method.upper() not in METHODS:
-            found.append(
-                (
-                    "target.method",
-                    f"{target.method!r} is not an HTTP method the proxy sends",
-                    f"use one of {', '.join(METHODS)}",
-                )
-            )
-        if not ROLE.match(target.role):
-            found.append(
-                (
-                    "target.role",
-                    f"{target.role!r} is not an IAM role",
-                    'name the role the call needs, e.g. "roles/pubsub.publisher"',
-                )
-            )
-        try:
-            json.dumps(target.body)
-        except (TypeError, ValueError):
-            found.append(
-                (
-                    "target.body",
-                    "the body is not JSON",
-                    "use dicts, lists, strings, numbers, booleans and None",
-                )
-            )
-    return found
-
-
-def _json_object(found: list[tuple[str, str, str]], name: str, value: Any) -> None:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        found.append((name, "is not JSON", "use dicts, lists, strings, numbers, booleans and None"))
-
-
-def _resource_name(
-    found: list[tuple[str, str, str]], name: str, value: str, pattern: re.Pattern[str], what: str, form: str
-) -> None:
-    if not pattern.match(value):
-        found.append((name, f"{value!r} is not {what}", f"write {form}"))

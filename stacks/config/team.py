@@ -320,7 +320,7 @@ class Team:
     """Jobs with the same source, entry point and function settings run on one deployed function
     (and its one runtime account); their runs stay apart because the run key includes the job
     name. False gives every job a function and runtime account of its own (more service
-    accounts: see `stacks/quotas.py`; also the first step of a migration, docs/stacks.md)."""
+    accounts: see `stacks/validate/quotas.py`; also the first step of a migration, docs/stacks.md)."""
     keep_per_job_accounts: bool = False
     """Migration step 1 of 2 for a team deployed before accounts were shared (docs/stacks.md,
     "Migration"): this apply moves every Scheduler job to the team's invoker and every build to
@@ -330,7 +330,7 @@ class Team:
     settings start sharing functions."""
     quotas: dict[str, int] = field(default_factory=dict)
     """The project's quotas where they differ from Google's defaults, by the keys of
-    `stacks.quotas.QUOTAS` (e.g. {"service_accounts": 300} after an increase was granted, or
+    `stacks.validate.quotas.QUOTAS` (e.g. {"service_accounts": 300} after an increase was granted, or
     lower, to leave room for what else the project holds). Synth fails when the teams of one
     project would need more than this."""
 

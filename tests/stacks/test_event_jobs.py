@@ -9,9 +9,9 @@ from cdktf import Testing as CdktfTesting
 
 from stacks.config import defaults
 from stacks.config.team_files import read_team_file
-from stacks.quotas import usage
 from stacks.team import EventJob, Job, PushRetry, Team
-from stacks.validation import find_problems
+from stacks.validate import find_problems
+from stacks.validate.quotas import usage
 from tests.stacks.conftest import synthesize
 
 GOOD_EVENT_JOB = EventJob(name="orders", source="orders_events", timeout_seconds=60)
