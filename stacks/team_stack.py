@@ -11,34 +11,39 @@ from cdktf import Annotations, GcsBackend, LocalBackend, TerraformStack
 from constructs import Construct
 
 from stacks import naming
-from stacks.archive import Archive
-from stacks.build_storage import BuildStorage, BuildStorageProps
 from stacks.config import defaults
 from stacks.config.sharing import FunctionSettings, SharedFunction, explain, shared_functions
 from stacks.config.state import local_state_file, missing_local_state
 from stacks.config.team import EVENTARC, REPO_ROOT, Team
-from stacks.dedup_store import DedupStore, DedupStoreProps
-from stacks.deduplicated_function import (
+from stacks.constructs.archive import Archive
+from stacks.constructs.build_storage import BuildStorage, BuildStorageProps
+from stacks.constructs.dedup_store import DedupStore, DedupStoreProps
+from stacks.constructs.deduplicated_function import (
     ARCHIVE_DIR,
     DeduplicatedFunction,
     DeduplicatedFunctionProps,
     job_archive,
 )
-from stacks.event_job import EventDelivery, EventDeliveryProps, event_environment, grant_push_token_creator
-from stacks.eventarc_agent import declare_beta_provider, eventarc_agent
-from stacks.function_identity import FunctionIdentity, FunctionIdentityProps
-from stacks.legacy_accounts import keep_job_accounts
-from stacks.provider import (
+from stacks.constructs.event_job import (
+    EventDelivery,
+    EventDeliveryProps,
+    event_environment,
+    grant_push_token_creator,
+)
+from stacks.constructs.eventarc_agent import declare_beta_provider, eventarc_agent
+from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
+from stacks.constructs.legacy_accounts import keep_job_accounts
+from stacks.constructs.provider import (
     DataGoogleProject,
     DataGoogleStorageProjectServiceAccount,
     GoogleProvider,
     Sleep,
     TimeProvider,
 )
-from stacks.required_apis import RequiredApis, RequiredApisProps
-from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
-from stacks.target_access import grant_target, target_apis
-from stacks.team_identity import TeamIdentity, TeamIdentityProps
+from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
+from stacks.constructs.scheduled_job import ScheduledJob, ScheduledJobProps
+from stacks.constructs.target_access import grant_target, target_apis
+from stacks.constructs.team_identity import TeamIdentity, TeamIdentityProps
 
 
 class TeamStack(TerraformStack):
@@ -194,7 +199,7 @@ class TeamStack(TerraformStack):
         eventarc_jobs = [events for events in self.events.values() if events.trigger_invoker is not None]
         self.eventarc_agent = eventarc_agent(self, team, self.apis) if eventarc_jobs else None
         """The Eventarc service agent and its role, for teams with an Eventarc job
-        (`stacks.eventarc_agent`)."""
+        (`stacks.constructs.eventarc_agent`)."""
         if self.eventarc_agent is not None:
             declare_beta_provider(self, team)
         self.trigger_settled = (
@@ -267,7 +272,7 @@ class TeamStack(TerraformStack):
             )
         ]
         """Migration step 1 only (`Team.keep_per_job_accounts`): each job's old build and invoker
-        accounts, kept unused for this one apply (`stacks.legacy_accounts`)."""
+        accounts, kept unused for this one apply (`stacks.constructs.legacy_accounts`)."""
         # The invoker's grant on each function sits on the construct of the function's first job,
         # where that job's own invoker grant sat before functions were shared (ScheduledJob).
         invoker_grants = {

@@ -103,7 +103,7 @@ REQUIRED_APIS = (
 FUNCTION_LABEL = "runonce-function"
 
 # The description of a per-job account kept for one apply during the migration to shared
-# accounts (stacks/legacy_accounts.py); the policy rule RO-IAM-4 lets such an account be unused.
+# accounts (stacks/constructs/legacy_accounts.py); the policy rule RO-IAM-4 lets such an account be unused.
 RETIRING_ACCOUNT = "runonce: retiring per-job account, removed by the next apply (docs/stacks.md, Migration)"
 
 # The runonce function library, shipped inside every job's source archive as `runonce/`.

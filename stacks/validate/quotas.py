@@ -29,7 +29,7 @@ from stacks.config.team import EVENTARC, Team
 
 TEAM_ACCOUNTS = 2
 """Service accounts every team has besides one runtime account per function: the build account
-and the Scheduler invoker account (`stacks/team_identity.py`)."""
+and the Scheduler invoker account (`stacks/constructs/team_identity.py`)."""
 
 
 @dataclass(frozen=True)

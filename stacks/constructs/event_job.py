@@ -13,10 +13,9 @@ from constructs import Construct
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.team import EVENTARC, EventJob, Team
-from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
-from stacks.deduplicated_function import DeduplicatedFunction
-from stacks.identity import member, service_account
-from stacks.provider import (
+from stacks.constructs.deduplicated_function import DeduplicatedFunction
+from stacks.constructs.identity import member, service_account
+from stacks.constructs.provider import (
     Cloudfunctions2FunctionEventTrigger,
     Cloudfunctions2FunctionEventTriggerEventFilters,
     CloudRunV2ServiceIamMember,
@@ -34,8 +33,9 @@ from stacks.provider import (
     ServiceAccount,
     ServiceAccountIamMember,
 )
-from stacks.required_apis import RequiredApis
-from stacks.scheduled_job import grant_run_invoker, seconds
+from stacks.constructs.required_apis import RequiredApis
+from stacks.constructs.scheduled_job import grant_run_invoker, seconds
+from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
 
 
 def event_environment(team: Team, job: EventJob) -> dict[str, str]:

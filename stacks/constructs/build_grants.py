@@ -1,8 +1,8 @@
 """The four grants a build account needs to build a gen2 function, and nothing more.
 
 One place for them because two accounts hold them: the team's build account
-(`stacks/team_identity.py`) and, for the one apply of migration step 1, each job's old build
-account (`stacks/legacy_accounts.py`), whose grants must stay exactly as they were so that
+(`team_identity`) and, for the one apply of migration step 1, each job's old build
+account (`legacy_accounts`), whose grants must stay exactly as they were so that
 Terraform sees no change to them.
 """
 
@@ -12,16 +12,16 @@ from cdktf import ITerraformDependable
 from constructs import Construct
 
 from stacks import naming
-from stacks.build_storage import BuildStorage
 from stacks.config import defaults
 from stacks.config.team import Team
-from stacks.provider import (
+from stacks.constructs.build_storage import BuildStorage
+from stacks.constructs.provider import (
     ArtifactRegistryRepositoryIamMember,
     ProjectIamMember,
     ProjectIamMemberCondition,
     StorageBucketIamMember,
 )
-from stacks.required_apis import RequiredApis
+from stacks.constructs.required_apis import RequiredApis
 
 
 def grant_build_access(

@@ -9,7 +9,7 @@ from cdktf import ITerraformDependable
 from constructs import Construct
 
 from stacks.config import defaults
-from stacks.provider import ProjectService, Sleep
+from stacks.constructs.provider import ProjectService, Sleep
 
 
 @dataclass(frozen=True)

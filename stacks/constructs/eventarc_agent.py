@@ -21,8 +21,8 @@ from constructs import Construct
 
 from stacks.config import defaults
 from stacks.config.team import Team
-from stacks.provider import ProjectIamMember
-from stacks.required_apis import RequiredApis
+from stacks.constructs.provider import ProjectIamMember
+from stacks.constructs.required_apis import RequiredApis
 
 BETA_PROVIDER = "google-beta"
 BETA_SOURCE = "hashicorp/google-beta"

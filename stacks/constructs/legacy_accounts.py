@@ -20,13 +20,13 @@ from __future__ import annotations
 from constructs import Construct
 
 from stacks import naming
-from stacks.build_grants import grant_build_access
-from stacks.build_storage import BuildStorage
 from stacks.config import defaults
 from stacks.config.team import Job, Team
-from stacks.identity import member, service_account
-from stacks.provider import ServiceAccount
-from stacks.required_apis import RequiredApis
+from stacks.constructs.build_grants import grant_build_access
+from stacks.constructs.build_storage import BuildStorage
+from stacks.constructs.identity import member, service_account
+from stacks.constructs.provider import ServiceAccount
+from stacks.constructs.required_apis import RequiredApis
 
 
 def keep_job_accounts(

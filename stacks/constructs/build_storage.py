@@ -8,9 +8,9 @@ from cdktf import AssetType, TerraformAsset
 from constructs import Construct
 
 from stacks import naming
-from stacks.archive import Archive
 from stacks.config import defaults
-from stacks.provider import (
+from stacks.constructs.archive import Archive
+from stacks.constructs.provider import (
     ArtifactRegistryRepository,
     ArtifactRegistryRepositoryCleanupPolicies,
     ArtifactRegistryRepositoryCleanupPoliciesCondition,
@@ -22,7 +22,7 @@ from stacks.provider import (
     StorageBucketObject,
     StorageBucketVersioning,
 )
-from stacks.required_apis import RequiredApis
+from stacks.constructs.required_apis import RequiredApis
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from constructs import Construct
 
 from stacks.config import defaults
 from stacks.config.team import Team
-from stacks.provider import ServiceAccount
-from stacks.required_apis import RequiredApis
+from stacks.constructs.provider import ServiceAccount
+from stacks.constructs.required_apis import RequiredApis
 
 CREATE_BEFORE_DESTROY = TerraformResourceLifecycle(create_before_destroy=True)
 """`lifecycle { create_before_destroy = true }`: set on functions and invoker grants, so that a

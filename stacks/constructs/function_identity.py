@@ -19,10 +19,10 @@ from stacks import naming
 from stacks.config import defaults
 from stacks.config.sharing import SharedFunction
 from stacks.config.team import Team
-from stacks.dedup_store import DedupStore
-from stacks.identity import member, service_account
-from stacks.provider import ProjectIamMember, ProjectIamMemberCondition
-from stacks.required_apis import RequiredApis
+from stacks.constructs.dedup_store import DedupStore
+from stacks.constructs.identity import member, service_account
+from stacks.constructs.provider import ProjectIamMember, ProjectIamMemberCondition
+from stacks.constructs.required_apis import RequiredApis
 
 
 @dataclass(frozen=True)

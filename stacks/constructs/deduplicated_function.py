@@ -9,15 +9,15 @@ from pathlib import Path
 from constructs import Construct
 
 from stacks import naming
-from stacks.archive import Archive, build_archive
-from stacks.build_storage import BuildStorage
 from stacks.config import defaults
 from stacks.config.sharing import SharedFunction
 from stacks.config.targets import TARGET_VARIABLE
 from stacks.config.team import FUNCTIONS_DIR, REPO_ROOT, Job, Team
-from stacks.function_identity import FunctionIdentity
-from stacks.identity import CREATE_BEFORE_DESTROY, resource_id
-from stacks.provider import (
+from stacks.constructs.archive import Archive, build_archive
+from stacks.constructs.build_storage import BuildStorage
+from stacks.constructs.function_identity import FunctionIdentity
+from stacks.constructs.identity import CREATE_BEFORE_DESTROY, resource_id
+from stacks.constructs.provider import (
     Cloudfunctions2Function,
     Cloudfunctions2FunctionBuildConfig,
     Cloudfunctions2FunctionBuildConfigSource,
@@ -26,7 +26,7 @@ from stacks.provider import (
     Cloudfunctions2FunctionServiceConfig,
     Sleep,
 )
-from stacks.required_apis import RequiredApis
+from stacks.constructs.required_apis import RequiredApis
 
 ARCHIVE_DIR = REPO_ROOT / "build" / "sources"
 

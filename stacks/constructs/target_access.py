@@ -44,9 +44,9 @@ from stacks.config.targets import (
     Workflow,
 )
 from stacks.config.team import Team
-from stacks.identity import member, resource_id
-from stacks.provider import CloudRunV2JobIamMember, ProjectIamMember, ServiceAccountIamMember
-from stacks.required_apis import RequiredApis
+from stacks.constructs.identity import member, resource_id
+from stacks.constructs.provider import CloudRunV2JobIamMember, ProjectIamMember, ServiceAccountIamMember
+from stacks.constructs.required_apis import RequiredApis
 
 ROLE_WORKFLOW = "roles/workflows.invoker"
 ROLE_CLOUD_RUN_JOB = "roles/run.jobsExecutorWithOverrides"

@@ -12,16 +12,16 @@ from constructs import Construct
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.team import Job, Team
-from stacks.deduplicated_function import DeduplicatedFunction
-from stacks.identity import CREATE_BEFORE_DESTROY, member
-from stacks.provider import (
+from stacks.constructs.deduplicated_function import DeduplicatedFunction
+from stacks.constructs.identity import CREATE_BEFORE_DESTROY, member
+from stacks.constructs.provider import (
     CloudRunV2ServiceIamMember,
     CloudSchedulerJob,
     CloudSchedulerJobHttpTarget,
     CloudSchedulerJobHttpTargetOidcToken,
     CloudSchedulerJobRetryConfig,
 )
-from stacks.required_apis import RequiredApis
+from stacks.constructs.required_apis import RequiredApis
 
 # runonce keys runs by these (with Scheduler's own headers): they say which project's and
 # region's Scheduler sent the request, which the short X-CloudScheduler-JobName does not.
