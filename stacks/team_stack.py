@@ -109,7 +109,14 @@ class TeamStack(TerraformStack):
         gcf_sources = naming.gcf_sources_bucket(project_number, team.region)
         self.identity = TeamIdentity(
             self,
-            TeamIdentityProps(team=team, build=self.build, apis=self.apis, gcf_sources_bucket=gcf_sources),
+            TeamIdentityProps(
+                project=team.project,
+                team=team.name,
+                needs_invoker=team.needs_invoker,
+                build=self.build,
+                apis=self.apis,
+                gcf_sources_bucket=gcf_sources,
+            ),
         )
         """The team's build account (with its grants) and its Scheduler invoker account."""
         self.shared_functions = shared_functions(team)
@@ -143,7 +150,13 @@ class TeamStack(TerraformStack):
             function.name: FunctionIdentity(
                 self,
                 f"{function.name}-identity",
-                FunctionIdentityProps(team=team, function=function, store=self.store, apis=self.apis),
+                FunctionIdentityProps(
+                    project=team.project,
+                    team=team.name,
+                    function=function.name,
+                    store=self.store,
+                    apis=self.apis,
+                ),
             )
             for function in functions
         }
@@ -256,9 +269,7 @@ class TeamStack(TerraformStack):
             job.name: ScheduledJob(
                 self,
                 f"{job.name}-schedule",
-                ScheduledJobProps(
-                    team=team, job=job, invoker_email=self.identity.invoker_email, apis=self.apis
-                ),
+                ScheduledJobProps.of(team, job, self.identity.invoker_email, self.apis),
             )
             for job in team.jobs
         }

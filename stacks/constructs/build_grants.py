@@ -13,7 +13,6 @@ from constructs import Construct
 
 from stacks import naming
 from stacks.config import defaults
-from stacks.config.team import Team
 from stacks.constructs.build_storage import BuildStorage
 from stacks.constructs.provider import (
     ArtifactRegistryRepositoryIamMember,
@@ -28,7 +27,7 @@ def grant_build_access(
     scope: Construct,
     id_prefix: str,
     principal: str,
-    team: Team,
+    project: str,
     build: BuildStorage,
     apis: RequiredApis,
     gcf_sources_bucket: str,
@@ -49,7 +48,7 @@ def grant_build_access(
         ProjectIamMember(
             scope,
             f"{id_prefix}-gcf-source-reader",
-            project=team.project,
+            project=project,
             role=defaults.ROLE_BUILD_GCF_SOURCE_READER,
             member=principal,
             condition=ProjectIamMemberCondition(
@@ -61,7 +60,7 @@ def grant_build_access(
         ArtifactRegistryRepositoryIamMember(
             scope,
             f"{id_prefix}-image-writer",
-            project=team.project,
+            project=project,
             location=build.repository_location,
             repository=build.repository_name,
             role=defaults.ROLE_BUILD_IMAGE_WRITER,
@@ -71,7 +70,7 @@ def grant_build_access(
         ProjectIamMember(
             scope,
             f"{id_prefix}-log-writer",
-            project=team.project,
+            project=project,
             role=defaults.ROLE_BUILD_LOG_WRITER,
             member=principal,
         ),

@@ -187,7 +187,7 @@ class EventDelivery(Construct):
         account = service_account(
             self,
             "trigger-account",
-            team,
+            team.project,
             naming.account_id(team.name, job.name, naming.TRIGGER_ROLE),
             f"runonce {team.name}/{job.name} Eventarc trigger",
             props.apis,
@@ -317,7 +317,9 @@ class EventDelivery(Construct):
         """roles/run.invoker on this push job's function's service only, for the team's invoker
         (the push tokens' signer)."""
         props = self.props
-        return grant_run_invoker(self, props.team, function, props.invoker_email, props.apis)
+        return grant_run_invoker(
+            self, props.team.project, props.team.region, function, props.invoker_email, props.apis
+        )
 
     def subscribe(
         self, function: DeduplicatedFunction, after: Sequence[ITerraformDependable]

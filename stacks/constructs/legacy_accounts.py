@@ -43,7 +43,7 @@ def keep_job_accounts(
     prefix = f"{job.name}-identity"
     build_account = _account(stack, f"{prefix}-build-account", team, job, "build", "function build", apis)
     grant_build_access(
-        stack, f"{prefix}-build", member(build_account.email), team, build, apis, gcf_sources_bucket
+        stack, f"{prefix}-build", member(build_account.email), team.project, build, apis, gcf_sources_bucket
     )
     invoker_account = _account(schedule, "invoker-account", team, job, "call", "scheduler invoker", apis)
     return [build_account, invoker_account]
@@ -55,7 +55,7 @@ def _account(
     account = service_account(
         scope,
         id,
-        team,
+        team.project,
         naming.account_id(team.name, job.name, role),
         f"runonce {team.name}/{job.name} {purpose}",
         apis,
