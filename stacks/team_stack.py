@@ -22,6 +22,7 @@ from stacks.constructs.deduplicated_function import (
     ARCHIVE_DIR,
     DeduplicatedFunction,
     DeduplicatedFunctionProps,
+    FunctionSpec,
     job_archive,
 )
 from stacks.constructs.event_job import (
@@ -180,7 +181,9 @@ class TeamStack(TerraformStack):
                 self,
                 f"{job.name}-events",
                 EventDeliveryProps(
-                    team=team,
+                    project=team.project,
+                    region=team.region,
+                    team=team.name,
                     job=job,
                     runtime_email=identities[job.name].runtime_email,
                     invoker_email=self.identity.invoker_email,
@@ -245,8 +248,7 @@ class TeamStack(TerraformStack):
                 self,
                 f"{shared.name}-function",
                 DeduplicatedFunctionProps(
-                    team=team,
-                    function=shared,
+                    spec=FunctionSpec.of(team, shared),
                     build=self.build,
                     apis=self.apis,
                     identity=identities[shared.name],

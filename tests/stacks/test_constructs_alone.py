@@ -11,11 +11,20 @@ from cdktf import App, TerraformStack
 from cdktf import Testing as CdktfTesting
 from constructs import Construct
 
+from stacks import naming
 from stacks.config import defaults
-from stacks.config.team import Retry
+from stacks.config.team import EventJob, PushRetry, Retry
+from stacks.constructs.archive import build_archive
 from stacks.constructs.build_storage import BuildStorage, BuildStorageProps
 from stacks.constructs.dedup_store import DedupStore, DedupStoreProps
+from stacks.constructs.deduplicated_function import (
+    DeduplicatedFunction,
+    DeduplicatedFunctionProps,
+    FunctionSpec,
+)
+from stacks.constructs.event_job import EventDelivery, EventDeliveryProps
 from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
+from stacks.constructs.provider import Sleep
 from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
 from stacks.constructs.scheduled_job import LOCATION_HEADER, PROJECT_HEADER, ScheduledJob, ScheduledJobProps
 from stacks.constructs.team_identity import TeamIdentity, TeamIdentityProps
@@ -24,10 +33,11 @@ PROJECT = "acme-alone-1"
 REGION = "europe-west1"
 
 
-def bare_stack() -> tuple[TerraformStack, RequiredApis]:
-    """A stack holding nothing but the enabled APIs every construct depends on."""
+def bare_stack(*more_apis: str) -> tuple[TerraformStack, RequiredApis]:
+    """A stack holding nothing but the enabled APIs the constructs depend on."""
     stack = TerraformStack(CdktfTesting.app(), "alone")
-    return stack, RequiredApis(stack, "apis", RequiredApisProps(project=PROJECT))
+    services = (*defaults.REQUIRED_APIS, *more_apis)
+    return stack, RequiredApis(stack, "apis", RequiredApisProps(project=PROJECT, services=services))
 
 
 def resources(stack: TerraformStack, kind: str) -> list[dict[str, Any]]:
@@ -176,3 +186,107 @@ def test_a_scheduled_job_alone_calls_the_uri_it_is_given_signed_for_that_audienc
         "roles/run.invoker",
     )
     assert "description" not in scheduler
+
+
+def test_a_deduplicated_function_alone_is_built_and_run_as_it_is_told_with_internal_ingress(tmp_path):
+    folder = tmp_path / "report"
+    folder.mkdir()
+    (folder / "main.py").write_text("def handle(request):\n    return 'ok'\n")
+    archive = build_archive({"": folder}, tmp_path / "archives")
+    stack, apis = bare_stack()
+    build = BuildStorage(
+        stack, "build", BuildStorageProps(project=PROJECT, region=REGION, team="orders", apis=apis)
+    )
+    identity = FunctionIdentity(
+        stack,
+        "report-identity",
+        FunctionIdentityProps(
+            project=PROJECT, team="orders", function="report", store=store_in(stack, apis), apis=apis
+        ),
+    )
+    settled = Sleep(stack, "iam-settled", create_duration="60s")
+    spec = FunctionSpec(
+        project=PROJECT,
+        region=REGION,
+        name="orders-report",
+        label="report",
+        source="report",
+        runtime="python312",
+        entry_point="handle",
+        timeout_seconds=120,
+        memory="512Mi",
+        min_instances=0,
+        max_instances=2,
+        environment={"RUNONCE_DATABASE": "orders-ledger", "APP_MODE": "nightly"},
+        labels={"owner": "orders"},
+    )
+    function = DeduplicatedFunction(
+        stack,
+        "report-function",
+        DeduplicatedFunctionProps(
+            spec=spec,
+            build=build,
+            apis=apis,
+            identity=identity,
+            build_email="orders-build@acme-alone-1.iam.gserviceaccount.com",
+            iam_settled=settled,
+            archive=archive,
+        ),
+    )
+    (made,) = resources(stack, "google_cloudfunctions2_function")
+    assert (made["name"], made["location"], made["labels"]) == (
+        "orders-report",
+        REGION,
+        {"owner": "orders", defaults.FUNCTION_LABEL: "report"},
+    )
+    built = made["build_config"]
+    assert (built["runtime"], built["entry_point"]) == ("python312", "handle")
+    assert built["service_account"] == f"projects/{PROJECT}/serviceAccounts/{function.props.build_email}"
+    assert built["source"]["storage_source"]["object"] == naming.source_object_name(archive.digest)
+    served = made["service_config"]
+    assert served["ingress_settings"] == defaults.INGRESS
+    assert served["environment_variables"] == spec.environment
+    assert (served["timeout_seconds"], served["available_memory"], served["max_instance_count"]) == (
+        120,
+        "512Mi",
+        2,
+    )
+    assert "time_sleep.iam-settled" in made["depends_on"]
+    assert "event_trigger" not in made
+
+
+def test_an_event_delivery_alone_pushes_its_topic_to_the_function_it_is_given_with_a_dead_letter_topic():
+    stack, apis = bare_stack(defaults.API_PUBSUB)
+    job = EventJob(
+        name="paid", source="events", retry=PushRetry(min_backoff_seconds=15), max_delivery_attempts=30
+    )
+    props = EventDeliveryProps(
+        project=PROJECT,
+        region=REGION,
+        team="orders",
+        job=job,
+        runtime_email="orders-paid-run@acme-alone-1.iam.gserviceaccount.com",
+        invoker_email="orders-call@acme-alone-1.iam.gserviceaccount.com",
+        project_number="123",
+        project_data="data.google_project.project",
+        storage_agent_member="",
+        apis=apis,
+    )
+    delivery = EventDelivery(stack, "paid-events", props)
+    function = Called(uri="https://orders-paid-abc-ew.a.run.app", service="orders-paid")
+    delivery.subscribe(function, after=[delivery.grant_invoker(function)])
+    topics = sorted(topic["name"] for topic in resources(stack, "google_pubsub_topic"))
+    assert topics == sorted(["orders-paid", naming.dead_letter_topic_name("orders", "paid")])
+    by_name = {sub["name"]: sub for sub in resources(stack, "google_pubsub_subscription")}
+    push = by_name[naming.push_subscription_name("orders", "paid")]
+    assert (push["ack_deadline_seconds"], push["retry_policy"]["minimum_backoff"]) == (300, "15s")
+    assert push["dead_letter_policy"]["max_delivery_attempts"] == 30
+    assert push["push_config"]["push_endpoint"] == function.uri
+    assert push["push_config"]["oidc_token"] == {
+        "service_account_email": props.invoker_email,
+        "audience": function.uri,
+    }
+    assert naming.dead_letter_subscription_name("orders", "paid") in by_name
+    (invoker,) = resources(stack, "google_cloud_run_v2_service_iam_member")
+    assert (invoker["name"], invoker["member"]) == ("orders-paid", f"serviceAccount:{props.invoker_email}")
+    assert delivery.event_trigger() is None
