@@ -167,7 +167,7 @@ class TeamStack(TerraformStack):
             function.name: grant_target(
                 self,
                 f"{function.name}-identity",
-                team,
+                team.project,
                 function.first.target,
                 identities[function.name].runtime_email,
                 self.apis,
@@ -213,11 +213,11 @@ class TeamStack(TerraformStack):
         """The `time_sleep` after every grant of the build account and of every runtime account;
         each function waits for it. It waits again whenever the set of functions changes."""
         eventarc_jobs = [events for events in self.events.values() if events.trigger_invoker is not None]
-        self.eventarc_agent = eventarc_agent(self, team, self.apis) if eventarc_jobs else None
+        self.eventarc_agent = eventarc_agent(self, team.project, self.apis) if eventarc_jobs else None
         """The Eventarc service agent and its role, for teams with an Eventarc job
         (`stacks.constructs.eventarc_agent`)."""
         if self.eventarc_agent is not None:
-            declare_beta_provider(self, team)
+            declare_beta_provider(self, team.project, team.region)
         self.trigger_settled = (
             Sleep(
                 self,
@@ -281,7 +281,14 @@ class TeamStack(TerraformStack):
             for job in team.jobs
             if team.keep_per_job_accounts
             for account in keep_job_accounts(
-                self, self.jobs[job.name], team, job, self.build, self.apis, gcf_sources
+                self,
+                self.jobs[job.name],
+                team.project,
+                team.name,
+                job.name,
+                self.build,
+                self.apis,
+                gcf_sources,
             )
         ]
         """Migration step 1 only (`Team.keep_per_job_accounts`): each job's old build and invoker

@@ -21,7 +21,6 @@ from constructs import Construct
 
 from stacks import naming
 from stacks.config import defaults
-from stacks.config.team import Job, Team
 from stacks.constructs.build_grants import grant_build_access
 from stacks.constructs.build_storage import BuildStorage
 from stacks.constructs.identity import member, service_account
@@ -32,32 +31,38 @@ from stacks.constructs.required_apis import RequiredApis
 def keep_job_accounts(
     stack: Construct,
     schedule: Construct,
-    team: Team,
-    job: Job,
+    project: str,
+    team: str,
+    job: str,
     build: BuildStorage,
     apis: RequiredApis,
     gcf_sources_bucket: str,
 ) -> list[ServiceAccount]:
     """The job's old build account with its grants (in `stack`, ids `<job>-identity-build-*`) and
-    its old invoker account (in the job's `schedule` construct, id `invoker-account`)."""
-    prefix = f"{job.name}-identity"
-    build_account = _account(stack, f"{prefix}-build-account", team, job, "build", "function build", apis)
-    grant_build_access(
-        stack, f"{prefix}-build", member(build_account.email), team.project, build, apis, gcf_sources_bucket
+    its old invoker account (in the job's `schedule` construct, id `invoker-account`), in
+    `project`, named after the `team` and `job` names."""
+    prefix = f"{job}-identity"
+    build_account = _account(
+        stack, f"{prefix}-build-account", project, team, job, "build", "function build", apis
     )
-    invoker_account = _account(schedule, "invoker-account", team, job, "call", "scheduler invoker", apis)
+    grant_build_access(
+        stack, f"{prefix}-build", member(build_account.email), project, build, apis, gcf_sources_bucket
+    )
+    invoker_account = _account(
+        schedule, "invoker-account", project, team, job, "call", "scheduler invoker", apis
+    )
     return [build_account, invoker_account]
 
 
 def _account(
-    scope: Construct, id: str, team: Team, job: Job, role: str, purpose: str, apis: RequiredApis
+    scope: Construct, id: str, project: str, team: str, job: str, role: str, purpose: str, apis: RequiredApis
 ) -> ServiceAccount:
     account = service_account(
         scope,
         id,
-        team.project,
-        naming.account_id(team.name, job.name, role),
-        f"runonce {team.name}/{job.name} {purpose}",
+        project,
+        naming.account_id(team, job, role),
+        f"runonce {team}/{job} {purpose}",
         apis,
     )
     account.description = defaults.RETIRING_ACCOUNT

@@ -43,7 +43,6 @@ from stacks.config.targets import (
     Target,
     Workflow,
 )
-from stacks.config.team import Team
 from stacks.constructs.identity import member, resource_id
 from stacks.constructs.provider import CloudRunV2JobIamMember, ProjectIamMember, ServiceAccountIamMember
 from stacks.constructs.required_apis import RequiredApis
@@ -75,11 +74,12 @@ def _parts(pattern: re.Pattern[str], name: str) -> dict[str, str]:
 
 
 def grant_target(
-    scope: Construct, id: str, team: Team, target: Target, runtime_email: str, apis: RequiredApis
+    scope: Construct, id: str, project: str, target: Target, runtime_email: str, apis: RequiredApis
 ) -> list[ITerraformDependable]:
     """The grants that let the proxy's account start `target` (resource ids start with `id`): the
-    target's role, and for a build trigger that runs as its own account, actAs on that account."""
-    grants = [_grant_role(scope, id, team, target, runtime_email, apis)]
+    target's role, and for a build trigger that runs as its own account, actAs on that account.
+    `project` is the team's, where a generic API call's role is granted."""
+    grants = [_grant_role(scope, id, project, target, runtime_email, apis)]
     if isinstance(target, BuildTrigger) and target.service_account:
         # "user does not have impersonation permission on the trigger service account
         # specified" otherwise (docs/targets.md): actAs on that one account, not the project.
@@ -98,7 +98,7 @@ def grant_target(
 
 
 def _grant_role(
-    scope: Construct, id: str, team: Team, target: Target, runtime_email: str, apis: RequiredApis
+    scope: Construct, id: str, team_project: str, target: Target, runtime_email: str, apis: RequiredApis
 ) -> ITerraformDependable:
     """The target's role for the proxy's account on the narrowest resource."""
     principal = member(runtime_email)
@@ -120,5 +120,5 @@ def _grant_role(
         project, role = _parts(TRIGGER_NAME, target.trigger)["project"], ROLE_BUILD_TRIGGER
     else:
         assert isinstance(target, GoogleApi)
-        project, role = team.project, target.role
+        project, role = team_project, target.role
     return ProjectIamMember(scope, f"{id}-target-starter", project=project, role=role, member=principal)
