@@ -1,4 +1,5 @@
-"""`stacks.config.defaults` under its former name, for `policy/` until it imports the new one."""
+"""The fixed choices of `stacks.config.defaults`, re-exported under this name for `policy/rules.py`,
+which imports them from here."""
 
 from __future__ import annotations
 
