@@ -1,6 +1,6 @@
 """One team's stack: its own state, the ledger, the build storage, the team's build and invoker
 accounts, a function (with its runtime account) per group of jobs with the same code and settings
-(`stacks.sharing`), and a Scheduler job per job. Team config -> constructs -> resources, in that
+(`stacks.config.sharing`), and a Scheduler job per job. Team config -> constructs -> resources, in that
 order only."""
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class TeamStack(TerraformStack):
         )
         """The team's build account (with its grants) and its Scheduler invoker account."""
         self.shared_functions = shared_functions(team)
-        """Which jobs run on which function (`stacks.sharing`), in team-file order."""
+        """Which jobs run on which function (`stacks.config.sharing`), in team-file order."""
         # Printed by `cdktf synth`: which jobs share a function, which code runs on several.
         Annotations.of(self).add_info("\n".join(explain(team)))
         # An event job's function is its own (never shared with a scheduled job: its entry point

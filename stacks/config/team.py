@@ -262,7 +262,7 @@ class EventJob:
         return FUNCTIONS_DIR / self.source
 
     def function_job(self, environment: dict[str, str]) -> Job:
-        """The `Job` its function is built from (a function's settings, `stacks.sharing`), with
+        """The `Job` its function is built from (a function's settings, `stacks.config.sharing`), with
         the event variables in `environment` added to its env. Not a scheduled job: it is never
         in `Team.jobs`, so no Scheduler job is made for it."""
         return Job(
@@ -366,5 +366,5 @@ def team_file_paths(folder: Path = TEAMS_DIR) -> list[Path]:
 
 def load_teams(folder: Path = TEAMS_DIR) -> list[Team]:
     """Every team in the folder (raises on the first broken file; synth reads the folder with
-    `stacks.team_files.read_team_folder`, which reports every problem of every file instead)."""
+    `stacks.config.team_files.read_team_folder`, which reports every problem of every file instead)."""
     return [load_team_file(path) for path in team_file_paths(folder)]

@@ -1,5 +1,5 @@
 """One deployed function: a gen2 Cloud Run function built from a source folder plus runonce,
-serving one job or several with the same settings (`stacks.sharing`)."""
+serving one job or several with the same settings (`stacks.config.sharing`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What a proxy's runtime account may do besides using the ledger: start its one target.
 
-One proxy function per target (jobs naming the same target share it, `stacks.sharing`), so each
+One proxy function per target (jobs naming the same target share it, `stacks.config.sharing`), so each
 proxy's account holds the role of one target only, on the narrowest resource the API lets us
 grant it on (docs/targets.md, "The stacks"):
 
