@@ -12,11 +12,11 @@ import os
 import sys
 from pathlib import Path
 
-from stacks.problem import InvalidConfig
+from stacks.config.problem import InvalidConfig
+from stacks.config.team import TEAMS_DIR
+from stacks.config.team_files import read_team_folder
 from stacks.stack_names import TEAMS_DIR_ENV
-from stacks.team import TEAMS_DIR
-from stacks.team_files import read_team_folder
-from stacks.validation import find_problems
+from stacks.validate import find_problems
 
 
 def main() -> int:

@@ -49,7 +49,7 @@ CASES = {
 def generated_team(jobs: int):
     """The example team with `jobs` generated jobs, all copies of its first job: 100 with a
     function each (as before functions were shared), 300 on 10 shared functions."""
-    from stacks.team import TEAMS_DIR, load_team_file
+    from stacks.config.team import TEAMS_DIR, load_team_file
 
     # Scheduled jobs only, as these cases have always measured (the example's event job is not
     # copied, and its account would not fit the declared quota).
@@ -84,9 +84,9 @@ def synthesize(mode: str, jobs: int, outdir: str) -> None:
         import cdktf_cdktf_provider_google  # noqa: F401  (the usual import: the whole package)
     from cdktf import App
 
-    from stacks.team import TEAMS_DIR, load_team_file
+    from stacks.config.team import TEAMS_DIR, load_team_file
     from stacks.team_stack import TeamStack
-    from stacks.validation import validate
+    from stacks.validate import validate
 
     team = generated_team(jobs) if jobs else load_team_file(TEAMS_DIR / "example.py")
     validate([team])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from stacks.team import FUNCTIONS_DIR
+from stacks.config.team import FUNCTIONS_DIR
 
 if str(FUNCTIONS_DIR) not in sys.path:
     sys.path.append(str(FUNCTIONS_DIR))
@@ -22,7 +22,7 @@ from runonce.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
 
 RETIRING_ACCOUNT = "runonce: retiring per-job account, removed by the next apply (docs/stacks.md, Migration)"
 """The description of a per-job account kept for one apply during the migration to shared
-accounts (stacks/legacy_accounts.py); the policy rule RO-IAM-4 lets such an account be unused."""
+accounts (stacks/constructs/legacy_accounts.py); the policy rule RO-IAM-4 lets such an account be unused."""
 ACKNOWLEDGED = "//.runonce.acknowledged"
 """Where a stack carries its team's acknowledgements (`Team.acknowledge`) for the policy pack:
 under the document's top-level `//` property, which Terraform ignores as a comment."""

@@ -14,8 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from stacks.team import TEAMS_DIR
-from stacks.team_files import read_team_folder, shown_path
+from stacks.config.team import TEAMS_DIR
+from stacks.config.team_files import read_team_folder, shown_path
 
 TEAMS_DIR_ENV = "RUNONCE_TEAMS_DIR"
 """Environment variable naming the folder of team files (default: teams/); main.py reads it too."""

@@ -1,6 +1,6 @@
 """One team's stack: its own state, the ledger, the build storage, the team's build and invoker
 accounts, a function (with its runtime account) per group of jobs with the same code and settings
-(`stacks.sharing`), and a Scheduler job per job. Team config -> constructs -> resources, in that
+(`stacks.config.sharing`), and a Scheduler job per job. Team config -> constructs -> resources, in that
 order only."""
 
 from __future__ import annotations
@@ -10,40 +10,47 @@ from pathlib import Path
 from cdktf import Annotations, GcsBackend, LocalBackend, TerraformStack
 from constructs import Construct
 
-from stacks import defaults, naming
-from stacks.archive import Archive
-from stacks.build_storage import BuildStorage, BuildStorageProps
-from stacks.contract import ACKNOWLEDGED
-from stacks.dedup_store import DedupStore, DedupStoreProps
-from stacks.deduplicated_function import (
+from stacks import naming
+from stacks.config import defaults
+from stacks.config.sharing import FunctionSettings, SharedFunction, explain, shared_functions
+from stacks.config.state import local_state_file, missing_local_state
+from stacks.config.team import EVENTARC, REPO_ROOT, Team
+from stacks.constructs.archive import Archive
+from stacks.constructs.build_storage import BuildStorage, BuildStorageProps
+from stacks.constructs.dedup_store import DedupStore, DedupStoreProps
+from stacks.constructs.deduplicated_function import (
     ARCHIVE_DIR,
     DeduplicatedFunction,
     DeduplicatedFunctionProps,
+    FunctionSpec,
     job_archive,
 )
-from stacks.event_job import EventDelivery, EventDeliveryProps, event_environment, grant_push_token_creator
-from stacks.eventarc_agent import declare_beta_provider, eventarc_agent
-from stacks.function_identity import FunctionIdentity, FunctionIdentityProps
-from stacks.legacy_accounts import keep_job_accounts
-from stacks.provider import (
+from stacks.constructs.event_job import (
+    EventDelivery,
+    EventDeliveryProps,
+    event_environment,
+    grant_push_token_creator,
+)
+from stacks.constructs.eventarc_agent import declare_beta_provider, eventarc_agent
+from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
+from stacks.constructs.legacy_accounts import keep_job_accounts
+from stacks.constructs.provider import (
     DataGoogleProject,
     DataGoogleStorageProjectServiceAccount,
     GoogleProvider,
     Sleep,
     TimeProvider,
 )
-from stacks.required_apis import RequiredApis, RequiredApisProps
-from stacks.scheduled_job import ScheduledJob, ScheduledJobProps
-from stacks.sharing import FunctionSettings, SharedFunction, explain, shared_functions
-from stacks.state import local_state_file, missing_local_state
-from stacks.target_access import grant_target, target_apis
-from stacks.team import EVENTARC, REPO_ROOT, Team
-from stacks.team_identity import TeamIdentity, TeamIdentityProps
+from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
+from stacks.constructs.scheduled_job import ScheduledJob, ScheduledJobProps
+from stacks.constructs.target_access import grant_target, target_apis
+from stacks.constructs.team_identity import TeamIdentity, TeamIdentityProps
+from stacks.contract import ACKNOWLEDGED
 
 
 class TeamStack(TerraformStack):
     """Everything one team file deploys, named after the team. Validate the team first
-    (`stacks.validation.validate`): this class builds what it is given."""
+    (`stacks.validate.validate`): this class builds what it is given."""
 
     def __init__(self, scope: Construct, team: Team, archive_dir: Path = ARCHIVE_DIR) -> None:
         super().__init__(scope, team.name)
@@ -107,11 +114,18 @@ class TeamStack(TerraformStack):
         gcf_sources = naming.gcf_sources_bucket(project_number, team.region)
         self.identity = TeamIdentity(
             self,
-            TeamIdentityProps(team=team, build=self.build, apis=self.apis, gcf_sources_bucket=gcf_sources),
+            TeamIdentityProps(
+                project=team.project,
+                team=team.name,
+                needs_invoker=team.needs_invoker,
+                build=self.build,
+                apis=self.apis,
+                gcf_sources_bucket=gcf_sources,
+            ),
         )
         """The team's build account (with its grants) and its Scheduler invoker account."""
         self.shared_functions = shared_functions(team)
-        """Which jobs run on which function (`stacks.sharing`), in team-file order."""
+        """Which jobs run on which function (`stacks.config.sharing`), in team-file order."""
         # Printed by `cdktf synth`: which jobs share a function, which code runs on several.
         Annotations.of(self).add_info("\n".join(explain(team)))
         # An event job's function is its own (never shared with a scheduled job: its entry point
@@ -141,7 +155,13 @@ class TeamStack(TerraformStack):
             function.name: FunctionIdentity(
                 self,
                 f"{function.name}-identity",
-                FunctionIdentityProps(team=team, function=function, store=self.store, apis=self.apis),
+                FunctionIdentityProps(
+                    project=team.project,
+                    team=team.name,
+                    function=function.name,
+                    store=self.store,
+                    apis=self.apis,
+                ),
             )
             for function in functions
         }
@@ -151,7 +171,7 @@ class TeamStack(TerraformStack):
             function.name: grant_target(
                 self,
                 f"{function.name}-identity",
-                team,
+                team.project,
                 function.first.target,
                 identities[function.name].runtime_email,
                 self.apis,
@@ -165,7 +185,9 @@ class TeamStack(TerraformStack):
                 self,
                 f"{job.name}-events",
                 EventDeliveryProps(
-                    team=team,
+                    project=team.project,
+                    region=team.region,
+                    team=team.name,
                     job=job,
                     runtime_email=identities[job.name].runtime_email,
                     invoker_email=self.identity.invoker_email,
@@ -195,11 +217,11 @@ class TeamStack(TerraformStack):
         """The `time_sleep` after every grant of the build account and of every runtime account;
         each function waits for it. It waits again whenever the set of functions changes."""
         eventarc_jobs = [events for events in self.events.values() if events.trigger_invoker is not None]
-        self.eventarc_agent = eventarc_agent(self, team, self.apis) if eventarc_jobs else None
+        self.eventarc_agent = eventarc_agent(self, team.project, self.apis) if eventarc_jobs else None
         """The Eventarc service agent and its role, for teams with an Eventarc job
-        (`stacks.eventarc_agent`)."""
+        (`stacks.constructs.eventarc_agent`)."""
         if self.eventarc_agent is not None:
-            declare_beta_provider(self, team)
+            declare_beta_provider(self, team.project, team.region)
         self.trigger_settled = (
             Sleep(
                 self,
@@ -230,8 +252,7 @@ class TeamStack(TerraformStack):
                 self,
                 f"{shared.name}-function",
                 DeduplicatedFunctionProps(
-                    team=team,
-                    function=shared,
+                    spec=FunctionSpec.of(team, shared),
                     build=self.build,
                     apis=self.apis,
                     identity=identities[shared.name],
@@ -254,9 +275,7 @@ class TeamStack(TerraformStack):
             job.name: ScheduledJob(
                 self,
                 f"{job.name}-schedule",
-                ScheduledJobProps(
-                    team=team, job=job, invoker_email=self.identity.invoker_email, apis=self.apis
-                ),
+                ScheduledJobProps.of(team, job, self.identity.invoker_email, self.apis),
             )
             for job in team.jobs
         }
@@ -266,11 +285,18 @@ class TeamStack(TerraformStack):
             for job in team.jobs
             if team.keep_per_job_accounts
             for account in keep_job_accounts(
-                self, self.jobs[job.name], team, job, self.build, self.apis, gcf_sources
+                self,
+                self.jobs[job.name],
+                team.project,
+                team.name,
+                job.name,
+                self.build,
+                self.apis,
+                gcf_sources,
             )
         ]
         """Migration step 1 only (`Team.keep_per_job_accounts`): each job's old build and invoker
-        accounts, kept unused for this one apply (`stacks.legacy_accounts`)."""
+        accounts, kept unused for this one apply (`stacks.constructs.legacy_accounts`)."""
         # The invoker's grant on each function sits on the construct of the function's first job,
         # where that job's own invoker grant sat before functions were shared (ScheduledJob).
         invoker_grants = {

@@ -16,7 +16,7 @@ from policy.acknowledgements import Acknowledgements
 from policy.runner import check_stack, check_stack_set
 from stacks.contract import ACKNOWLEDGED
 from stacks.team import REPO_ROOT, load_team_file
-from stacks.validation import find_problems
+from stacks.validate import find_problems
 
 BAD = REPO_ROOT / "tests" / "stacks" / "fixtures" / "bad.tf.json"
 LEDGER = "google_project_iam_member.report-identity-runtime-ledger"

@@ -17,14 +17,14 @@ from pathlib import Path
 from cdktf import App, TerraformOutput, TerraformResource
 from constructs import Construct
 
-from stacks import defaults
-from stacks.deduplicated_function import ARCHIVE_DIR
-from stacks.provider import ProjectService, Sleep, StorageBucket
+from stacks.config import defaults
+from stacks.constructs.deduplicated_function import ARCHIVE_DIR
+from stacks.constructs.provider import ProjectService, Sleep, StorageBucket
 from stacks.team import Team
 from stacks.team_stack import TeamStack
 from tests.sandbox.teams import TARGET_JOB_IMAGE, SandboxPlace
 
-# After stacks.provider: it registers the provider package so that one submodule loads alone.
+# After stacks.constructs.provider: it registers the provider package so that one submodule loads alone.
 from cdktf_cdktf_provider_google.cloud_run_v2_job import (  # isort: skip
     CloudRunV2Job,
     CloudRunV2JobTemplate,

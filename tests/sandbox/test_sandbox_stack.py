@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from stacks import naming
-from stacks.targets import TARGET_VARIABLE, BuildTrigger
+from stacks.config.targets import TARGET_VARIABLE, BuildTrigger
 from stacks.team import EVENTARC, TEAMS_DIR, EventJob, Team, load_team_file
-from stacks.validation import validate
+from stacks.validate import validate
 from tests.sandbox import teams
 from tests.sandbox.stack import SERVICE_OUTPUT, URI_OUTPUT, WORKFLOWS_API, synthesize
 from tests.sandbox.teams import SandboxPlace

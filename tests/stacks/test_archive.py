@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import zipfile
 
-from stacks.archive import build_archive, content_digest
+from stacks.constructs.archive import build_archive, content_digest
 
 
 def make_tree(root):

@@ -7,9 +7,11 @@ from dataclasses import replace
 import pytest
 from cdktf import Testing as CdktfTesting
 
-from stacks import defaults, naming, provider
-from stacks.archive import content_digest
-from stacks.state import GcsState, missing_local_state
+from stacks import naming
+from stacks.config import defaults
+from stacks.config.state import GcsState, missing_local_state
+from stacks.constructs import provider
+from stacks.constructs.archive import content_digest
 from stacks.team import FUNCTIONS_DIR, REPO_ROOT, TEAMS_DIR, load_team_file
 from tests.stacks.conftest import synthesize
 

@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 from cdktf import Testing as CdktfTesting
 
-from stacks import defaults
-from stacks.quotas import usage
+from stacks.config import defaults
+from stacks.config.team_files import read_team_file
 from stacks.team import EventJob, Job, PushRetry, Team
-from stacks.team_files import read_team_file
-from stacks.validation import find_problems
+from stacks.validate import find_problems
+from stacks.validate.quotas import usage
 from tests.stacks.conftest import synthesize
 
 GOOD_EVENT_JOB = EventJob(name="orders", source="orders_events", timeout_seconds=60)

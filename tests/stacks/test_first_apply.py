@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from policy.runner import check_stack
-from stacks.targets import BuildTrigger
+from stacks.config.targets import BuildTrigger
 from stacks.team import EventJob, PushRetry, Team, load_team_file
-from stacks.validation import find_problems
+from stacks.validate import find_problems
 from tests.stacks.conftest import Synthesized, synthesize
 
 EVERY_FEATURE = Path(__file__).parent / "fixtures" / "every_feature.py"

@@ -8,10 +8,11 @@ from dataclasses import replace
 import pytest
 
 from stacks import naming
-from stacks.quotas import QUOTAS, SERVICE_ACCOUNTS, quota_problems, usage
-from stacks.sharing import crowded_start, explain, shared_functions
+from stacks.config.sharing import explain, shared_functions
 from stacks.team import TEAMS_DIR, Job, Retry, Team, load_team_file
-from stacks.validation import find_problems
+from stacks.validate import find_problems
+from stacks.validate.quotas import QUOTAS, SERVICE_ACCOUNTS, quota_problems, usage
+from stacks.validate.sharing import crowded_start
 from tests.stacks.conftest import synthesize
 
 HOURLY = Job(

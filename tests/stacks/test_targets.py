@@ -10,10 +10,10 @@ import pytest
 from policy.checkov import ACCEPTED, SKIPPED, run_checkov
 from policy.runner import check_stack
 from runonce.targets import parse_target
-from stacks.quotas import usage
-from stacks.targets import STACK_FIELDS, BuildTrigger, CloudRunJob, GoogleApi, Workflow, target_json
+from stacks.config.targets import STACK_FIELDS, BuildTrigger, CloudRunJob, GoogleApi, Workflow, target_json
 from stacks.team import FUNCTIONS_DIR, Job, Retry, Team
-from stacks.validation import find_problems
+from stacks.validate import find_problems
+from stacks.validate.quotas import usage
 from tests.stacks.conftest import synthesize
 from tests.stacks.test_policy import CHECKOV
 

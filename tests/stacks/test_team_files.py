@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from stacks.config.team_files import read_team_file, read_team_folder
 from stacks.stack_names import resolve_stack
 from stacks.team import REPO_ROOT
-from stacks.team_files import read_team_file, read_team_folder
-from stacks.validation import find_problems
+from stacks.validate import find_problems
 
 GOOD = """
 from stacks.team import Job, Retry, Team

@@ -7,15 +7,14 @@ from dataclasses import replace
 import pytest
 
 from stacks import locations
-from stacks.problem import Problem
+from stacks.config.problem import Problem
 from stacks.team import TEAMS_DIR, Job, Retry, Team, load_team_file, load_teams
-from stacks.validation import (
+from stacks.validate import (
     InvalidConfig,
     find_problems,
-    retry_offsets_seconds,
-    retry_window_seconds,
     validate,
 )
+from stacks.validate.windows import retry_offsets_seconds, retry_window_seconds
 
 GOOD_JOB = Job(
     name="nightly", schedule="0 3 * * *", source="report", timeout_seconds=300, attempt_deadline_seconds=180

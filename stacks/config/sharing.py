@@ -19,35 +19,23 @@ https://cloud.google.com/functions/docs/configuring/concurrency), and when `max_
 busy "incoming requests can be queued for up to 10 seconds ... If no instances become available
 during the window, the request fails with a 429 error code"
 (https://cloud.google.com/run/docs/about-instance-autoscaling). Jobs that each had a function
-of their own now start on one, so `crowded_start` finds the minute at which more of them start
-than the function has instances: those deliveries would be refused, spending the retries a
-crashed run needs.
+of their own now start on one, so `stacks.validate.sharing.crowded_start` finds the minute at
+which more of them start than the function has instances: those deliveries would be refused,
+spending the retries a crashed run needs.
 
 Plain data and no cdktf: the validation and the stack both use it.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime, timedelta
-from functools import cache
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from cronsim import CronSim, CronSimError
 
 from stacks import naming
-from stacks.cron_check import schedule_issue
-from stacks.targets import target_json
-from stacks.team import Job, Team
+from stacks.config.targets import target_json
+from stacks.config.team import Job, Team
 
-# Where the starts of the jobs of one function are compared: one week from a Monday, in UTC,
-# at most this many starts per job (a job starting every minute is compared over its first
-# 35 hours, where it already meets every other job of the function that starts at all).
-WEEK_FROM = datetime(2026, 1, 5, tzinfo=UTC)
-WEEK = timedelta(days=7)
-MAX_STARTS = 2100
 SHOWN_JOBS = 6
 """Job names listed in a message before "and N more"."""
 
@@ -188,52 +176,3 @@ def explain(team: Team) -> list[str]:
                 "and runtime account"
             )
     return lines
-
-
-@cache
-def _starts(schedule: str, time_zone: str) -> frozenset[int]:
-    """The minutes (since the epoch, UTC) at which a schedule starts during the compared week;
-    empty when the schedule or time zone is invalid (reported by their own checks)."""
-    if schedule_issue(schedule):
-        return frozenset()
-    try:
-        zone = ZoneInfo(time_zone)
-        runs = CronSim(schedule, (WEEK_FROM - timedelta(seconds=1)).astimezone(zone))  # from WEEK_FROM on
-        end = WEEK_FROM + WEEK
-        starts: set[int] = set()
-        for at in runs:
-            if at >= end or len(starts) >= MAX_STARTS:
-                break
-            starts.add(int(at.timestamp()) // 60)
-    except (CronSimError, ZoneInfoNotFoundError, ValueError, StopIteration):
-        return frozenset()
-    return frozenset(starts)
-
-
-@dataclass(frozen=True)
-class CrowdedStart:
-    """A minute at which more jobs of one function start than it has instances."""
-
-    function: SharedFunction
-    at: datetime
-    """The first such minute of the compared week, UTC."""
-    jobs: list[Job]
-    """The jobs starting then."""
-    peak: int
-    """The most of its jobs that start in any one minute of the week."""
-
-
-def crowded_start(function: SharedFunction) -> CrowdedStart | None:
-    """The first minute at which more of the function's jobs start than `max_instances`, if any."""
-    limit = function.settings.max_instances
-    if len(function.jobs) <= limit or limit < 1:
-        return None
-    counts: Counter[int] = Counter()
-    for job in function.jobs:
-        counts.update(_starts(job.schedule, job.time_zone))
-    crowded = sorted(minute for minute, count in counts.items() if count > limit)
-    if not crowded:
-        return None
-    minute = crowded[0]
-    jobs = [job for job in function.jobs if minute in _starts(job.schedule, job.time_zone)]
-    return CrowdedStart(function, datetime.fromtimestamp(minute * 60, UTC), jobs, max(counts.values()))

@@ -1,19 +1,23 @@
 """One deployed function: a gen2 Cloud Run function built from a source folder plus runonce,
-serving one job or several with the same settings (`stacks.sharing`)."""
+serving one job or several with the same settings (`stacks.config.sharing`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from constructs import Construct
 
-from stacks import defaults, naming
-from stacks.archive import Archive, build_archive
-from stacks.build_storage import BuildStorage
-from stacks.function_identity import FunctionIdentity
-from stacks.identity import CREATE_BEFORE_DESTROY, resource_id
-from stacks.provider import (
+from stacks import naming
+from stacks.config import defaults
+from stacks.config.sharing import SharedFunction
+from stacks.config.targets import TARGET_VARIABLE
+from stacks.config.team import FUNCTIONS_DIR, REPO_ROOT, Job, Team
+from stacks.constructs.archive import Archive, build_archive
+from stacks.constructs.build_storage import BuildStorage
+from stacks.constructs.function_identity import FunctionIdentity
+from stacks.constructs.identity import CREATE_BEFORE_DESTROY, resource_id
+from stacks.constructs.provider import (
     Cloudfunctions2Function,
     Cloudfunctions2FunctionBuildConfig,
     Cloudfunctions2FunctionBuildConfigSource,
@@ -22,23 +26,74 @@ from stacks.provider import (
     Cloudfunctions2FunctionServiceConfig,
     Sleep,
 )
-from stacks.required_apis import RequiredApis
-from stacks.sharing import SharedFunction
-from stacks.targets import TARGET_VARIABLE
-from stacks.team import FUNCTIONS_DIR, REPO_ROOT, Job, Team
+from stacks.constructs.required_apis import RequiredApis
 
 ARCHIVE_DIR = REPO_ROOT / "build" / "sources"
 
 
 @dataclass(frozen=True)
-class DeduplicatedFunctionProps:
-    """Everything one function is built from."""
+class FunctionSpec:
+    """The values of one function resource, as plain data (`FunctionSpec.of` reads them from a
+    team's shared function)."""
 
-    team: Team
-    """The team (project, region, ledger settings)."""
-    function: SharedFunction
-    """The function's jobs and settings: source folder, entry point, timeout, memory, instances,
-    env, labels."""
+    project: str
+    """Project id of the function."""
+    region: str
+    """Region of the function."""
+    name: str
+    """The function's name (`naming.function_name`)."""
+    label: str
+    """The `runonce-function` label's value: the job the function is named after."""
+    source: str
+    """The folder under functions/ whose archive it runs (names the uploaded object's group)."""
+    runtime: str
+    """Cloud Run functions runtime the source is built with."""
+    entry_point: str
+    """Name of the decorated function in the folder's main.py."""
+    timeout_seconds: int
+    """Function timeout."""
+    memory: str
+    """Function memory, Cloud Run notation."""
+    min_instances: int
+    """Instances kept warm."""
+    max_instances: int
+    """Upper bound on instances."""
+    environment: dict[str, str]
+    """Every environment variable: runonce's own (`runonce_environment`) and the job's env."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Labels on the function besides `runonce-function` (the provider adds the team's)."""
+    description: str = ""
+    """Shown on the function; "" sets none."""
+
+    @classmethod
+    def of(cls, team: Team, function: SharedFunction) -> FunctionSpec:
+        """The spec of one of the team's functions, from the settings its jobs share (the first
+        job's, which are every job's)."""
+        job = function.first
+        return cls(
+            project=team.project,
+            region=team.region,
+            name=naming.function_name(team.name, function.name),
+            label=function.name,
+            source=job.code_source,
+            runtime=job.runtime,
+            entry_point=job.entry_point,
+            timeout_seconds=job.timeout_seconds,
+            memory=job.memory,
+            min_instances=job.min_instances,
+            max_instances=job.max_instances,
+            environment={**runonce_environment(team, function), **job.env},
+            labels=job.labels,
+            description=job.description,
+        )
+
+
+@dataclass(frozen=True)
+class DeduplicatedFunctionProps:
+    """Everything one function is built from: its spec, and the stack's parts it uses."""
+
+    spec: FunctionSpec
+    """The function resource's own values."""
     build: BuildStorage
     """The team's source bucket and image repository."""
     apis: RequiredApis
@@ -91,29 +146,28 @@ class DeduplicatedFunction(Construct):
 
     def __init__(self, scope: Construct, id: str, props: DeduplicatedFunctionProps) -> None:
         super().__init__(scope, id)
-        team, shared, identity = props.team, props.function, props.identity
-        job = shared.first
-        self.shared = shared
-        """Which jobs it serves, and its settings."""
+        spec, identity = props.spec, props.identity
+        self.props = props
+        """The props it was built from."""
         self.identity = identity
         """The runtime account and its ledger grant."""
         self.archive = props.archive
         """The deterministic source archive (path and digest)."""
-        self.source_object = props.build.upload(self.archive, job.code_source)
+        self.source_object = props.build.upload(self.archive, spec.source)
         """The `google_storage_bucket_object` holding the archive (shared by jobs with the same files)."""
 
         self.function = Cloudfunctions2Function(
             self,
             "function",
-            project=team.project,
-            location=team.region,
-            name=naming.function_name(team.name, shared.name),
-            description=job.description or None,
-            labels={**job.labels, defaults.FUNCTION_LABEL: shared.name},
+            project=spec.project,
+            location=spec.region,
+            name=spec.name,
+            description=spec.description or None,
+            labels={**spec.labels, defaults.FUNCTION_LABEL: spec.label},
             build_config=Cloudfunctions2FunctionBuildConfig(
-                runtime=job.runtime,
-                entry_point=job.entry_point,
-                service_account=resource_id(team.project, props.build_email),
+                runtime=spec.runtime,
+                entry_point=spec.entry_point,
+                service_account=resource_id(spec.project, props.build_email),
                 docker_repository=props.build.repository_id,
                 source=Cloudfunctions2FunctionBuildConfigSource(
                     storage_source=Cloudfunctions2FunctionBuildConfigSourceStorageSource(
@@ -125,11 +179,11 @@ class DeduplicatedFunction(Construct):
                 service_account_email=identity.runtime_email,
                 ingress_settings=defaults.INGRESS,
                 all_traffic_on_latest_revision=True,
-                timeout_seconds=job.timeout_seconds,
-                available_memory=job.memory,
-                min_instance_count=job.min_instances,
-                max_instance_count=job.max_instances,
-                environment_variables={**runonce_environment(team, shared), **job.env},
+                timeout_seconds=spec.timeout_seconds,
+                available_memory=spec.memory,
+                min_instance_count=spec.min_instances,
+                max_instance_count=spec.max_instances,
+                environment_variables=spec.environment,
             ),
             event_trigger=props.event_trigger,
             lifecycle=CREATE_BEFORE_DESTROY,

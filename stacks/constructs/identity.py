@@ -5,10 +5,9 @@ from __future__ import annotations
 from cdktf import TerraformResourceLifecycle
 from constructs import Construct
 
-from stacks import defaults
-from stacks.provider import ServiceAccount
-from stacks.required_apis import RequiredApis
-from stacks.team import Team
+from stacks.config import defaults
+from stacks.constructs.provider import ServiceAccount
+from stacks.constructs.required_apis import RequiredApis
 
 CREATE_BEFORE_DESTROY = TerraformResourceLifecycle(create_before_destroy=True)
 """`lifecycle { create_before_destroy = true }`: set on functions and invoker grants, so that a
@@ -17,13 +16,13 @@ repointed (docs/stacks.md, "Migration")."""
 
 
 def service_account(
-    scope: Construct, id: str, team: Team, account_id: str, display_name: str, apis: RequiredApis
+    scope: Construct, id: str, project: str, account_id: str, display_name: str, apis: RequiredApis
 ) -> ServiceAccount:
-    """A service account of the team's project, created once the IAM API is on."""
+    """A service account of the project, created once the IAM API is on."""
     return ServiceAccount(
         scope,
         id,
-        project=team.project,
+        project=project,
         account_id=account_id,
         display_name=display_name,
         depends_on=apis.of(defaults.API_IAM),

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 from constructs import Construct
 
-from stacks import defaults
-from stacks.provider import (
+from stacks.config import defaults
+from stacks.constructs.provider import (
     FirestoreDatabase,
     FirestoreField,
     FirestoreFieldIndexConfig,
     FirestoreFieldTtlConfig,
 )
-from stacks.required_apis import RequiredApis
+from stacks.constructs.required_apis import RequiredApis
 
 # The field runonce writes on every run record; the TTL policy deletes records after it.
 EXPIRY_FIELD = "expire_at"

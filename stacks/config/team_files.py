@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stacks.problem import Problem
-from stacks.targets import TARGET_CLASSES
-from stacks.team import REPO_ROOT, TEAMS_DIR, EventJob, Job, PushRetry, Retry, Team, team_file_paths
+from stacks.config.problem import Problem
+from stacks.config.targets import TARGET_CLASSES
+from stacks.config.team import REPO_ROOT, TEAMS_DIR, EventJob, Job, PushRetry, Retry, Team, team_file_paths
 
 CONFIG_CLASSES: dict[str, type] = {
     "Team": Team,

@@ -19,20 +19,23 @@ from dataclasses import dataclass
 from constructs import Construct
 
 from stacks import naming
-from stacks.build_grants import grant_build_access
-from stacks.build_storage import BuildStorage
-from stacks.identity import member, service_account
-from stacks.provider import ServiceAccount
-from stacks.required_apis import RequiredApis
-from stacks.team import Team
+from stacks.constructs.build_grants import grant_build_access
+from stacks.constructs.build_storage import BuildStorage
+from stacks.constructs.identity import member, service_account
+from stacks.constructs.provider import ServiceAccount
+from stacks.constructs.required_apis import RequiredApis
 
 
 @dataclass(frozen=True)
 class TeamIdentityProps:
-    """The team and what its build account may reach."""
+    """The team's project and name, and what its build account may reach."""
 
-    team: Team
-    """The team (project, names)."""
+    project: str
+    """Project id the accounts are created in."""
+    team: str
+    """Team name: names the accounts (`<team>-build`, `<team>-call`)."""
+    needs_invoker: bool
+    """Whether anything signs as the invoker (`Team.needs_invoker`); False makes no invoker."""
     build: BuildStorage
     """The team's source bucket and image repository."""
     apis: RequiredApis
@@ -47,13 +50,12 @@ class TeamIdentity:
     per function, on each function's service)."""
 
     def __init__(self, scope: Construct, props: TeamIdentityProps) -> None:
-        team = props.team
         self.build_account = service_account(
             scope,
             "team-build-account",
-            team,
-            naming.team_account_id(team.name, "build"),
-            f"runonce {team.name} function builds",
+            props.project,
+            naming.team_account_id(props.team, "build"),
+            f"runonce {props.team} function builds",
             props.apis,
         )
         """The `google_service_account` Cloud Build runs every function build of the team as."""
@@ -63,7 +65,7 @@ class TeamIdentity:
             scope,
             "team-build",
             member(self.build_email),
-            team,
+            props.project,
             props.build,
             props.apis,
             props.gcf_sources_bucket,
@@ -75,13 +77,13 @@ class TeamIdentity:
         as its own account), so no account sits unused."""
         self.invoker_email = ""
         """The invoker account's email (a Terraform reference), "" without one."""
-        if team.needs_invoker:
+        if props.needs_invoker:
             self.invoker_account = service_account(
                 scope,
                 "team-invoker-account",
-                team,
-                naming.team_account_id(team.name, "call"),
-                f"runonce {team.name} Scheduler invoker",
+                props.project,
+                naming.team_account_id(props.team, "call"),
+                f"runonce {props.team} Scheduler invoker",
                 props.apis,
             )
             self.invoker_email = self.invoker_account.email

@@ -6,6 +6,7 @@ Every check (loading a file, its field types, its values, names across teams) yi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -46,3 +47,7 @@ class InvalidConfig(Exception):
         """All problems, in file, team and job order."""
         lines = "\n".join(f"  - {problem}" for problem in problems)
         super().__init__(f"{len(problems)} problem(s) in the team config:\n{lines}")
+
+
+ProblemAt = Callable[[str, str, str], Problem]
+"""Builds the `Problem` of one team (and job) from its field, message and fix."""

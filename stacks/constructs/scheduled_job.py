@@ -5,22 +5,23 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from stacks import defaults, naming
-from stacks.deduplicated_function import DeduplicatedFunction
-from stacks.identity import CREATE_BEFORE_DESTROY, member
-from stacks.provider import (
+from stacks import naming
+from stacks.config import defaults
+from stacks.config.team import Job, Retry, Team
+from stacks.constructs.identity import CREATE_BEFORE_DESTROY, member
+from stacks.constructs.provider import (
     CloudRunV2ServiceIamMember,
     CloudSchedulerJob,
     CloudSchedulerJobHttpTarget,
     CloudSchedulerJobHttpTargetOidcToken,
     CloudSchedulerJobRetryConfig,
 )
-from stacks.required_apis import RequiredApis
-from stacks.team import Job, Team
+from stacks.constructs.required_apis import RequiredApis
 
 # runonce keys runs by these (with Scheduler's own headers): they say which project's and
 # region's Scheduler sent the request, which the short X-CloudScheduler-JobName does not.
@@ -28,18 +29,59 @@ PROJECT_HEADER = "X-Runonce-Project"
 LOCATION_HEADER = "X-Runonce-Location"
 
 
+class Invoked(Protocol):
+    """What a Scheduler job and its invoker grant need of the function they call
+    (`DeduplicatedFunction` is one)."""
+
+    uri: str
+    """The function's run.app URI, which the Scheduler job calls and its OIDC token is for."""
+    service: str
+    """The function's Cloud Run service name, which the invoker grant is on."""
+
+
 @dataclass(frozen=True)
 class ScheduledJobProps:
-    """The job, and the team's invoker account its Scheduler job signs as."""
+    """One Scheduler job's settings, and the invoker account it signs as."""
 
-    team: Team
-    """The job's team (project, region)."""
-    job: Job
-    """Schedule, time zone, attempt deadline, retry config, body, description."""
+    project: str
+    """Project id of the Scheduler job (and of the function's service)."""
+    region: str
+    """Region of the Scheduler job (and of the function's service)."""
+    name: str
+    """The Scheduler job's name (`naming.scheduler_job_name`)."""
+    schedule: str
+    """unix-cron expression (`Job.schedule`)."""
+    time_zone: str
+    """IANA time zone the schedule is evaluated in."""
+    attempt_deadline_seconds: int
+    """How long Scheduler waits for one attempt."""
+    retry: Retry
+    """Scheduler's retry_config."""
     invoker_email: str
     """The team's invoker account (its email)."""
     apis: RequiredApis
     """The stack's enabled APIs."""
+    description: str = ""
+    """Shown on the Scheduler job; "" sets none."""
+    body: str = ""
+    """Request body (sent base64-encoded, as the provider takes it); "" sends none."""
+
+    @classmethod
+    def of(cls, team: Team, job: Job, invoker_email: str, apis: RequiredApis) -> ScheduledJobProps:
+        """The props of one job of the team."""
+        return cls(
+            project=team.project,
+            region=team.region,
+            name=naming.scheduler_job_name(team.name, job.name),
+            schedule=job.schedule,
+            time_zone=job.time_zone,
+            attempt_deadline_seconds=job.attempt_deadline_seconds,
+            retry=job.retry,
+            invoker_email=invoker_email,
+            apis=apis,
+            description=job.description,
+            body=job.body,
+        )
 
 
 def seconds(value: int) -> str:
@@ -48,15 +90,15 @@ def seconds(value: int) -> str:
 
 
 def grant_run_invoker(
-    scope: Construct, team: Team, function: DeduplicatedFunction, invoker_email: str, apis: RequiredApis
+    scope: Construct, project: str, region: str, function: Invoked, invoker_email: str, apis: RequiredApis
 ) -> CloudRunV2ServiceIamMember:
     """roles/run.invoker for `invoker_email` on this function's Cloud Run service only (the
     service the function names, never rebuilt from its name), with create_before_destroy."""
     return CloudRunV2ServiceIamMember(
         scope,
         "invoker",
-        project=team.project,
-        location=team.region,
+        project=project,
+        location=region,
         name=function.service,
         role=defaults.ROLE_INVOKER,
         member=member(invoker_email),
@@ -88,24 +130,23 @@ class ScheduledJob(Construct):
         self.job: CloudSchedulerJob | None = None
         """The `google_cloud_scheduler_job`, once `schedule` ran."""
 
-    def grant_invoker(self, function: DeduplicatedFunction) -> CloudRunV2ServiceIamMember:
+    def grant_invoker(self, function: Invoked) -> CloudRunV2ServiceIamMember:
         """roles/run.invoker for the team's invoker on this function's service only."""
+        props = self.props
         self.invoker_grant = grant_run_invoker(
-            self, self.props.team, function, self.props.invoker_email, self.props.apis
+            self, props.project, props.region, function, props.invoker_email, props.apis
         )
         return self.invoker_grant
 
-    def schedule(
-        self, function: DeduplicatedFunction, after: Sequence[ITerraformDependable]
-    ) -> CloudSchedulerJob:
+    def schedule(self, function: Invoked, after: Sequence[ITerraformDependable]) -> CloudSchedulerJob:
         """The Scheduler job calling `function`, created `after` its invoker grant has settled."""
-        team, job, retry = self.props.team, self.props.job, self.props.job.retry
+        job, retry = self.props, self.props.retry
         self.job = CloudSchedulerJob(
             self,
             "job",
-            project=team.project,
-            region=team.region,
-            name=naming.scheduler_job_name(team.name, job.name),
+            project=job.project,
+            region=job.region,
+            name=job.name,
             description=job.description or None,
             schedule=job.schedule,
             time_zone=job.time_zone,
@@ -120,10 +161,10 @@ class ScheduledJob(Construct):
             http_target=CloudSchedulerJobHttpTarget(
                 uri=function.uri,
                 http_method="POST",
-                headers={PROJECT_HEADER: team.project, LOCATION_HEADER: team.region},
+                headers={PROJECT_HEADER: job.project, LOCATION_HEADER: job.region},
                 body=base64.b64encode(job.body.encode()).decode() if job.body else None,
                 oidc_token=CloudSchedulerJobHttpTargetOidcToken(
-                    service_account_email=self.props.invoker_email, audience=function.uri
+                    service_account_email=job.invoker_email, audience=function.uri
                 ),
             ),
             depends_on=[*self.props.apis.of(defaults.API_SCHEDULER), *after],

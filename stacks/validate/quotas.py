@@ -23,13 +23,13 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from stacks.problem import Problem
-from stacks.sharing import same_code_different_settings, shared_functions
-from stacks.team import EVENTARC, Team
+from stacks.config.problem import Problem
+from stacks.config.sharing import same_code_different_settings, shared_functions
+from stacks.config.team import EVENTARC, Team
 
 TEAM_ACCOUNTS = 2
 """Service accounts every team has besides one runtime account per function: the build account
-and the Scheduler invoker account (`stacks/team_identity.py`)."""
+and the Scheduler invoker account (`stacks/constructs/team_identity.py`)."""
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from stacks import defaults
-from stacks.provider import ProjectService, Sleep
+from stacks.config import defaults
+from stacks.constructs.provider import ProjectService, Sleep
 
 
 @dataclass(frozen=True)

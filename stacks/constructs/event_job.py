@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from cdktf import ITerraformDependable, Postcondition, TerraformResourceLifecycle
 from constructs import Construct
 
-from stacks import defaults, naming
-from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
-from stacks.deduplicated_function import DeduplicatedFunction
-from stacks.identity import member, service_account
-from stacks.provider import (
+from stacks import naming
+from stacks.config import defaults
+from stacks.config.team import EVENTARC, EventJob, Team
+from stacks.constructs.identity import member, service_account
+from stacks.constructs.provider import (
     Cloudfunctions2FunctionEventTrigger,
     Cloudfunctions2FunctionEventTriggerEventFilters,
     CloudRunV2ServiceIamMember,
@@ -32,9 +32,9 @@ from stacks.provider import (
     ServiceAccount,
     ServiceAccountIamMember,
 )
-from stacks.required_apis import RequiredApis
-from stacks.scheduled_job import grant_run_invoker, seconds
-from stacks.team import EVENTARC, EventJob, Team
+from stacks.constructs.required_apis import RequiredApis
+from stacks.constructs.scheduled_job import Invoked, grant_run_invoker, seconds
+from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
 
 
 def event_environment(team: Team, job: EventJob) -> dict[str, str]:
@@ -81,8 +81,12 @@ def _agent_token_creator(
 class EventDeliveryProps:
     """The event job, the accounts involved and the project's Pub/Sub service agent."""
 
-    team: Team
-    """The job's team (project)."""
+    project: str
+    """The team's project id: every resource, and the bucket a bucket trigger listens to, is in it."""
+    region: str
+    """The team's region: the function's, and a Pub/Sub trigger's."""
+    team: str
+    """The team's name: prefixes the topics', subscriptions' and trigger account's names."""
     job: EventJob
     """Topic, retry policy, retry window, delivery attempts, timeout."""
     runtime_email: str
@@ -121,7 +125,7 @@ class EventDelivery(Construct):
     def __init__(self, scope: Construct, id: str, props: EventDeliveryProps) -> None:
         super().__init__(scope, id)
         self.props = props
-        team, job = props.team, props.job
+        job = props.job
         pubsub = props.apis.of(defaults.API_PUBSUB)
         self.service_agent = member(naming.pubsub_service_agent(props.project_number))
         """The Pub/Sub service agent as an IAM principal."""
@@ -132,20 +136,20 @@ class EventDelivery(Construct):
         """The topic's id (`projects/P/topics/T`), "" for a bucket trigger."""
         # A Cloud Storage trigger (`bucket`) has no topic of the job's own.
         if job.topic and not job.bucket:
-            self.topic_id = naming.topic_path(team.project, job.topic)
+            self.topic_id = naming.topic_path(props.project, job.topic)
         elif not job.bucket:
-            self.topic = self._topic("topic", naming.topic_name(team.name, job.name))
+            self.topic = self._topic("topic", naming.topic_name(props.team, job.name))
             self.topic_id = self.topic.id
         self.dead_letter_topic = self._topic(
-            "dead-letter-topic", naming.dead_letter_topic_name(team.name, job.name)
+            "dead-letter-topic", naming.dead_letter_topic_name(props.team, job.name)
         )
         """Where runonce (permanent failures, too old events) and Pub/Sub (delivery attempts
         used up) put the events that did not end in an effect."""
         self.dead_letters = PubsubSubscription(
             self,
             "dead-letter-subscription",
-            project=team.project,
-            name=naming.dead_letter_subscription_name(team.name, job.name),
+            project=props.project,
+            name=naming.dead_letter_subscription_name(props.team, job.name),
             topic=self.dead_letter_topic.id,
             message_retention_duration=defaults.DEAD_LETTER_RETENTION,
             expiration_policy=PubsubSubscriptionExpirationPolicy(ttl=""),
@@ -182,13 +186,13 @@ class EventDelivery(Construct):
         at project level), may invoke the function before it exists, and whose tokens the Pub/Sub
         service agent may sign (token creator on that account only); for a bucket, publisher for
         the Cloud Storage service agent, which publishes object events to Eventarc's transport."""
-        team, job = props.team, props.job
+        job = props.job
         account = service_account(
             self,
             "trigger-account",
-            team,
-            naming.account_id(team.name, job.name, naming.TRIGGER_ROLE),
-            f"runonce {team.name}/{job.name} Eventarc trigger",
+            props.project,
+            naming.account_id(props.team, job.name, naming.TRIGGER_ROLE),
+            f"runonce {props.team}/{job.name} Eventarc trigger",
             props.apis,
         )
         self.trigger_email = account.email
@@ -221,7 +225,7 @@ class EventDelivery(Construct):
                 ProjectIamMember(
                     self,
                     "storage-agent-publisher",
-                    project=team.project,
+                    project=props.project,
                     role=defaults.ROLE_PUBLISHER,
                     member=props.storage_agent_member,
                 )
@@ -232,20 +236,20 @@ class EventDelivery(Construct):
         must be in its bucket's location, and the bucket in the trigger's project (the publisher
         grant is this project's Cloud Storage agent's). Synth cannot see a bucket; these
         postconditions stop the apply with the fix instead."""
-        team, job = self.props.team, self.props.job
-        location = job.bucket_location or team.region
+        props, job = self.props, self.props.job
+        location = job.bucket_location or props.region
         return DataGoogleStorageBucket(
             self,
             "bucket",
             name=job.bucket,
             # Set, so the provider does not look the project up through the Compute API.
-            project=team.project,
+            project=props.project,
             depends_on=self.props.apis.of(defaults.API_STORAGE),
             lifecycle=TerraformResourceLifecycle(
                 postcondition=[
                     Postcondition(
                         condition=f"${{tostring(self.project_number) == {self.props.project_data}.number}}",
-                        error_message=f"Bucket {job.bucket} is not in project {team.project}: an Eventarc "
+                        error_message=f"Bucket {job.bucket} is not in project {props.project}: an Eventarc "
                         "trigger on a bucket needs the bucket in its own project. Use a bucket of "
                         "the team's project, or deploy the job with the bucket's project.",
                     ),
@@ -264,7 +268,7 @@ class EventDelivery(Construct):
         return PubsubTopic(
             self,
             id,
-            project=self.props.team.project,
+            project=self.props.project,
             name=name,
             labels=job.labels or None,
             depends_on=self.props.apis.of(defaults.API_PUBSUB),
@@ -275,7 +279,7 @@ class EventDelivery(Construct):
         return PubsubTopicIamMember(
             self,
             id,
-            project=self.props.team.project,
+            project=self.props.project,
             topic=self.dead_letter_topic.name,
             role=defaults.ROLE_PUBLISHER,
             member=principal,
@@ -285,18 +289,18 @@ class EventDelivery(Construct):
     def _project_grant(self, id: str, role: str, email: str) -> ProjectIamMember:
         """`role` at project level for the account `email`, for the grants no narrower resource
         takes (docs/stacks.md, "The Eventarc option")."""
-        return ProjectIamMember(self, id, project=self.props.team.project, role=role, member=member(email))
+        return ProjectIamMember(self, id, project=self.props.project, role=role, member=member(email))
 
     def event_trigger(self) -> Cloudfunctions2FunctionEventTrigger | None:
         """The function's Eventarc trigger (retried on failure), None for push: object finalize
         on the bucket, or the messages of the topic."""
-        team, job = self.props.team, self.props.job
+        props, job = self.props, self.props.job
         if job.trigger != EVENTARC:
             return None
         if job.bucket:
             # "The trigger must be in the same location as the bucket" (cloudfunctions2_basic_gcs).
             return Cloudfunctions2FunctionEventTrigger(
-                trigger_region=job.bucket_location or team.region,
+                trigger_region=job.bucket_location or props.region,
                 event_type=defaults.EVENT_STORAGE_FINALIZED,
                 event_filters=[
                     Cloudfunctions2FunctionEventTriggerEventFilters(attribute="bucket", value=job.bucket)
@@ -305,31 +309,29 @@ class EventDelivery(Construct):
                 service_account_email=self.trigger_email,
             )
         return Cloudfunctions2FunctionEventTrigger(
-            trigger_region=team.region,
+            trigger_region=props.region,
             event_type=defaults.EVENT_PUBSUB,
             pubsub_topic=self.topic_id,
             retry_policy=defaults.EVENTARC_RETRY,
             service_account_email=self.trigger_email,
         )
 
-    def grant_invoker(self, function: DeduplicatedFunction) -> CloudRunV2ServiceIamMember:
+    def grant_invoker(self, function: Invoked) -> CloudRunV2ServiceIamMember:
         """roles/run.invoker on this push job's function's service only, for the team's invoker
         (the push tokens' signer)."""
         props = self.props
-        return grant_run_invoker(self, props.team, function, props.invoker_email, props.apis)
+        return grant_run_invoker(self, props.project, props.region, function, props.invoker_email, props.apis)
 
-    def subscribe(
-        self, function: DeduplicatedFunction, after: Sequence[ITerraformDependable]
-    ) -> PubsubSubscription:
+    def subscribe(self, function: Invoked, after: Sequence[ITerraformDependable]) -> PubsubSubscription:
         """The push subscription to `function`, created `after` its invoker grant has settled,
         and the service agent's subscriber grant on it."""
-        team, job = self.props.team, self.props.job
+        props, job = self.props, self.props.job
         pubsub = self.props.apis.of(defaults.API_PUBSUB)
         self.subscription = PubsubSubscription(
             self,
             "push-subscription",
-            project=team.project,
-            name=naming.push_subscription_name(team.name, job.name),
+            project=props.project,
+            name=naming.push_subscription_name(props.team, job.name),
             topic=self.topic_id,
             ack_deadline_seconds=job.ack_deadline_seconds,
             message_retention_duration=seconds(job.retry_window_seconds),
@@ -354,7 +356,7 @@ class EventDelivery(Construct):
         self.subscriber_grant = PubsubSubscriptionIamMember(
             self,
             "agent-subscriber",
-            project=team.project,
+            project=props.project,
             subscription=self.subscription.name,
             role=defaults.ROLE_SUBSCRIBER,
             member=self.service_agent,

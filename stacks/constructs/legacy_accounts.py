@@ -20,44 +20,49 @@ from __future__ import annotations
 from constructs import Construct
 
 from stacks import naming
-from stacks.build_grants import grant_build_access
-from stacks.build_storage import BuildStorage
+from stacks.constructs.build_grants import grant_build_access
+from stacks.constructs.build_storage import BuildStorage
+from stacks.constructs.identity import member, service_account
+from stacks.constructs.provider import ServiceAccount
+from stacks.constructs.required_apis import RequiredApis
 from stacks.contract import RETIRING_ACCOUNT
-from stacks.identity import member, service_account
-from stacks.provider import ServiceAccount
-from stacks.required_apis import RequiredApis
-from stacks.team import Job, Team
 
 
 def keep_job_accounts(
     stack: Construct,
     schedule: Construct,
-    team: Team,
-    job: Job,
+    project: str,
+    team: str,
+    job: str,
     build: BuildStorage,
     apis: RequiredApis,
     gcf_sources_bucket: str,
 ) -> list[ServiceAccount]:
     """The job's old build account with its grants (in `stack`, ids `<job>-identity-build-*`) and
-    its old invoker account (in the job's `schedule` construct, id `invoker-account`)."""
-    prefix = f"{job.name}-identity"
-    build_account = _account(stack, f"{prefix}-build-account", team, job, "build", "function build", apis)
-    grant_build_access(
-        stack, f"{prefix}-build", member(build_account.email), team, build, apis, gcf_sources_bucket
+    its old invoker account (in the job's `schedule` construct, id `invoker-account`), in
+    `project`, named after the `team` and `job` names."""
+    prefix = f"{job}-identity"
+    build_account = _account(
+        stack, f"{prefix}-build-account", project, team, job, "build", "function build", apis
     )
-    invoker_account = _account(schedule, "invoker-account", team, job, "call", "scheduler invoker", apis)
+    grant_build_access(
+        stack, f"{prefix}-build", member(build_account.email), project, build, apis, gcf_sources_bucket
+    )
+    invoker_account = _account(
+        schedule, "invoker-account", project, team, job, "call", "scheduler invoker", apis
+    )
     return [build_account, invoker_account]
 
 
 def _account(
-    scope: Construct, id: str, team: Team, job: Job, role: str, purpose: str, apis: RequiredApis
+    scope: Construct, id: str, project: str, team: str, job: str, role: str, purpose: str, apis: RequiredApis
 ) -> ServiceAccount:
     account = service_account(
         scope,
         id,
-        team,
-        naming.account_id(team.name, job.name, role),
-        f"runonce {team.name}/{job.name} {purpose}",
+        project,
+        naming.account_id(team, job, role),
+        f"runonce {team}/{job} {purpose}",
         apis,
     )
     account.description = RETIRING_ACCOUNT

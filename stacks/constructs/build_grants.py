@@ -1,8 +1,8 @@
 """The four grants a build account needs to build a gen2 function, and nothing more.
 
 One place for them because two accounts hold them: the team's build account
-(`stacks/team_identity.py`) and, for the one apply of migration step 1, each job's old build
-account (`stacks/legacy_accounts.py`), whose grants must stay exactly as they were so that
+(`team_identity`) and, for the one apply of migration step 1, each job's old build
+account (`legacy_accounts`), whose grants must stay exactly as they were so that
 Terraform sees no change to them.
 """
 
@@ -11,23 +11,23 @@ from __future__ import annotations
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from stacks import defaults, naming
-from stacks.build_storage import BuildStorage
-from stacks.provider import (
+from stacks import naming
+from stacks.config import defaults
+from stacks.constructs.build_storage import BuildStorage
+from stacks.constructs.provider import (
     ArtifactRegistryRepositoryIamMember,
     ProjectIamMember,
     ProjectIamMemberCondition,
     StorageBucketIamMember,
 )
-from stacks.required_apis import RequiredApis
-from stacks.team import Team
+from stacks.constructs.required_apis import RequiredApis
 
 
 def grant_build_access(
     scope: Construct,
     id_prefix: str,
     principal: str,
-    team: Team,
+    project: str,
     build: BuildStorage,
     apis: RequiredApis,
     gcf_sources_bucket: str,
@@ -48,7 +48,7 @@ def grant_build_access(
         ProjectIamMember(
             scope,
             f"{id_prefix}-gcf-source-reader",
-            project=team.project,
+            project=project,
             role=defaults.ROLE_BUILD_GCF_SOURCE_READER,
             member=principal,
             condition=ProjectIamMemberCondition(
@@ -60,7 +60,7 @@ def grant_build_access(
         ArtifactRegistryRepositoryIamMember(
             scope,
             f"{id_prefix}-image-writer",
-            project=team.project,
+            project=project,
             location=build.repository_location,
             repository=build.repository_name,
             role=defaults.ROLE_BUILD_IMAGE_WRITER,
@@ -70,7 +70,7 @@ def grant_build_access(
         ProjectIamMember(
             scope,
             f"{id_prefix}-log-writer",
-            project=team.project,
+            project=project,
             role=defaults.ROLE_BUILD_LOG_WRITER,
             member=principal,
         ),

@@ -19,10 +19,9 @@ from __future__ import annotations
 from cdktf import TerraformResource, TerraformStack
 from constructs import Construct
 
-from stacks import defaults
-from stacks.provider import ProjectIamMember
-from stacks.required_apis import RequiredApis
-from stacks.team import Team
+from stacks.config import defaults
+from stacks.constructs.provider import ProjectIamMember
+from stacks.constructs.required_apis import RequiredApis
 
 BETA_PROVIDER = "google-beta"
 BETA_SOURCE = "hashicorp/google-beta"
@@ -31,16 +30,16 @@ BETA_VERSION = "6.50.0"
 ROLE_EVENTARC_AGENT = "roles/eventarc.serviceAgent"
 
 
-def declare_beta_provider(stack: TerraformStack, team: Team) -> None:
+def declare_beta_provider(stack: TerraformStack, project: str, region: str) -> None:
     """`google-beta` in required_providers and its provider block, for the team's project."""
     stack.add_override(
         f"terraform.required_providers.{BETA_PROVIDER}", {"source": BETA_SOURCE, "version": BETA_VERSION}
     )
-    stack.add_override(f"provider.{BETA_PROVIDER}", [{"project": team.project, "region": team.region}])
+    stack.add_override(f"provider.{BETA_PROVIDER}", [{"project": project, "region": region}])
 
 
 def eventarc_agent(
-    scope: Construct, team: Team, apis: RequiredApis
+    scope: Construct, project: str, apis: RequiredApis
 ) -> tuple[TerraformResource, ProjectIamMember]:
     """The Eventarc service agent (created once Eventarc is on) and its role at project level.
 
@@ -56,12 +55,12 @@ def eventarc_agent(
         depends_on=apis.of(defaults.API_EVENTARC),
     )
     agent.add_override("provider", BETA_PROVIDER)
-    agent.add_override("project", team.project)
+    agent.add_override("project", project)
     agent.add_override("service", defaults.API_EVENTARC)
     role = ProjectIamMember(
         scope,
         "eventarc-agent-role",
-        project=team.project,
+        project=project,
         role=ROLE_EVENTARC_AGENT,
         member=agent.get_string_attribute("member"),
     )

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from cdktf import AssetType, TerraformAsset
 from constructs import Construct
 
-from stacks import defaults, naming
-from stacks.archive import Archive
-from stacks.provider import (
+from stacks import naming
+from stacks.config import defaults
+from stacks.constructs.archive import Archive
+from stacks.constructs.provider import (
     ArtifactRegistryRepository,
     ArtifactRegistryRepositoryCleanupPolicies,
     ArtifactRegistryRepositoryCleanupPoliciesCondition,
@@ -21,7 +22,7 @@ from stacks.provider import (
     StorageBucketObject,
     StorageBucketVersioning,
 )
-from stacks.required_apis import RequiredApis
+from stacks.constructs.required_apis import RequiredApis
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What a proxy's runtime account may do besides using the ledger: start its one target.
 
-One proxy function per target (jobs naming the same target share it, `stacks.sharing`), so each
+One proxy function per target (jobs naming the same target share it, `stacks.config.sharing`), so each
 proxy's account holds the role of one target only, on the narrowest resource the API lets us
 grant it on (docs/targets.md, "The stacks"):
 
@@ -31,11 +31,8 @@ import re
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from stacks import defaults
-from stacks.identity import member, resource_id
-from stacks.provider import CloudRunV2JobIamMember, ProjectIamMember, ServiceAccountIamMember
-from stacks.required_apis import RequiredApis
-from stacks.targets import (
+from stacks.config import defaults
+from stacks.config.targets import (
     JOB_NAME,
     SERVICE_ACCOUNT_EMAIL,
     TRIGGER_NAME,
@@ -46,7 +43,9 @@ from stacks.targets import (
     Target,
     Workflow,
 )
-from stacks.team import Team
+from stacks.constructs.identity import member, resource_id
+from stacks.constructs.provider import CloudRunV2JobIamMember, ProjectIamMember, ServiceAccountIamMember
+from stacks.constructs.required_apis import RequiredApis
 
 ROLE_WORKFLOW = "roles/workflows.invoker"
 ROLE_CLOUD_RUN_JOB = "roles/run.jobsExecutorWithOverrides"
@@ -75,11 +74,12 @@ def _parts(pattern: re.Pattern[str], name: str) -> dict[str, str]:
 
 
 def grant_target(
-    scope: Construct, id: str, team: Team, target: Target, runtime_email: str, apis: RequiredApis
+    scope: Construct, id: str, project: str, target: Target, runtime_email: str, apis: RequiredApis
 ) -> list[ITerraformDependable]:
     """The grants that let the proxy's account start `target` (resource ids start with `id`): the
-    target's role, and for a build trigger that runs as its own account, actAs on that account."""
-    grants = [_grant_role(scope, id, team, target, runtime_email, apis)]
+    target's role, and for a build trigger that runs as its own account, actAs on that account.
+    `project` is the team's, where a generic API call's role is granted."""
+    grants = [_grant_role(scope, id, project, target, runtime_email, apis)]
     if isinstance(target, BuildTrigger) and target.service_account:
         # "user does not have impersonation permission on the trigger service account
         # specified" otherwise (docs/targets.md): actAs on that one account, not the project.
@@ -98,7 +98,7 @@ def grant_target(
 
 
 def _grant_role(
-    scope: Construct, id: str, team: Team, target: Target, runtime_email: str, apis: RequiredApis
+    scope: Construct, id: str, team_project: str, target: Target, runtime_email: str, apis: RequiredApis
 ) -> ITerraformDependable:
     """The target's role for the proxy's account on the narrowest resource."""
     principal = member(runtime_email)
@@ -120,5 +120,5 @@ def _grant_role(
         project, role = _parts(TRIGGER_NAME, target.trigger)["project"], ROLE_BUILD_TRIGGER
     else:
         assert isinstance(target, GoogleApi)
-        project, role = team.project, target.role
+        project, role = team_project, target.role
     return ProjectIamMember(scope, f"{id}-target-starter", project=project, role=role, member=principal)

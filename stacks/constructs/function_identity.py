@@ -15,23 +15,24 @@ from dataclasses import dataclass
 
 from constructs import Construct
 
-from stacks import defaults, naming
-from stacks.dedup_store import DedupStore
-from stacks.identity import member, service_account
-from stacks.provider import ProjectIamMember, ProjectIamMemberCondition
-from stacks.required_apis import RequiredApis
-from stacks.sharing import SharedFunction
-from stacks.team import Team
+from stacks import naming
+from stacks.config import defaults
+from stacks.constructs.dedup_store import DedupStore
+from stacks.constructs.identity import member, service_account
+from stacks.constructs.provider import ProjectIamMember, ProjectIamMemberCondition
+from stacks.constructs.required_apis import RequiredApis
 
 
 @dataclass(frozen=True)
 class FunctionIdentityProps:
     """The function whose runtime account this is, and what it may reach."""
 
-    team: Team
-    """The team (project)."""
-    function: SharedFunction
-    """The function (named after its first job; names the account)."""
+    project: str
+    """Project id the account is created in."""
+    team: str
+    """Team name: prefixes the account id."""
+    function: str
+    """The function's name (its first job's): names the account `<team>-<function>-run`."""
     store: DedupStore
     """The team's ledger; the runtime account may use this database and nothing else."""
     apis: RequiredApis
@@ -42,13 +43,12 @@ class FunctionIdentity:
     """A function's runtime account and its ledger grant, created in `scope` with ids starting `id`."""
 
     def __init__(self, scope: Construct, id: str, props: FunctionIdentityProps) -> None:
-        team, function = props.team, props.function
         self.runtime_account = service_account(
             scope,
             f"{id}-runtime-account",
-            team,
-            naming.account_id(team.name, function.name, naming.RUNTIME_ROLE),
-            f"runonce {team.name}/{function.name} function runtime",
+            props.project,
+            naming.account_id(props.team, props.function, naming.RUNTIME_ROLE),
+            f"runonce {props.team}/{props.function} function runtime",
             props.apis,
         )
         """The `google_service_account` the function runs as."""
@@ -57,12 +57,12 @@ class FunctionIdentity:
         self.ledger_grant = ProjectIamMember(
             scope,
             f"{id}-runtime-ledger",
-            project=team.project,
+            project=props.project,
             role=defaults.ROLE_LEDGER,
             member=member(self.runtime_email),
             condition=ProjectIamMemberCondition(
                 title="runonce-ledger-only",
-                description=f"Only the {team.database} Firestore database",
+                description=f"Only the {props.store.props.database} Firestore database",
                 expression=f'resource.name == "{props.store.resource_name}"',
             ),
         )

@@ -1,0 +1,182 @@
+"""Google API targets: a job names its own code or a target, and a target fits the proxy that
+starts it (its resource name, its JSON, and an attempt deadline that covers the proxy's calls)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Generator
+from typing import Any
+from urllib.parse import urlsplit
+
+from stacks.config.problem import Problem, ProblemAt
+from stacks.config.targets import (
+    CALL_TIMEOUT_ENV,
+    CALL_TIMEOUT_SECONDS,
+    CALLS_PER_ATTEMPT,
+    JOB_NAME,
+    SERVICE_ACCOUNT_EMAIL,
+    TRIGGER_NAME,
+    WORKFLOW_NAME,
+    BuildTrigger,
+    CloudRunJob,
+    GoogleApi,
+    Target,
+    Workflow,
+)
+from stacks.config.team import Job
+
+
+def code(job: Job, problem: ProblemAt) -> Generator[Problem, None, bool]:
+    """The job names its own code or a Google API target, and a target fits the proxy that starts
+    it; returns whether there is a function folder to check."""
+    target = job.target
+    if target is None:
+        if not job.source:
+            yield problem(
+                "source",
+                "the job names neither source (its folder under functions/) nor target (a Google API)",
+                'set source="<folder>" or target=Workflow(...) (stacks/targets.py)',
+            )
+            return False
+        return True
+    if job.source:
+        yield problem(
+            "target",
+            f"the job names both source ({job.source!r}) and a target: a target job runs the "
+            "idempotent proxy shipped with runonce, not the team's code",
+            "remove source= (or target=)",
+        )
+    if job.entry_point != Job.entry_point:
+        yield problem("entry_point", "a target job runs the proxy's `handle`", "remove entry_point=")
+    if job.body:
+        yield problem(
+            "body",
+            "the proxy does not read the request body: its target is fixed when it is deployed",
+            "move the data into the target (argument, overrides, substitutions or body)",
+        )
+    for field, message, fix in target_problems(target):
+        yield problem(field, message, fix)
+    raw = job.env.get(CALL_TIMEOUT_ENV, str(CALL_TIMEOUT_SECONDS))
+    if not raw.isdigit() or int(raw) < 1:
+        yield problem(
+            "env", f"{CALL_TIMEOUT_ENV}={raw!r} is not a whole number of seconds", "give it 1 or more"
+        )
+        return True
+    worst = CALLS_PER_ATTEMPT * int(raw)
+    if job.attempt_deadline_seconds < worst:
+        yield problem(
+            "attempt_deadline_seconds",
+            f"{job.attempt_deadline_seconds} s is shorter than one proxy attempt can take: up to "
+            f"{CALLS_PER_ATTEMPT} calls to the API (look for an earlier start, start, look "
+            f"again after a lost answer) of at most {raw} s each, {worst} s. Scheduler would give "
+            "up and retry while the attempt still waits on the API, and the function could be "
+            "stopped after the API started the target but before the run is recorded",
+            f"set attempt_deadline_seconds (and timeout_seconds) to at least {worst}, or lower "
+            f"{CALL_TIMEOUT_ENV} in env",
+        )
+    return True
+
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+ROLE = re.compile(
+    r"^(roles/[A-Za-z0-9_.]+|projects/[^/]+/roles/[A-Za-z0-9_.]+|organizations/[0-9]+/roles/[A-Za-z0-9_.]+)$"
+)
+
+
+def target_problems(target: Target) -> list[tuple[str, str, str]]:
+    """(field, message, fix) for every way the target cannot be started."""
+    found: list[tuple[str, str, str]] = []
+    if isinstance(target, Workflow):
+        _resource_name(
+            found,
+            "target.workflow",
+            target.workflow,
+            WORKFLOW_NAME,
+            "a workflow name",
+            "projects/P/locations/L/workflows/W",
+        )
+        _json_object(found, "target.argument", target.argument)
+    elif isinstance(target, CloudRunJob):
+        _resource_name(
+            found, "target.job", target.job, JOB_NAME, "a Cloud Run job name", "projects/P/locations/L/jobs/J"
+        )
+        _json_object(found, "target.overrides", target.overrides)
+    elif isinstance(target, BuildTrigger):
+        _resource_name(
+            found,
+            "target.trigger",
+            target.trigger,
+            TRIGGER_NAME,
+            "a build trigger name",
+            "projects/P/locations/L/triggers/T",
+        )
+        if any(not name.startswith("_") for name in target.substitutions):
+            found.append(
+                (
+                    "target.substitutions",
+                    "user substitutions must start with '_' (Cloud Build's rule)",
+                    "rename them _NAME",
+                )
+            )
+        _json_object(found, "target.source", target.source)
+        if target.service_account and not SERVICE_ACCOUNT_EMAIL.match(target.service_account):
+            found.append(
+                (
+                    "target.service_account",
+                    f"{target.service_account!r} is not a user-managed service account's email",
+                    "give the email the trigger runs as, NAME@PROJECT.iam.gserviceaccount.com (not "
+                    'its projects/P/serviceAccounts/ path), or "" if it runs as Cloud Build\'s default',
+                )
+            )
+    elif isinstance(target, GoogleApi):
+        parts = urlsplit(target.url)
+        if parts.scheme != "https" or not (parts.hostname or "").endswith(".googleapis.com"):
+            found.append(
+                (
+                    "target.url",
+                    f"{target.url!r} is not https on a *.googleapis.com host",
+                    "call a Google API over https; other endpoints are not targets",
+                )
+            )
+        if target.method.upper() not in METHODS:
+            found.append(
+                (
+                    "target.method",
+                    f"{target.method!r} is not an HTTP method the proxy sends",
+                    f"use one of {', '.join(METHODS)}",
+                )
+            )
+        if not ROLE.match(target.role):
+            found.append(
+                (
+                    "target.role",
+                    f"{target.role!r} is not an IAM role",
+                    'name the role the call needs, e.g. "roles/pubsub.publisher"',
+                )
+            )
+        try:
+            json.dumps(target.body)
+        except (TypeError, ValueError):
+            found.append(
+                (
+                    "target.body",
+                    "the body is not JSON",
+                    "use dicts, lists, strings, numbers, booleans and None",
+                )
+            )
+    return found
+
+
+def _json_object(found: list[tuple[str, str, str]], name: str, value: Any) -> None:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        found.append((name, "is not JSON", "use dicts, lists, strings, numbers, booleans and None"))
+
+
+def _resource_name(
+    found: list[tuple[str, str, str]], name: str, value: str, pattern: re.Pattern[str], what: str, form: str
+) -> None:
+    if not pattern.match(value):
+        found.append((name, f"{value!r} is not {what}", f"write {form}"))
