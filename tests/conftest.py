@@ -4,6 +4,8 @@ started here on first use, stopped at the end."""
 from __future__ import annotations
 
 import os
+import threading
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -11,6 +13,22 @@ from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
 from emulator.pubsub import PubSubEmulator
 
 PROJECT = "runonce-local"
+
+
+class ManualClock:
+    """A clock the test moves forward; installed process-wide with runonce.set_clock."""
+
+    def __init__(self, start: datetime):
+        self.current = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            return self.current
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.current += timedelta(seconds=seconds)
 
 
 def _serving(emulator, what: str, variables):

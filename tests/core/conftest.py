@@ -15,7 +15,7 @@ import pytest
 
 import runonce
 from emulator.wire import TappedClient, WireTap
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, ManualClock
 
 SCHEDULED = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
 
@@ -37,22 +37,6 @@ class Probe:
     def count(self) -> int:
         """How many times the job body started."""
         return len(self.runs)
-
-
-class ManualClock:
-    """A clock the test moves forward; installed process-wide with runonce.set_clock."""
-
-    def __init__(self, start: datetime):
-        self.current = start
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self.current
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.current += timedelta(seconds=seconds)
 
 
 @pytest.fixture
