@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import os
 import threading
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+import runonce
 from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
 from emulator.pubsub import PubSubEmulator
 
 PROJECT = "runonce-local"
+SCHEDULED = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
+"""The scheduled time of the runs the tests deliver."""
 
 
 class ManualClock:
@@ -29,6 +32,16 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self.current += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock():
+    """runonce's clock for one test, starting at the scheduled time plus five seconds, as a real
+    delivery would be."""
+    manual = ManualClock(SCHEDULED + timedelta(seconds=5))
+    runonce.set_clock(manual)
+    yield manual
+    runonce.set_clock(None)
 
 
 def _serving(emulator, what: str, variables):

@@ -8,16 +8,14 @@ import json
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import flask
 import pytest
 
 import runonce
 from emulator.wire import TappedClient, WireTap
-from tests.conftest import PROJECT, ManualClock
-
-SCHEDULED = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
+from tests.conftest import PROJECT
 
 
 class Probe:
@@ -37,15 +35,6 @@ class Probe:
     def count(self) -> int:
         """How many times the job body started."""
         return len(self.runs)
-
-
-@pytest.fixture
-def clock():
-    """Start every test at the scheduled time plus five seconds, as a real delivery would be."""
-    manual = ManualClock(SCHEDULED + timedelta(seconds=5))
-    runonce.set_clock(manual)
-    yield manual
-    runonce.set_clock(None)
 
 
 @pytest.fixture

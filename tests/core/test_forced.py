@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections import Counter
 
 from emulator.wire import Fault
+from tests.conftest import SCHEDULED
 
-from .conftest import SCHEDULED, scheduler_headers
+from .conftest import scheduler_headers
 
 T = "2026-11-29T04:00:00Z"  # the next scheduled time after SCHEDULED (hourly job)
 

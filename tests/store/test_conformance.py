@@ -15,7 +15,7 @@ import dataclasses
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -24,25 +24,16 @@ from emulator.wire import Fault, TappedClient, WireTap
 from runonce.contract import RunStatus
 from runonce.core.store import Claim, Held, Store, StoredResult
 from runonce.store.memory import MemoryStore
-from tests.conftest import PROJECT, ManualClock
+from tests.conftest import PROJECT, SCHEDULED, ManualClock
 
 LEASE = timedelta(seconds=120)
 RETENTION = timedelta(days=7)
-START = datetime(2026, 11, 29, 3, 0, 5, tzinfo=UTC)
+START = SCHEDULED + timedelta(seconds=5)
+"""Where the `clock` fixture starts."""
 KEY = "nightly-report-2026-11-29T03:00:00Z"
 FIELDS = {"job": "nightly-report", "schedule_time": "2026-11-29T03:00:00Z", "forced": False}
 CLAIMED = {*FIELDS, "status", "attempt_id", "lease_expires", "expire_at", "claimed_at", "attempts"}
 """The fields of a first claim's record, in every store."""
-
-
-@pytest.fixture
-def clock():
-    """One timeline for the store under test: the memory store is given it, the ledger reads
-    runonce's clock, which is set to it."""
-    manual = ManualClock(START)
-    runonce.set_clock(manual)
-    yield manual
-    runonce.set_clock(None)
 
 
 @pytest.fixture
@@ -60,7 +51,7 @@ def kind(request) -> str:
 @pytest.fixture
 def store(kind, clock, tap, request) -> Store:
     """A store with a 120 s lease and 7 days of retention, empty."""
-    if kind == "memory":
+    if kind == "memory":  # given the clock; the ledger reads runonce's, which `clock` sets
         return MemoryStore(LEASE, RETENTION, clock)
     from runonce.store.firestore import Ledger, LedgerStore
 
