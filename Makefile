@@ -9,7 +9,7 @@ export CHECKPOINT_DISABLE := 1
 # jsii prints a banner on every synth because Node 20 is past its end of life; Node 20 is what our machines have.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: install test bench lint typecheck
+.PHONY: install test test-fast bench lint typecheck
 
 install: $(STAMP)
 
@@ -18,9 +18,14 @@ $(STAMP): requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
 	rm -f $(VENV)/.installed-* && touch $@
 
-## make test: the whole suite against a real Firestore emulator the tests start themselves.
+## make test: the whole suite against a real Firestore emulator the tests start themselves (the fast tier included).
 test: $(STAMP)
 	$(PY) -m pytest
+
+## make test-fast: the fast tier alone (tests marked `fast`: the decision logic on the in-memory store, and
+## the tests that need no store); it starts no emulator, and a test in it that would start one fails.
+test-fast: $(STAMP)
+	RUNONCE_FAST_TIER=1 $(PY) -m pytest -m fast -q
 
 ## make lint: ruff's rules and its formatter, checked (not applied) over the whole tree; then the
 ## library's import contract (tests/import_contract.py: its layers import one way, the core no Google library).

@@ -55,6 +55,11 @@ class MemoryStore:
         """How long a claim holds a run before another attempt may take it over."""
         return self._lease
 
+    @property
+    def retention(self) -> timedelta:
+        """How long a record is kept after its last claim or finish (its `expire_at`)."""
+        return self._retention
+
     def claim(self, key: str, fields: dict[str, Any]) -> Claim | Held:
         """See `Store.claim`."""
         attempt_id = uuid.uuid4().hex
