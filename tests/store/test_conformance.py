@@ -323,3 +323,14 @@ def test_a_finishing_write_whose_answer_was_lost_is_recognised_as_ours(store, lo
     record = store.read(KEY)
     expected = {"complete": "completed", "fail": "failed", "release": None, "hold": "in_progress"}[write]
     assert (record or {}).get("status") == expected
+
+
+def test_a_record_read_or_claimed_is_the_stores_copy_changing_it_changes_nothing_stored(store):
+    fields = {**FIELDS, "labels": {"team": "reports"}}
+    assert isinstance(store.claim(KEY, fields), Claim)
+    fields["labels"]["team"] = "changed by the caller"
+    record = store.read(KEY)
+    record["labels"]["team"] = "changed by a reader"
+    record["status"] = "failed"
+    again = store.read(KEY)
+    assert (again["labels"], again["status"]) == ({"team": "reports"}, "in_progress")

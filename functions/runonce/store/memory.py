@@ -14,6 +14,7 @@ not production.
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections.abc import Callable
@@ -102,10 +103,10 @@ class MemoryStore:
         return self._guarded(claim, hold_fields(self._clock(), seconds, reason), RunStatus.IN_PROGRESS)
 
     def read(self, key: str) -> dict[str, Any] | None:
-        """See `Store.read`: a copy, so changing it changes nothing stored."""
+        """See `Store.read`: a copy, so changing it (nested values too) changes nothing stored."""
         with self._lock:
             record = self._records.get(key)
-            return dict(record) if record is not None else None
+            return copy.deepcopy(record)
 
     def annotate(self, key: str, fields: dict[str, Any]) -> None:
         """See `Store.annotate`; StoreRejected if the run has no record."""
@@ -118,7 +119,7 @@ class MemoryStore:
     def records(self) -> list[dict[str, Any]]:
         """A copy of every record held, in the order the runs were first claimed."""
         with self._lock:
-            return [dict(record) for record in self._records.values()]
+            return copy.deepcopy(list(self._records.values()))
 
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any]) -> bool:
         return self._guarded(claim, finish_fields(status, fields, self._clock(), self._retention), status)
@@ -138,9 +139,10 @@ class MemoryStore:
         return self._written_at.get(claim.key) == claim.update_time
 
     def _write(self, key: str, record: dict[str, Any]) -> datetime:
-        """Store `record` under `key`; its new update time, later than every earlier one (lock held)."""
+        """Store a copy of `record` under `key` (what the caller passed in stays the caller's); its
+        new update time, later than every earlier one (lock held)."""
         written_at = max(datetime.now(UTC), self._last_write + _TICK)
         self._last_write = written_at
-        self._records[key] = record
+        self._records[key] = copy.deepcopy(record)
         self._written_at[key] = written_at
         return written_at
