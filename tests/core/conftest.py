@@ -1,6 +1,8 @@
 """Fixtures for the handler tests: a decorated job served by Flask, a probe that counts what the
-job body really ran, a controllable clock, and Scheduler-shaped headers. The store is always the
-real Firestore emulator."""
+job body really ran, and Scheduler-shaped headers. The job is served on the real Firestore emulator;
+a test marked `both_stores` is served on the in-memory store too (see tests/conftest.py), and then
+`records` reads that store. A test that injects faults (`tap`) or writes the ledger itself
+(`ledger`, `tapped_client`) runs on the emulator alone."""
 
 from __future__ import annotations
 
@@ -8,16 +10,21 @@ import json
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import flask
 import pytest
 
 import runonce
 from emulator.wire import TappedClient, WireTap
+from runonce.core.settings import DEFAULT_RETENTION_SECONDS, load_settings
+from runonce.scheduler import adapter
+from runonce.store.connection import Setup
+from runonce.store.memory import MemoryStore
 from tests.conftest import PROJECT
 
-SCHEDULED = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=120)
+"""The lease of the apps `app_factory` builds, unless a test gives another."""
 
 
 class Probe:
@@ -39,34 +46,11 @@ class Probe:
         return len(self.runs)
 
 
-class ManualClock:
-    """A clock the test moves forward; installed process-wide with runonce.set_clock."""
-
-    def __init__(self, start: datetime):
-        self.current = start
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self.current
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.current += timedelta(seconds=seconds)
-
-
 @pytest.fixture
-def clock():
-    """Start every test at the scheduled time plus five seconds, as a real delivery would be."""
-    manual = ManualClock(SCHEDULED + timedelta(seconds=5))
-    runonce.set_clock(manual)
-    yield manual
-    runonce.set_clock(None)
-
-
-@pytest.fixture
-def tap():
+def tap(store_kind):
     """Counts round trips and injects faults on the way to the emulator."""
+    if store_kind == "memory":
+        pytest.fail("this test injects faults on the wire to Firestore: it cannot run on the in-memory store")
     return WireTap()
 
 
@@ -77,7 +61,10 @@ def collection():
 
 
 @pytest.fixture
-def tapped_client(firestore_emulator, tap):
+def tapped_client(request, store_kind, tap):
+    if store_kind == "memory":
+        pytest.fail("this test reaches the Firestore client itself: it cannot run on the in-memory store")
+    request.getfixturevalue("firestore_emulator")
     return TappedClient(tap, project=PROJECT)
 
 
@@ -86,13 +73,48 @@ def probe():
     return Probe()
 
 
+class MemoryConnection:
+    """What `runonce.store.connection.Connection` gives a decorated job, on the in-memory store."""
+
+    def __init__(self, store: MemoryStore, overrides: dict):
+        self._store = store
+        self._overrides = overrides
+
+    def get(self) -> Setup:
+        """The settings from the decorator's options (a bad one raises ConfigError), the store."""
+        settings = load_settings(self._overrides)
+        if (settings.lease, settings.retention) != (self._store.lease, self._store.retention):
+            raise AssertionError("this test's in-memory store has another lease or retention than its app")
+        return Setup(settings, self._store, PROJECT)  # type: ignore[arg-type]  # a Store, not the ledger
+
+
 @pytest.fixture
-def app_factory(tapped_client, collection, probe, clock):
+def memory_store(store_kind, clock):
+    """The in-memory store of a test run on it (None on the emulator), on the test's clock."""
+    if store_kind != "memory":
+        return None
+    return MemoryStore(LEASE, timedelta(seconds=DEFAULT_RETENTION_SECONDS), clock)
+
+
+@pytest.fixture
+def serving_client(request, store_kind, memory_store, monkeypatch):
+    """The `client` option of the apps: the tapped Firestore client, or None with the decorator's
+    connection swapped for one to the in-memory store."""
+    if store_kind == "firestore":
+        return request.getfixturevalue("tapped_client")
+    monkeypatch.setattr(
+        adapter, "Connection", lambda overrides, client: MemoryConnection(memory_store, overrides)
+    )
+    return None
+
+
+@pytest.fixture
+def app_factory(serving_client, collection, probe, clock):
     """Build a Flask app serving the probe under @deduplicated with the given options."""
 
     def build(**options) -> flask.Flask:
-        options.setdefault("lease", 120)
-        handler = runonce.deduplicated(collection=collection, client=tapped_client, **options)(probe)
+        options.setdefault("lease", int(LEASE.total_seconds()))
+        handler = runonce.deduplicated(collection=collection, client=serving_client, **options)(probe)
         app = flask.Flask(f"runonce-test-{uuid.uuid4().hex[:6]}")
         # As functions-framework does: the job gets the request itself, not Flask's proxy of it.
         app.add_url_rule(
@@ -112,7 +134,7 @@ def client(app_factory):
 @pytest.fixture
 def ledger(tapped_client, collection):
     """The ledger the app under test uses (same collection, lease 120 s)."""
-    return runonce.Ledger(tapped_client, collection, timedelta(seconds=120), timedelta(days=7))
+    return runonce.Ledger(tapped_client, collection, LEASE, timedelta(days=7))
 
 
 def key_of(clock, **headers) -> str:
@@ -122,11 +144,14 @@ def key_of(clock, **headers) -> str:
 
 
 @pytest.fixture
-def records(tapped_client, collection):
-    """Read every record of this test's collection."""
+def records(request, store_kind, memory_store, collection):
+    """Read every record of this test's collection (of the in-memory store, on it)."""
+    if store_kind == "memory":
+        return memory_store.records
+    client = request.getfixturevalue("tapped_client")
 
     def read() -> list[dict]:
-        return [snapshot.to_dict() for snapshot in tapped_client.collection(collection).stream()]
+        return [snapshot.to_dict() for snapshot in client.collection(collection).stream()]
 
     return read
 

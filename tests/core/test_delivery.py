@@ -9,6 +9,8 @@ from runonce.scheduler.delivery import BadDelivery, parse_delivery
 
 from .conftest import scheduler_headers
 
+pytestmark = pytest.mark.fast  # no store: the decision logic alone
+
 NOW = datetime(2026, 11, 29, 3, 0, 5, tzinfo=UTC)
 SKEW = timedelta(seconds=60)
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from emulator.wire import Fault
+import pytest
 
-from .conftest import SCHEDULED, scheduler_headers
+from emulator.wire import Fault
+from tests.conftest import SCHEDULED
+
+from .conftest import scheduler_headers
 
 T = "2026-11-29T04:00:00Z"  # the next scheduled time after SCHEDULED (hourly job)
 
@@ -29,6 +32,7 @@ def _no_key_ran_twice(probe) -> None:
     assert all(count == 1 for count in counts.values()), counts
 
 
+@pytest.mark.both_stores
 def test_retry_of_a_scheduled_run_seen_by_a_slow_clock_is_a_duplicate_not_a_forced_run(client, probe, clock):
     _set(clock, 5)
     first = client.post("/", headers=scheduler_headers())  # the scheduled run at 03:00, done
@@ -52,6 +56,7 @@ def test_scheduled_run_in_progress_seen_by_a_slow_clock_is_answered_in_progress(
     assert probe.count == 0
 
 
+@pytest.mark.both_stores
 def test_forced_run_well_before_its_time_is_a_run_of_its_own(client, probe, clock):
     _set(clock, 300)  # 03:05: "Force run" sends the next scheduled time, 04:00
     forced = client.post("/", headers=scheduler_headers(time=T))
@@ -62,6 +67,7 @@ def test_forced_run_well_before_its_time_is_a_run_of_its_own(client, probe, cloc
     _no_key_ran_twice(probe)
 
 
+@pytest.mark.both_stores
 def test_forced_run_retried_across_the_threshold_becomes_the_scheduled_run_never_a_second_one(
     client, probe, clock
 ):
@@ -80,6 +86,7 @@ def test_forced_run_retried_across_the_threshold_becomes_the_scheduled_run_never
     _no_key_ran_twice(probe)
 
 
+@pytest.mark.both_stores
 def test_forced_run_retried_after_the_scheduled_run_finished_is_its_duplicate(client, probe, clock):
     _set(clock, 300)
     probe.behaviour = lambda request: 1 / 0
@@ -95,6 +102,7 @@ def test_forced_run_retried_after_the_scheduled_run_finished_is_its_duplicate(cl
     assert probe.count == 2  # the failed forced attempt and the scheduled run, nothing more
 
 
+@pytest.mark.both_stores
 def test_the_limit_a_clock_more_than_the_skew_behind_takes_a_first_scheduled_delivery_for_forced(
     client, probe, clock
 ):

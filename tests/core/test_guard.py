@@ -63,6 +63,7 @@ def _raise(exc):
     [Unprintable(), SneakyMessage(), NotAnException("custom base"), GeneratorExit()],
     ids=["str and repr raise", "str returns a misbehaving str", "BaseException subclass", "GeneratorExit"],
 )
+@pytest.mark.both_stores
 def test_whatever_a_job_raises_is_answered_json_retry_and_the_claim_released(client, probe, records, exc):
     probe.behaviour = _raise(exc)
     response = client.post("/", headers=scheduler_headers())
@@ -71,6 +72,7 @@ def test_whatever_a_job_raises_is_answered_json_retry_and_the_claim_released(cli
     assert records() == []
 
 
+@pytest.mark.both_stores
 def test_a_permanent_error_whose_str_raises_is_recorded_failed_and_answered_json(client, probe, records):
     probe.behaviour = _raise(UnprintablePermanent())
     first = client.post("/", headers=scheduler_headers())
@@ -82,6 +84,7 @@ def test_a_permanent_error_whose_str_raises_is_recorded_failed_and_answered_json
 
 
 @pytest.mark.parametrize("exc", [SystemExit(3), KeyboardInterrupt()], ids=["SystemExit", "KeyboardInterrupt"])
+@pytest.mark.both_stores
 def test_a_job_that_stops_the_process_releases_its_claim_first(client, probe, records, exc):
     probe.behaviour = _raise(exc)
     with pytest.raises(type(exc)):
@@ -99,6 +102,7 @@ def test_a_record_runonce_cannot_read_is_answered_json_error(client, probe, cloc
     assert probe.count == 0
 
 
+@pytest.mark.both_stores
 def test_runonce_failing_after_the_job_succeeded_still_records_the_completion(
     client, probe, records, monkeypatch
 ):
@@ -114,6 +118,7 @@ def test_runonce_failing_after_the_job_succeeded_still_records_the_completion(
     assert probe.count == 1
 
 
+@pytest.mark.both_stores
 def test_runonce_failing_before_the_job_ran_releases_the_claim(client, probe, records, monkeypatch):
     def broken(run, request):
         raise RuntimeError("a bug in runonce")

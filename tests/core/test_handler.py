@@ -30,6 +30,7 @@ def _deliver_at_once(app, count: int) -> list[int]:
         return list(pool.map(deliver, range(count)))
 
 
+@pytest.mark.both_stores
 def test_first_delivery_runs_the_job_and_answers_200(client, probe, records):
     response = client.post("/", headers=scheduler_headers())
     assert response.status_code == 200
@@ -44,6 +45,7 @@ def test_first_delivery_runs_the_job_and_answers_200(client, probe, records):
     assert record["expire_at"] > record["finished_at"]
 
 
+@pytest.mark.both_stores
 def test_a_result_that_is_not_json_is_neither_stored_nor_answered(client, probe, records):
     probe.behaviour = lambda request: object()
     response = client.post("/", headers=scheduler_headers())
@@ -56,6 +58,7 @@ def test_a_result_that_is_not_json_is_neither_stored_nor_answered(client, probe,
     assert record["result_dropped"] == response.json["result_dropped"]
 
 
+@pytest.mark.both_stores
 def test_duplicate_of_a_completed_run_answers_200_without_running(client, probe):
     client.post("/", headers=scheduler_headers())
     again = client.post("/", headers=scheduler_headers())
@@ -115,6 +118,7 @@ def test_lost_response_then_retry_is_skipped(server, probe):
     assert probe.count == 1
 
 
+@pytest.mark.both_stores
 def test_retryable_failure_answers_500_releases_the_claim_and_the_retry_completes(client, probe, records):
     probe.behaviour = lambda request: 1 / 0
     first = client.post("/", headers=scheduler_headers())
@@ -128,6 +132,7 @@ def test_retryable_failure_answers_500_releases_the_claim_and_the_retry_complete
     assert [record["status"] for record in records()] == ["completed"]
 
 
+@pytest.mark.both_stores
 def test_permanent_failure_answers_2xx_and_is_never_run_again(client, probe, records, capsys):
     def broken(request):
         raise PermanentError("report source deleted")
@@ -184,6 +189,7 @@ def test_after_lease_expiry_exactly_one_of_many_retries_takes_over(app_factory, 
     )
 
 
+@pytest.mark.both_stores
 def test_delivery_older_than_the_retention_is_not_run(client, probe, clock, records):
     # A replay of a run whose record the TTL policy may already have deleted.
     clock.advance(7 * 24 * 3600)
@@ -193,12 +199,14 @@ def test_delivery_older_than_the_retention_is_not_run(client, probe, clock, reco
     assert records() == []
 
 
+@pytest.mark.both_stores
 def test_delivery_within_the_retention_still_runs(client, probe, clock):
     clock.advance(7 * 24 * 3600 - 10)
     assert client.post("/", headers=scheduler_headers()).json["outcome"] == "completed"
     assert probe.count == 1
 
 
+@pytest.mark.both_stores
 def test_same_run_written_with_other_header_case_and_offset_runs_once(client, probe):
     client.post("/", headers=scheduler_headers(time="2026-11-29T03:00:00Z"))
     lowered = {
@@ -209,6 +217,7 @@ def test_same_run_written_with_other_header_case_and_offset_runs_once(client, pr
     assert probe.count == 1
 
 
+@pytest.mark.both_stores
 def test_same_job_in_another_project_or_location_is_another_run(client, probe):
     client.post("/", headers=scheduler_headers())
     client.post("/", headers=scheduler_headers(project="acme-staging"))
@@ -226,6 +235,7 @@ def test_same_job_in_another_project_or_location_is_another_run(client, probe):
         ({}, "X-CloudScheduler-JobName"),
     ],
 )
+@pytest.mark.both_stores
 def test_bad_input_answers_400_naming_the_header_and_writes_nothing(client, probe, records, headers, named):
     response = client.post("/", headers=headers)
     assert response.status_code == 400
@@ -235,6 +245,7 @@ def test_bad_input_answers_400_naming_the_header_and_writes_nothing(client, prob
     assert records() == []
 
 
+@pytest.mark.both_stores
 def test_forced_run_gets_its_own_key_and_does_not_swallow_the_scheduled_run(client, probe, clock):
     # At 03:05 an operator presses "Force run"; Scheduler sends the next scheduled time, 04:00.
     clock.advance(300)
@@ -287,6 +298,7 @@ def test_store_down_at_claim_answers_500_not_503_and_runs_nothing(client, probe,
     assert probe.count == 0
 
 
+@pytest.mark.both_stores
 def test_misconfiguration_answers_500_naming_the_setting_and_runs_nothing(app_factory, probe):
     response = app_factory(lease=0).test_client().post("/", headers=scheduler_headers())
     assert response.status_code == 500
@@ -294,6 +306,7 @@ def test_misconfiguration_answers_500_naming_the_setting_and_runs_nothing(app_fa
     assert probe.count == 0
 
 
+@pytest.mark.both_stores
 def test_every_record_has_expire_at_beyond_its_lease(client, probe, records):
     probe.behaviour = lambda request: 1 / 0
     client.post("/", headers=scheduler_headers(time="2026-11-29T01:00:00Z"))
@@ -303,6 +316,7 @@ def test_every_record_has_expire_at_beyond_its_lease(client, probe, records):
         assert record["expire_at"] > record["lease_expires"]
 
 
+@pytest.mark.both_stores
 def test_log_lines_are_json_with_the_run_fields(client, capsys):
     import json
 

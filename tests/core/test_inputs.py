@@ -27,6 +27,7 @@ from .conftest import scheduler_headers
     ],
     ids=["past year 9999 in UTC", "before year 1 in UTC", "full-width digits", "arabic-indic digit"],
 )
+@pytest.mark.both_stores
 def test_a_schedule_time_that_is_no_usable_instant_is_rejected_with_400(client, probe, records, time):
     response = client.post("/", headers=scheduler_headers(time=time))
     assert response.status_code == 400 and response.json["outcome"] == "rejected"
@@ -91,11 +92,13 @@ def test_no_project_is_misconfigured_naming_what_to_set(no_google_environment, m
 
 
 @pytest.mark.parametrize("raw", ["1_000", "١٢٠", "１２０", "+120", "1e3", "120.0", "0x78", ""])
+@pytest.mark.fast
 def test_a_number_that_is_not_plain_digits_is_refused(raw):
     with pytest.raises(ConfigError, match="is not a whole number of seconds; set it to plain digits"):
         load_settings({}, environ={"RUNONCE_LEASE_SECONDS": raw})
 
 
+@pytest.mark.fast
 def test_a_boolean_option_is_not_taken_for_a_number():
     with pytest.raises(ConfigError, match=r"lease \(decorator option\)=True is not a whole number"):
         load_settings({"lease": True}, environ={})
@@ -109,6 +112,7 @@ def test_a_boolean_option_is_not_taken_for_a_number():
         ("RUNONCE_FORCED_SKEW_SECONDS", "e.g. 60"),
     ],
 )
+@pytest.mark.fast
 def test_the_hint_for_a_bad_number_is_its_default(variable, example):
     with pytest.raises(ConfigError) as caught:
         load_settings({}, environ={variable: "soon"})
@@ -116,12 +120,14 @@ def test_the_hint_for_a_bad_number_is_its_default(variable, example):
     assert "e.g. 0" not in str(caught.value)
 
 
+@pytest.mark.fast
 def test_a_huge_bad_setting_is_quoted_short():
     with pytest.raises(ConfigError) as caught:
         load_settings({}, environ={"RUNONCE_COLLECTION": "a/" * 100_000})
     assert len(str(caught.value)) < 400
 
 
+@pytest.mark.both_stores
 def test_current_run_in_a_thread_the_job_starts_with_its_context(client, probe):
     seen: list[object] = []
 
@@ -139,6 +145,7 @@ def test_current_run_in_a_thread_the_job_starts_with_its_context(client, probe):
     assert seen == [probe.runs[0], probe.runs[0]]
 
 
+@pytest.mark.both_stores
 def test_current_run_in_a_thread_without_the_context_says_how_to_give_it(client, probe):
     errors: list[BaseException] = []
 

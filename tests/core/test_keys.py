@@ -2,12 +2,15 @@
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from runonce._instant import Instant, parse_instant
 from runonce.scheduler.delivery import Delivery
 from runonce.scheduler.keys import run_key
+
+pytestmark = pytest.mark.fast  # no store: the decision logic alone
 
 instants = st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31), timezones=st.just(UTC)

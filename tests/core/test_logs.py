@@ -72,6 +72,7 @@ def test_a_completion_the_store_refuses_once_is_recorded_without_its_result(
     ],
     ids=["cloud trace with span", "cloud trace, no span", "traceparent"],
 )
+@pytest.mark.both_stores
 def test_every_line_of_a_traced_request_carries_the_trace(client, probe, log_lines, header, value, span):
     probe.behaviour = lambda request: 1 / 0  # the body's start and end, the retry, the rejection
     client.post("/", headers={**scheduler_headers(), header: value})
@@ -83,6 +84,7 @@ def test_every_line_of_a_traced_request_carries_the_trace(client, probe, log_lin
         assert line.get(SPAN) == span
 
 
+@pytest.mark.both_stores
 def test_a_request_without_a_trace_logs_no_trace_fields(client, log_lines):
     client.post(
         "/", headers={**scheduler_headers(), "traceparent": "00-" + "0" * 32 + "-" + "1" * 16 + "-01"}
@@ -90,6 +92,7 @@ def test_a_request_without_a_trace_logs_no_trace_fields(client, log_lines):
     assert all(TRACE not in line for _, line in log_lines())
 
 
+@pytest.mark.both_stores
 def test_a_huge_permanent_error_is_cut_alike_in_the_log_the_answer_and_the_record(
     client, probe, records, log_lines
 ):
@@ -106,6 +109,7 @@ def test_a_huge_permanent_error_is_cut_alike_in_the_log_the_answer_and_the_recor
         assert len(raw.encode()) < LIMIT
 
 
+@pytest.mark.both_stores
 def test_a_huge_retried_error_and_its_stack_trace_stay_under_the_entry_limit(client, probe, log_lines):
     def job(request):
         raise RuntimeError("\u00e9" * 1_000_000)  # escaped in JSON: 6 bytes a character
@@ -118,6 +122,7 @@ def test_a_huge_retried_error_and_its_stack_trace_stay_under_the_entry_limit(cli
     assert "stack_trace" in line and line["run_key"] == response.json["run_key"]
 
 
+@pytest.mark.both_stores
 def test_log_lines_are_one_json_object_each(client, log_lines):
     client.post("/", headers=scheduler_headers())
     for raw, line in log_lines():
@@ -128,6 +133,7 @@ def _body_lines(log_lines) -> list[dict]:
     return [line for _, line in log_lines() if "runonce_body" in line]
 
 
+@pytest.mark.both_stores
 def test_a_job_body_is_logged_when_it_starts_and_when_it_ends(client, probe, log_lines):
     probe.behaviour = lambda request: "ok"
     response = client.post("/", headers=scheduler_headers())
@@ -154,6 +160,7 @@ def test_a_job_body_is_logged_when_it_starts_and_when_it_ends(client, probe, log
     ],
     ids=["raised", "returned 503", "raised PermanentError", "returned 400"],
 )
+@pytest.mark.both_stores
 def test_a_body_end_line_says_how_the_core_read_the_ending(client, probe, log_lines, behaviour, end, error):
     probe.behaviour = behaviour
     client.post("/", headers=scheduler_headers())
@@ -161,6 +168,7 @@ def test_a_body_end_line_says_how_the_core_read_the_ending(client, probe, log_li
     assert (ended["runonce_body_end"], ended.get("error")) == (end, error)
 
 
+@pytest.mark.both_stores
 def test_no_body_line_is_written_for_a_duplicate(client, probe, log_lines):
     probe.behaviour = lambda request: "ok"
     client.post("/", headers=scheduler_headers())

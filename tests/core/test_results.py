@@ -34,6 +34,7 @@ REFUSED_BY_FIRESTORE = {
 
 
 @pytest.mark.parametrize("result", REFUSED_BY_FIRESTORE.values(), ids=REFUSED_BY_FIRESTORE.keys())
+@pytest.mark.both_stores
 def test_a_result_firestore_refuses_is_stored_as_json_and_the_run_ends_completed(
     client, probe, clock, records, result
 ):
@@ -51,6 +52,7 @@ def test_a_result_firestore_refuses_is_stored_as_json_and_the_run_ends_completed
     assert probe.count == 1
 
 
+@pytest.mark.both_stores
 def test_what_the_first_answer_says_is_what_json_keeps_and_what_duplicates_are_told(client, probe):
     probe.behaviour = lambda request: {1: ("a", "b"), "nested": [[1, 2]]}
     first = client.post("/", headers=scheduler_headers())
@@ -68,6 +70,7 @@ def test_what_the_first_answer_says_is_what_json_keeps_and_what_duplicates_are_t
     ],
     ids=["not JSON-serializable", "NaN", "too big"],
 )
+@pytest.mark.both_stores
 def test_a_result_that_cannot_be_kept_is_marked_not_stored_and_the_run_still_completes(
     client, probe, records, result, reason
 ):
@@ -85,6 +88,7 @@ def test_a_result_that_cannot_be_kept_is_marked_not_stored_and_the_run_still_com
     assert probe.count == 1
 
 
+@pytest.mark.both_stores
 def test_a_result_of_just_the_size_limit_is_kept(client, probe, records):
     text = "x" * (MAX_RESULT_BYTES - 2)  # plus its two quotes
     probe.behaviour = lambda request: text

@@ -86,6 +86,7 @@ class _Unreadable:
         "plain object",
     ],
 )
+@pytest.mark.both_stores
 def test_a_job_that_returned_something_unstorable_is_completed_without_its_result_and_never_run_again(
     client, probe, clock, records, returned, named
 ):
@@ -116,6 +117,7 @@ def test_a_job_that_returned_something_unstorable_is_completed_without_its_resul
     ],
     ids=["tuple 503", "tuple with headers", "status text", "Response 504", "429", "408"],
 )
+@pytest.mark.both_stores
 def test_a_returned_5xx_is_a_retryable_failure_released_and_retried(client, probe, records, returned):
     probe.behaviour = lambda request: returned()
     first = client.post("/", headers=scheduler_headers())
@@ -133,6 +135,7 @@ def test_a_returned_5xx_is_a_retryable_failure_released_and_retried(client, prob
     [lambda: ("no such report", 404), lambda: flask.Response("bad input", status=400)],
     ids=["tuple 404", "Response 400"],
 )
+@pytest.mark.both_stores
 def test_a_returned_4xx_is_a_permanent_failure_recorded_and_never_run_again(client, probe, records, returned):
     probe.behaviour = lambda request: returned()
     first = client.post("/", headers=scheduler_headers())
@@ -156,6 +159,7 @@ def test_a_returned_4xx_is_a_permanent_failure_recorded_and_never_run_again(clie
     ],
     ids=["tuple 201", "tuple with headers", "jsonify", "Response 202", "data tuple"],
 )
+@pytest.mark.both_stores
 def test_a_returned_success_status_completes_with_the_body_as_result(client, probe, returned, result):
     with flask.Flask(__name__).app_context():
         value = returned()

@@ -5,6 +5,8 @@ import pytest
 from runonce.core.errors import ConfigError
 from runonce.core.settings import load_settings
 
+pytestmark = pytest.mark.fast  # no store: the decision logic alone
+
 
 def test_defaults_apply_when_nothing_is_set():
     settings = load_settings({}, environ={})

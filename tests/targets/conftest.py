@@ -17,20 +17,20 @@ import runonce
 from emulator.googleapis import GoogleApisStandIn
 from runonce.targets import Target
 from runonce.targets.proxy import Proxy
-from tests.core.conftest import clock, collection, scheduler_headers, tap, tapped_client
+from tests.core.conftest import collection, scheduler_headers, tap, tapped_client
 
 WORKFLOW = "projects/acme-prod/locations/europe-west1/workflows/nightly-etl"
 JOB = "projects/acme-prod/locations/europe-west1/jobs/nightly-export"
 TRIGGER = "projects/acme-prod/locations/europe-west1/triggers/nightly-build"
 FAKE_TOKEN = "fake-access-token-for-tests"
 
-# clock, collection, tap and tapped_client are the core suite's fixtures, reused as they are.
+# collection, tap and tapped_client are the core suite's fixtures, reused as they are (clock is
+# tests/conftest.py's).
 __all__ = [
     "FAKE_TOKEN",
     "JOB",
     "TRIGGER",
     "WORKFLOW",
-    "clock",
     "collection",
     "scheduler_headers",
     "tap",

@@ -39,6 +39,7 @@ from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
 from ..core.store import Claim, Held, StoredResult
 from ._budget import Budget
 from ._commit import Writes
+from ._records import finish_fields, held, hold_fields, lease_fields
 
 # Transient store errors: a finishing write is retried on these, so a job that succeeded is not
 # run again because its completion write hiccuped.
@@ -111,13 +112,7 @@ class Ledger:
         doc = self._collection.document(key)
         for _ in range(_CLAIM_ATTEMPTS):
             now = clock.now()
-            lease = {
-                "status": RunStatus.IN_PROGRESS.value,
-                "attempt_id": attempt_id,
-                "lease_expires": now + self._lease,
-                "expire_at": now + self._retention,
-                "claimed_at": now,
-            }
+            lease = lease_fields(attempt_id, now, self._lease, self._retention)
             try:
                 sent.append(True)
                 written_at = self._writes.create(doc, {**fields, **lease, "attempts": 1}, **budget.call())
@@ -135,7 +130,7 @@ class Ledger:
                 return Claim(key, attempt_id, int(record.get("attempts", 1)), snapshot.update_time)
             status = RunStatus(record["status"])
             if status is not RunStatus.IN_PROGRESS or record["lease_expires"] > now:
-                return _held(key, status, record)
+                return held(key, status, record)
             return self._take_over(doc, snapshot.update_time, record, lease, budget)
         return Held(key, RunStatus.IN_PROGRESS)
 
@@ -197,14 +192,8 @@ class Ledger:
     def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
         """Keep the claim in progress until `seconds` from now (its lease), with `held_at` and
         `held_reason`. False if this attempt no longer holds the claim (nothing is written)."""
-        now = clock.now()
-        update = {
-            "lease_expires": now + timedelta(seconds=seconds),
-            "held_at": now,
-            "held_reason": clip(reason, MAX_ERROR_CHARS),
-        }
         budget = Budget(RELEASE_SECONDS, self._finish_retry)
-        return self._guarded(claim, update, RunStatus.IN_PROGRESS, budget)
+        return self._guarded(claim, hold_fields(clock.now(), seconds, reason), RunStatus.IN_PROGRESS, budget)
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored record of a run, or None."""
@@ -261,8 +250,7 @@ class Ledger:
                 return
 
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any], budget: Budget) -> bool:
-        now = clock.now()
-        update = {**fields, "status": status.value, "finished_at": now, "expire_at": now + self._retention}
+        update = finish_fields(status, fields, clock.now(), self._retention)
         return self._guarded(claim, update, status, budget)
 
     def _guarded(self, claim: Claim, update: dict[str, Any], status: RunStatus, budget: Budget) -> bool:
@@ -278,18 +266,6 @@ class Ledger:
             snapshot = doc.get(**budget.call())
             record = (snapshot.to_dict() or {}) if snapshot.exists else {}
             return record.get("attempt_id") == claim.attempt_id and record.get("status") == status.value
-
-
-def _held(key: str, status: RunStatus, record: dict[str, Any]) -> Held:
-    stored = StoredResult.from_record(record) if status is RunStatus.COMPLETED else None
-    return Held(
-        key,
-        status,
-        stored.value if stored is not None else None,
-        record.get("error"),
-        record.get("lease_expires"),
-        stored,
-    )
 
 
 # The store refused the function's identity, or the database does not exist.
