@@ -15,6 +15,9 @@ import pytest
 
 import runonce
 from emulator.wire import TappedClient, WireTap
+from runonce.scheduler.delivery import parse_delivery
+from runonce.scheduler.keys import run_key
+from runonce.store.firestore import Ledger
 from tests.conftest import PROJECT
 
 SCHEDULED = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
@@ -112,13 +115,13 @@ def client(app_factory):
 @pytest.fixture
 def ledger(tapped_client, collection):
     """The ledger the app under test uses (same collection, lease 120 s)."""
-    return runonce.Ledger(tapped_client, collection, timedelta(seconds=120), timedelta(days=7))
+    return Ledger(tapped_client, collection, timedelta(seconds=120), timedelta(days=7))
 
 
 def key_of(clock, **headers) -> str:
     """The run key the handler derives for `scheduler_headers(**headers)` at the clock's time."""
-    delivery = runonce.parse_delivery(scheduler_headers(**headers), clock(), timedelta(seconds=60))
-    return runonce.run_key(delivery)
+    delivery = parse_delivery(scheduler_headers(**headers), clock(), timedelta(seconds=60))
+    return run_key(delivery)
 
 
 @pytest.fixture

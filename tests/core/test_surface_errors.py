@@ -9,7 +9,8 @@ import pkgutil
 import pytest
 
 import runonce
-from runonce import ConfigError, NestedRunError, NotRunnable, RunonceError
+from runonce import ConfigError, RunonceError
+from runonce.core.errors import NestedRunError, NotRunnable
 
 
 def defined_exceptions() -> list[type[BaseException]]:
