@@ -34,7 +34,8 @@ from google.cloud import firestore
 from .. import _clock as clock
 from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
-from ..contract import RunStatus
+from .._version import __version__
+from ..contract import VERSION_FIELD, RunStatus
 from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
 from ..core.store import Claim, Held, StoredResult
 from ._budget import Budget
@@ -113,6 +114,7 @@ class Ledger:
             now = clock.now()
             lease = {
                 "status": RunStatus.IN_PROGRESS.value,
+                VERSION_FIELD: __version__,  # the claim's and a take-over's: which code runs it
                 "attempt_id": attempt_id,
                 "lease_expires": now + self._lease,
                 "expire_at": now + self._retention,
@@ -262,7 +264,13 @@ class Ledger:
 
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any], budget: Budget) -> bool:
         now = clock.now()
-        update = {**fields, "status": status.value, "finished_at": now, "expire_at": now + self._retention}
+        update = {
+            **fields,
+            "status": status.value,
+            VERSION_FIELD: __version__,  # which code finished it
+            "finished_at": now,
+            "expire_at": now + self._retention,
+        }
         return self._guarded(claim, update, status, budget)
 
     def _guarded(self, claim: Claim, update: dict[str, Any], status: RunStatus, budget: Budget) -> bool:
