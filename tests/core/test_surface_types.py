@@ -69,7 +69,9 @@ SNIPPET = textwrap.dedent(
 )
 # How mypy writes the types the decorated functions take and give back.
 SNIPPET = SNIPPET.replace("ANSWER", "tuple[dict[str, Any], int, fallback=runonce.core.outcomes.Answer]")
-SNIPPET = SNIPPET.replace("DELIVERED", "flask.wrappers.Request | cloudevents.http.event.CloudEvent")
+SNIPPET = SNIPPET.replace(
+    "DELIVERED", "werkzeug.wrappers.request.Request | cloudevents.http.event.CloudEvent"
+)
 
 
 @pytest.fixture(scope="module")

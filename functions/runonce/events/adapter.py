@@ -50,13 +50,16 @@ from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
 from .parse import BadEnvelope, event_key, from_cloud_event, parse_push, rfc3339
 
 if TYPE_CHECKING:
-    import flask
-    from cloudevents.http import CloudEvent
+    # Both types through packages a deployed function already requires (the stacks' requirement
+    # check counts these imports too): cloudevents' CloudEvent as functions-framework passes it,
+    # werkzeug's Request, which Flask's request is.
+    from functions_framework import CloudEvent
     from google.cloud import firestore
+    from werkzeug.wrappers import Request
 
     # What functions-framework calls the decorated function with, and what it gets back: a push
     # request is answered (body, status); a CloudEvent's function returns the body or raises.
-    Delivered = flask.Request | CloudEvent
+    Delivered = Request | CloudEvent
     Handled = Callable[[Delivered], Answer | dict[str, Any]]
 
 # The recorded error of an event that was too old to run starts with this, so a duplicate of it
