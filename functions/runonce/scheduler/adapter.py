@@ -31,9 +31,9 @@ from .keys import run_key
 if TYPE_CHECKING:
     from google.cloud import firestore
 
+# The job's one positional parameter, the request, as functions-framework calls it: a ParamSpec
+# would also let mypy accept keyword calls and extra parameters the handler does not take.
 _Request = TypeVar("_Request")
-# One positional parameter, the request, as functions-framework calls it: a ParamSpec would also
-# let mypy accept keyword calls and extra parameters the handler does not take.
 
 
 def _scheduled_if_recorded(store: Store, delivery: Delivery) -> Delivery:
