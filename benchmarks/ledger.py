@@ -26,7 +26,7 @@ WARMUP = int(os.environ.get("BENCH_WARMUP", "300"))
 
 
 def _runonce_ledger(client):
-    from runonce import Ledger
+    from runonce.store.firestore import Ledger
 
     return Ledger(client, f"bench_{uuid.uuid4().hex[:8]}", timedelta(minutes=10), timedelta(days=1))
 

@@ -13,9 +13,10 @@ from datetime import UTC, datetime
 
 from google.cloud import firestore
 
-from runonce import Delivery, run_key
 from runonce._instant import Instant
 from runonce.contract import DEFAULT_COLLECTION
+from runonce.scheduler.delivery import Delivery
+from runonce.scheduler.keys import run_key
 from stacks.naming import scheduler_job_name
 
 from .effects import Effects

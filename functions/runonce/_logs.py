@@ -1,7 +1,8 @@
 """One JSON object per line on stdout, in the shape Cloud Logging reads as a structured entry.
 
 Fields bound for a request (`open_scope`, `bind`: its trace, then its run key and job) go on
-every line written while it is handled, so no line about a run lacks them. A line never exceeds
+every line written while it is handled, so no line about a run lacks them; every line names the
+library's version (`runonce_version`). A line never exceeds
 `MAX_LINE_BYTES`, well under Cloud Logging's 256 KB entry limit: long fields are cut, with a marker.
 
 Written with the standard library on purpose: the deployed function depends only on
@@ -17,6 +18,8 @@ import sys
 from typing import Any
 
 from ._text import clip
+from ._version import __version__
+from .contract import VERSION_FIELD
 
 logger = logging.getLogger("runonce")
 
@@ -40,11 +43,13 @@ def _fallback(value: object) -> str:
 
 
 class CloudLoggingFormatter(logging.Formatter):
-    """Format a record as {"severity", "message", "logger", ...fields} with `extra={"fields": {...}}`."""
+    """Format a record as {"severity", "message", "logger", "runonce_version", ...fields} with
+    `extra={"fields": {...}}`."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {"severity": record.levelname, "message": record.getMessage()}
         entry["logger"] = record.name
+        entry[VERSION_FIELD] = __version__
         entry.update(getattr(record, "fields", {}))
         if record.exc_info:
             entry["stack_trace"] = self.formatException(record.exc_info)

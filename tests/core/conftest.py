@@ -19,7 +19,10 @@ import runonce
 from emulator.wire import TappedClient, WireTap
 from runonce.core.settings import DEFAULT_RETENTION_SECONDS, load_settings
 from runonce.scheduler import adapter
+from runonce.scheduler.delivery import parse_delivery
+from runonce.scheduler.keys import run_key
 from runonce.store.connection import Setup
+from runonce.store.firestore import Ledger
 from runonce.store.memory import MemoryStore
 from tests.conftest import PROJECT
 
@@ -134,13 +137,13 @@ def client(app_factory):
 @pytest.fixture
 def ledger(tapped_client, collection):
     """The ledger the app under test uses (same collection, lease 120 s)."""
-    return runonce.Ledger(tapped_client, collection, LEASE, timedelta(days=7))
+    return Ledger(tapped_client, collection, LEASE, timedelta(days=7))
 
 
 def key_of(clock, **headers) -> str:
     """The run key the handler derives for `scheduler_headers(**headers)` at the clock's time."""
-    delivery = runonce.parse_delivery(scheduler_headers(**headers), clock(), timedelta(seconds=60))
-    return runonce.run_key(delivery)
+    delivery = parse_delivery(scheduler_headers(**headers), clock(), timedelta(seconds=60))
+    return run_key(delivery)
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ import pytest
 from google.api_core import exceptions as gexc
 from google.protobuf.message import Message
 
-import runonce
 from emulator.wire import Fault, TappedClient, WireTap
-from runonce.core.store import StoredResult
+from runonce.core.store import Claim, StoredResult
 from runonce.store._commit import Writes
+from runonce.store.firestore import Ledger
 from tests.conftest import PROJECT
 
 FIELDS = {
@@ -84,8 +84,8 @@ def any_client(request, direct_client, public_client):
     return direct_client if request.param == "direct" else public_client
 
 
-def _ledger(client, collection) -> runonce.Ledger:
-    return runonce.Ledger(client, collection, timedelta(seconds=120), timedelta(days=7))
+def _ledger(client, collection) -> Ledger:
+    return Ledger(client, collection, timedelta(seconds=120), timedelta(days=7))
 
 
 def _typed(record: dict) -> dict:
@@ -141,7 +141,7 @@ def test_both_paths_store_identical_records(direct_client, public_client, collec
     for client, key in ((direct_client, "direct"), (public_client, "public")):
         ledger = _ledger(client, collection)
         claim = ledger.claim(key, dict(FIELDS))
-        assert isinstance(claim, runonce.Claim)
+        assert isinstance(claim, Claim)
         after_claim = ledger.get(key)
         if finish == "complete":
             assert ledger.complete(claim, {"rows": [1, 2], "note": "é"})
@@ -218,7 +218,7 @@ def test_a_claim_whose_answer_is_lost_is_recognised_as_ours_on_both_paths(any_cl
     ledger = _ledger(any_client, collection)
     tap.inject(Fault("Commit", after_send=True))  # the create lands, its answer does not
     claim = ledger.claim("run-1", dict(FIELDS))
-    assert isinstance(claim, runonce.Claim)
+    assert isinstance(claim, Claim)
     assert tap.calls["Commit"] == 2  # the retried create met our own record
     assert ledger.complete(claim, "ok")
     assert ledger.get("run-1")["status"] == "completed"
@@ -243,7 +243,7 @@ def test_a_claim_taken_over_cannot_be_completed_by_its_old_holder_on_both_paths(
     old = ledger.claim("run-1", dict(FIELDS))
     clock.advance(121)  # the lease expires
     new = ledger.claim("run-1", dict(FIELDS))
-    assert isinstance(old, runonce.Claim) and isinstance(new, runonce.Claim) and new.attempt == 2
+    assert isinstance(old, Claim) and isinstance(new, Claim) and new.attempt == 2
     assert not ledger.complete(old, "stale")
     assert ledger.complete(new, "fresh")
     assert ledger.get("run-1")["result_json"] == '"fresh"'

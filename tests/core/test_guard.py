@@ -8,8 +8,9 @@ import threading
 import pytest
 
 import runonce
-from runonce import NestedRunError, PermanentError
+from runonce import PermanentError
 from runonce.core import handler
+from runonce.core.errors import NestedRunError
 
 from .conftest import scheduler_headers
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from runonce import ConfigError, Outcome, load_settings
+from runonce import ConfigError
 from runonce.contract import BodyEnd
+from runonce.core.outcomes import Outcome
+from runonce.core.settings import load_settings
 
 LIBRARY = (Path(__file__).parents[2] / "docs" / "library.md").read_text()
 

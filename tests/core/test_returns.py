@@ -11,7 +11,7 @@ import flask
 import pytest
 
 import runonce
-from runonce import NotRunnable
+from runonce.core.errors import NotRunnable
 
 from .conftest import scheduler_headers
 

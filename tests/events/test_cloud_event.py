@@ -15,6 +15,7 @@ from cloudevents.http import CloudEvent
 
 import runonce
 from runonce import EventRetry, PermanentError
+from runonce.core.outcomes import Outcome
 
 BUCKET = "//storage.googleapis.com/projects/_/buckets/invoices"
 
@@ -110,7 +111,7 @@ def test_an_exception_raises_event_retry_so_the_event_is_redelivered_and_the_cla
     probe.behaviour = lambda event: 1 / 0
     with pytest.raises(EventRetry) as raised:
         handle(storage_event())
-    assert raised.value.answer.outcome is runonce.Outcome.RETRY and records() == {}
+    assert raised.value.answer.outcome is Outcome.RETRY and records() == {}
     probe.behaviour = lambda event: "fine now"
     assert handle(storage_event())["result"] == "fine now"
 
@@ -126,7 +127,7 @@ def test_an_event_held_by_a_live_lease_raises_event_retry_in_progress(handler, p
         handle(storage_event())
     release.set()
     worker.join()
-    assert raised.value.answer.outcome is runonce.Outcome.IN_PROGRESS and probe.count == 1
+    assert raised.value.answer.outcome is Outcome.IN_PROGRESS and probe.count == 1
 
 
 def test_a_permanent_failure_is_dead_lettered_and_the_function_returns(pubsub, handler, probe):
@@ -162,7 +163,7 @@ def test_a_failed_forwarding_raises_so_eventarc_delivers_it_again(pubsub, handle
     probe.behaviour = refuse
     with pytest.raises(EventRetry) as raised:
         handler(dead_letter_topic=pubsub.topic_path("missing"))(storage_event())
-    assert raised.value.answer.outcome is runonce.Outcome.DEAD_LETTER_FAILED
+    assert raised.value.answer.outcome is Outcome.DEAD_LETTER_FAILED
 
 
 def test_under_functions_framework_returning_acks_200_and_raising_answers_500(

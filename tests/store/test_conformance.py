@@ -19,9 +19,10 @@ from datetime import timedelta
 
 import pytest
 
-import runonce
 from emulator.wire import Fault, TappedClient, WireTap
-from runonce.contract import RunStatus
+from runonce import __version__
+from runonce.contract import VERSION_FIELD, RunStatus
+from runonce.core.errors import StoreRejected
 from runonce.core.store import Claim, Held, Store, StoredResult
 from runonce.store.memory import MemoryStore
 from tests.conftest import PROJECT, SCHEDULED, ManualClock
@@ -32,7 +33,16 @@ START = SCHEDULED + timedelta(seconds=5)
 """Where the `clock` fixture starts."""
 KEY = "nightly-report-2026-11-29T03:00:00Z"
 FIELDS = {"job": "nightly-report", "schedule_time": "2026-11-29T03:00:00Z", "forced": False}
-CLAIMED = {*FIELDS, "status", "attempt_id", "lease_expires", "expire_at", "claimed_at", "attempts"}
+CLAIMED = {
+    *FIELDS,
+    "status",
+    VERSION_FIELD,
+    "attempt_id",
+    "lease_expires",
+    "expire_at",
+    "claimed_at",
+    "attempts",
+}
 """The fields of a first claim's record, in every store."""
 
 
@@ -80,6 +90,7 @@ def test_a_first_claim_is_attempt_one_and_records_the_run_in_progress_under_its_
     assert set(record) == CLAIMED
     assert {name: record[name] for name in FIELDS} == FIELDS
     assert record["status"] == "in_progress"
+    assert record[VERSION_FIELD] == __version__
     assert (record["attempt_id"], record["attempts"]) == (claim.attempt_id, 1)
     assert (record["claimed_at"], record["lease_expires"]) == (START, START + LEASE)
     assert record["expire_at"] == START + RETENTION
@@ -284,7 +295,7 @@ def test_annotate_adds_fields_to_a_finished_record(store):
 
 
 def test_annotate_of_a_run_with_no_record_is_refused(store):
-    with pytest.raises(runonce.StoreRejected):
+    with pytest.raises(StoreRejected):
         store.annotate("never-claimed", {"dead_lettered": True})
 
 

@@ -15,6 +15,7 @@ import pytest
 
 import runonce
 from emulator.googleapis import GoogleApisStandIn
+from runonce.store.firestore import Ledger
 from runonce.targets import Target
 from runonce.targets.proxy import Proxy
 from tests.core.conftest import collection, scheduler_headers, tap, tapped_client
@@ -61,7 +62,7 @@ def stand_in():
 @pytest.fixture
 def ledger(firestore_client, collection):
     """The ledger the proxy's runs are recorded in (lease 120 s)."""
-    return runonce.Ledger(firestore_client, collection, timedelta(seconds=120), timedelta(days=7))
+    return Ledger(firestore_client, collection, timedelta(seconds=120), timedelta(days=7))
 
 
 @pytest.fixture

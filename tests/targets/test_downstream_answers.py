@@ -23,7 +23,8 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Response
 
 from emulator.wire import Fault
-from runonce import ConfigError, NotRunnable, PermanentError
+from runonce import ConfigError, PermanentError
+from runonce.core.errors import NotRunnable
 from runonce.downstream import REPLAYED_HEADER, idempotent_endpoint
 from runonce.store import firestore as ledger_module
 from runonce.targets import IDEMPOTENCY_HEADER

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-import runonce
 from emulator.googleapis import Fault
+from runonce.core.store import StoredResult
 from runonce.targets import ARGUMENT_FIELD, LABEL_KEY, Workflow
 
 from .conftest import FAKE_TOKEN, WORKFLOW, scheduler_headers
@@ -34,7 +34,7 @@ def test_a_delivery_starts_one_execution_with_the_run_key_in_argument_and_label(
         "execution": execution["name"],
         "reconciled": False,
     }
-    assert runonce.StoredResult.from_record(ledger.get(key)).value["execution"] == execution["name"]
+    assert StoredResult.from_record(ledger.get(key)).value["execution"] == execution["name"]
 
 
 def test_the_proxy_looks_for_an_earlier_execution_before_starting_one(proxy_app, stand_in):

@@ -16,27 +16,30 @@ from .finish import refuse_unrunnable
 from .run import refuse_nested
 
 _C = TypeVar("_C")
+_J = TypeVar("_J", bound=Callable[..., Any])
 
 
 def decorate(
-    func: Callable | None,
+    func: _J | None,
     connect: Callable[[], _C],
-    respond: Callable[[Callable, _C, Any], Any],
-) -> Callable:
+    respond: Callable[[_J, _C, Any], Any],
+) -> Callable[..., Any]:
     """`func` decorated (bare use), or the decorator to apply (use with options).
+
+    The adapters' overloads give the precise types: this returns either a handler or a decorator.
 
     The decorated job is refused (NotRunnable) if it is `async def` or a generator; each call
     is refused (NestedRunError) inside a running job, then answered by `respond(job, connection,
     argument)` with the connection `connect()` made for this job.
     """
 
-    def wrap(job: Callable) -> Callable:
+    def wrap(job: _J) -> Callable[[Any], Any]:
         refuse_unrunnable(job)
         connection = connect()
         name = getattr(job, "__qualname__", None) or type_name(job)
 
         @functools.wraps(job)
-        def handler(argument: Any):
+        def handler(argument: Any) -> Any:
             refuse_nested(argument, name)
             return respond(job, connection, argument)
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from .errors import RunonceError
 
-class BadField(ValueError):
+
+class BadField(RunonceError, ValueError):
     """A field of a request is missing or wrong; the message starts with the field's name."""
 
     MISSING: ClassVar[str]

@@ -42,7 +42,15 @@ from werkzeug.exceptions import HTTPException
 from .._logs import log
 from .._text import clip, describe, type_name
 from ..contract import RunStatus
-from ..core.errors import ConfigError, NotRunnable, PermanentError, StoreDenied, StoreError, StoreUnavailable
+from ..core.errors import (
+    ConfigError,
+    NotRunnable,
+    PermanentError,
+    RunonceError,
+    StoreDenied,
+    StoreError,
+    StoreUnavailable,
+)
 from ..core.finish import RETRYABLE_4XX
 from ..core.store import Claim, Held, StoredResult
 from ..store.connection import Connection
@@ -63,7 +71,7 @@ FINGERPRINT_VERSION = "runonce/request/v1"
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
 
 
-class StepInProgress(Exception):
+class StepInProgress(RunonceError):
     """Another attempt holds this step's claim and its lease is live: try again later."""
 
 
@@ -217,7 +225,7 @@ def _token(request: Any, header: str) -> tuple[str, str | None]:
     return token, None
 
 
-class _InvalidAnswer(Exception):
+class _InvalidAnswer(RunonceError):
     """The handler returned something Flask cannot send (None, a set, a dict it cannot encode...)."""
 
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .. import _clock as clock
 from .. import _logs as logs
@@ -50,7 +50,17 @@ from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
 from .parse import BadEnvelope, event_key, from_cloud_event, parse_push, rfc3339
 
 if TYPE_CHECKING:
+    # Both types through packages a deployed function already requires (the stacks' requirement
+    # check counts these imports too): cloudevents' CloudEvent as functions-framework passes it,
+    # werkzeug's Request, which Flask's request is.
+    from functions_framework import CloudEvent
     from google.cloud import firestore
+    from werkzeug.wrappers import Request
+
+    # What functions-framework calls the decorated function with, and what it gets back: a push
+    # request is answered (body, status); a CloudEvent's function returns the body or raises.
+    Delivered = Request | CloudEvent
+    Handled = Callable[[Delivered], Answer | dict[str, Any]]
 
 # The recorded error of an event that was too old to run starts with this, so a duplicate of it
 # is dead-lettered for the right reason.
@@ -271,8 +281,13 @@ def _respond(job: Callable[[Event], Any], connection: EventConnection, argument:
     return answer.body
 
 
+@overload
+def deduplicated_event(func: Callable[[Event], object]) -> Handled: ...
+
+
+@overload
 def deduplicated_event(
-    func: Callable | None = None,
+    func: None = None,
     *,
     lease: int | None = None,
     retention: int | None = None,
@@ -282,7 +297,21 @@ def deduplicated_event(
     dead_letter_topic: str | None = None,
     consumer: str | None = None,
     client: firestore.Client | None = None,
-):
+) -> Callable[[Callable[[Event], object]], Handled]: ...
+
+
+def deduplicated_event(
+    func: Callable[[Event], object] | None = None,
+    *,
+    lease: int | None = None,
+    retention: int | None = None,
+    collection: str | None = None,
+    database: str | None = None,
+    max_event_age: int | None = None,
+    dead_letter_topic: str | None = None,
+    consumer: str | None = None,
+    client: firestore.Client | None = None,
+) -> Callable[..., Any]:
     """Run an event function exactly once per event: `def handle(event)` receives an `Event`.
 
     Place it under `@functions_framework.http` for a Pub/Sub push subscription (the request body

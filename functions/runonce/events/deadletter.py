@@ -47,7 +47,7 @@ from ..contract import (
     DeadLetterForm,
     DeadLetterReason,
 )
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, RunonceError
 from ..core.run import Event
 
 # Seconds one forwarding may take, retries included; the push ack deadline is at least 10 s.
@@ -78,7 +78,7 @@ RESERVED_PREFIX = "goog"
 WRAPPED_TYPE = "google.pubsub.v1.PubsubMessage"
 
 
-class DeadLetterFailed(RuntimeError):
+class DeadLetterFailed(RunonceError, RuntimeError):
     """The copy could not be published; the event must not be acknowledged."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import _clock as clock
 from .. import _logs as logs
@@ -30,6 +30,10 @@ from .keys import run_key
 
 if TYPE_CHECKING:
     from google.cloud import firestore
+
+# The job's one positional parameter, the request, as functions-framework calls it: a ParamSpec
+# would also let mypy accept keyword calls and extra parameters the handler does not take.
+_Request = TypeVar("_Request")
 
 
 def _scheduled_if_recorded(store: Store, delivery: Delivery) -> Delivery:
@@ -116,8 +120,13 @@ def _respond(job: Callable[[Any], Any], connection: Connection, request: Any) ->
     return serve(lambda attempt: _handle(job, request, connection, attempt))
 
 
+@overload
+def deduplicated(func: Callable[[_Request], object]) -> Callable[[_Request], Answer]: ...
+
+
+@overload
 def deduplicated(
-    func: Callable | None = None,
+    func: None = None,
     *,
     lease: int | None = None,
     retention: int | None = None,
@@ -125,7 +134,19 @@ def deduplicated(
     database: str | None = None,
     forced_skew: int | None = None,
     client: firestore.Client | None = None,
-):
+) -> Callable[[Callable[[_Request], object]], Callable[[_Request], Answer]]: ...
+
+
+def deduplicated(
+    func: Callable[[Any], object] | None = None,
+    *,
+    lease: int | None = None,
+    retention: int | None = None,
+    collection: str | None = None,
+    database: str | None = None,
+    forced_skew: int | None = None,
+    client: firestore.Client | None = None,
+) -> Callable[..., Any]:
     """Run a functions-framework HTTP function at most once per scheduled run.
 
     Use bare (`@deduplicated`) or with options in seconds/names that override the RUNONCE_*

@@ -29,6 +29,7 @@ from google.api_core.timeout import TimeToDeadlineTimeout
 from google.cloud import firestore
 
 from .._logs import log
+from ..core.errors import RunonceError
 
 COMMIT_METHOD = "/google.firestore.v1.Firestore/Commit"
 # Field names that are their own field path (no quoting, no nesting) in create and update alike.
@@ -36,7 +37,7 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*\Z")
 _INT64 = range(-(2**63), 2**63)
 
 
-class _Unsupported(Exception):
+class _Unsupported(RunonceError):
     """A write the direct path does not build: the public API sends it instead."""
 
 

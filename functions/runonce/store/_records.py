@@ -6,7 +6,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .._text import MAX_ERROR_CHARS, clip
-from ..contract import RunStatus
+from .._version import __version__
+from ..contract import VERSION_FIELD, RunStatus
 from ..core.store import Held, StoredResult
 
 
@@ -14,6 +15,7 @@ def lease_fields(attempt_id: str, now: datetime, lease: timedelta, retention: ti
     """What a claim writes: in progress for `attempt_id` until the lease ends, kept `retention`."""
     return {
         "status": RunStatus.IN_PROGRESS.value,
+        VERSION_FIELD: __version__,  # the claim's and a take-over's: which code runs it
         "attempt_id": attempt_id,
         "lease_expires": now + lease,
         "expire_at": now + retention,
@@ -24,8 +26,15 @@ def lease_fields(attempt_id: str, now: datetime, lease: timedelta, retention: ti
 def finish_fields(
     status: RunStatus, fields: dict[str, Any], now: datetime, retention: timedelta
 ) -> dict[str, Any]:
-    """What a finishing write (complete, fail) writes: `fields`, the status, and when it finished."""
-    return {**fields, "status": status.value, "finished_at": now, "expire_at": now + retention}
+    """What a finishing write (complete, fail) writes: `fields`, the status, the version of the code
+    that finished it, and when."""
+    return {
+        **fields,
+        "status": status.value,
+        VERSION_FIELD: __version__,
+        "finished_at": now,
+        "expire_at": now + retention,
+    }
 
 
 def hold_fields(now: datetime, seconds: float, reason: str) -> dict[str, Any]:

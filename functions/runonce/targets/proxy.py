@@ -33,7 +33,7 @@ import requests
 from urllib3.exceptions import HTTPError, MaxRetryError, NewConnectionError
 
 from .._logs import log
-from ..core.errors import ConfigError, OutcomeUnknown, PermanentError
+from ..core.errors import ConfigError, OutcomeUnknown, PermanentError, RunonceError
 from ..core.run import current_run
 from .schema import (
     BASE_URL_VARIABLE,
@@ -106,7 +106,7 @@ def verdict_of(status: int, body: Any, method: str) -> Verdict:
     return Verdict.REFUSED  # 3xx (Google APIs do not redirect), 501 and the other 4xx
 
 
-class TargetUnavailable(Exception):
+class TargetUnavailable(RunonceError):
     """The target did not do the call, or the proxy cannot tell: `verdict` says which."""
 
     def __init__(self, message: str, verdict: Verdict):

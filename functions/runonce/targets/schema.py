@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, RunonceError
 
 TARGET_VARIABLE = "RUNONCE_TARGET"
 BASE_URL_VARIABLE = "RUNONCE_TARGET_BASE_URL"
@@ -46,7 +46,7 @@ _TRIGGER = re.compile(
 _METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 
-class Unreadable(ValueError):
+class Unreadable(RunonceError, ValueError):
     """A 2xx answer the proxy cannot read: cut off, not JSON, or without the expected name."""
 
 
