@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,6 +46,8 @@ class Measurement:
     latencies: dict[str, list[float]]
     failures: dict[str, int]
     """Requests per variant not answered 200 with the happy-path outcome."""
+    baseline: str = SEED
+    """The variant runonce is compared with."""
 
     def median(self, variant: str) -> float:
         """Median latency of one variant, ms."""
@@ -59,12 +62,12 @@ class Measurement:
         return at(self, variant) - at(self, "floor")
 
     def ratio_at(self, at=median) -> float:
-        """runonce's overhead above the floor over the seed's."""
-        return self.overhead(RUNONCE, at) / self.overhead(SEED, at)
+        """runonce's overhead above the floor over the baseline's."""
+        return self.overhead(RUNONCE, at) / self.overhead(self.baseline, at)
 
     @property
     def ratio(self) -> float:
-        """runonce's median overhead above the floor over the seed's: the figure with the target."""
+        """runonce's median overhead above the floor over the baseline's: the figure with the target."""
         return self.ratio_at()
 
 
@@ -73,6 +76,53 @@ def _happy(variant: str, response: requests.Response) -> bool:
         return False
     body = response.json()
     return variant == "floor" or body.get("outcome") == "completed"
+
+
+Send = Callable[[requests.Session, str, str], requests.Response]
+"""Sends one happy-path request (a new run or event) to a variant: session, variant, its URL."""
+
+
+def interleaved(
+    pools: dict[str, InstancePool],
+    send: Send,
+    runs: int,
+    warmup: int,
+    batch: int,
+    baseline: str = SEED,
+    after: Callable[[requests.Session, dict[str, str]], None] | None = None,
+) -> Measurement:
+    """Start the pools, time `runs` requests per variant after `warmup` of each, stop the pools.
+
+    Requests go in batches of `batch` per variant, the first variant rotating every round, so
+    that every variant sees the same machine load. `after` gets the session and the URLs once the
+    timed requests are done, before the pools stop.
+    """
+    latencies: dict[str, list[float]] = {variant: [] for variant in pools}
+    failures = dict.fromkeys(pools, 0)
+    try:
+        for pool in pools.values():
+            pool.start()
+        urls = {variant: pool.instances[0].url for variant, pool in pools.items()}
+        with requests.Session() as session:
+            session.trust_env = False
+            names = list(pools)
+            warm_rounds = -(-warmup // batch)
+            for round_ in range(warm_rounds + max(1, -(-runs // batch))):
+                order = names[round_ % len(names) :] + names[: round_ % len(names)]
+                for variant in order:
+                    for _ in range(batch):
+                        started = time.perf_counter()
+                        response = send(session, variant, urls[variant])
+                        ms = (time.perf_counter() - started) * 1000
+                        if round_ >= warm_rounds:
+                            latencies[variant].append(ms)
+                            failures[variant] += not _happy(variant, response)
+            if after is not None:
+                after(session, urls)
+    finally:
+        for pool in pools.values():
+            pool.stop()
+    return Measurement(latencies, failures, baseline)
 
 
 def measure(
@@ -90,43 +140,21 @@ def measure(
     # Distinct runs, all well inside the retention and far from counting as forced.
     base = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
     sequence = iter(range(10**9))
-    latencies: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
-    failures = dict.fromkeys(VARIANTS, 0)
-    try:
-        for pool in pools.values():
-            pool.start()
-        urls = {variant: pool.instances[0].url for variant, pool in pools.items()}
-        with requests.Session() as session:
-            session.trust_env = False
 
-            def send(variant: str) -> tuple[float, bool]:
-                headers = {
-                    "X-CloudScheduler-JobName": job,
-                    "X-CloudScheduler-ScheduleTime": rfc3339(base + timedelta(seconds=next(sequence))),
-                }
-                started = time.perf_counter()
-                response = session.post(urls[variant], headers=headers, data=b"", timeout=30)
-                return (time.perf_counter() - started) * 1000, _happy(variant, response)
+    def send(session: requests.Session, variant: str, url: str) -> requests.Response:
+        headers = {
+            "X-CloudScheduler-JobName": job,
+            "X-CloudScheduler-ScheduleTime": rfc3339(base + timedelta(seconds=next(sequence))),
+        }
+        return session.post(url, headers=headers, data=b"", timeout=30)
 
-            names = list(VARIANTS)
-            warm_rounds = -(-warmup // batch)
-            for round_ in range(warm_rounds + max(1, -(-runs // batch))):
-                order = names[round_ % len(names) :] + names[: round_ % len(names)]
-                for variant in order:
-                    for _ in range(batch):
-                        ms, ok = send(variant)
-                        if round_ >= warm_rounds:
-                            latencies[variant].append(ms)
-                            failures[variant] += not ok
-            if profile is not None:
-                session.get(urls[RUNONCE] + "profile", timeout=30).raise_for_status()
-    finally:
-        for pool in pools.values():
-            pool.stop()
-    return Measurement(latencies, failures)
+    def write_profile(session: requests.Session, urls: dict[str, str]) -> None:
+        session.get(urls[RUNONCE] + "profile", timeout=30).raise_for_status()
+
+    return interleaved(pools, send, runs, warmup, batch, after=write_profile if profile else None)
 
 
-def render(result: Measurement, batch: int) -> str:
+def render(result: Measurement, batch: int, target: float = TARGET_RATIO) -> str:
     """The report: medians, overheads above the floor, the ratio against the target."""
     count = len(result.latencies["floor"])
     lines = [
@@ -134,7 +162,7 @@ def render(result: Measurement, batch: int) -> str:
         f"1 thread), one emulator; median of {count} requests each, in interleaved batches of {batch}",
         f"  {'variant':<24}{'median':>10}{'over floor':>14}{'p10':>10}{'over floor':>14}{'not happy':>11}",
     ]
-    for variant in VARIANTS:
+    for variant in result.latencies:
         over, over10 = (
             ("", "")
             if variant == "floor"
@@ -148,22 +176,33 @@ def render(result: Measurement, batch: int) -> str:
             f"{result.p10(variant):7.2f} ms{over10:>14}{result.failures[variant]:>11}"
         )
     lines.append(
-        f"  ratio runonce overhead / seed overhead  {result.ratio:.2f}x at the median (target <= "
-        f"{TARGET_RATIO}x), {result.ratio_at(Measurement.p10):.2f}x at the 10th percentile"
+        f"  ratio runonce overhead / {result.baseline} overhead  {result.ratio:.2f}x at the median "
+        f"(target <= {target}x), {result.ratio_at(Measurement.p10):.2f}x at the 10th percentile"
     )
     return "\n".join(lines)
 
 
-def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    """Sizes of the measurement; the defaults take about a minute."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.endtoend", description=__doc__.splitlines()[0]
-    )
+def verdict(result: Measurement, target: float = TARGET_RATIO) -> int:
+    """Print whether the median ratio meets `target` with every request answered as expected; 0 if so."""
+    met = result.ratio <= target and not any(result.failures.values())
+    print(f"verdict: {'target met' if met else 'TARGET MISSED'} (ratio {result.ratio:.2f}x)")
+    return 0 if met else 1
+
+
+def sizes(prog: str, description: str) -> argparse.ArgumentParser:
+    """The options every end-to-end benchmark takes; the defaults take about a minute."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--runs", type=int, default=400, help="timed requests per variant (default 400)")
     parser.add_argument(
         "--warmup", type=int, default=300, help="untimed requests per variant first (default 300)"
     )
     parser.add_argument("--batch", type=int, default=20, help="requests per variant in a row (default 20)")
+    return parser
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """Sizes of the measurement, and where to write a profile."""
+    parser = sizes("python -m benchmarks.endtoend", __doc__.splitlines()[0])
     parser.add_argument("--profile", type=Path, help="write a cProfile of runonce's handler here")
     return parser.parse_args(argv)
 
@@ -181,9 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             args.profile,
         )
     print(render(result, args.batch))
-    met = result.ratio <= TARGET_RATIO and not any(result.failures.values())
-    print(f"verdict: {'target met' if met else 'TARGET MISSED'} (ratio {result.ratio:.2f}x)")
-    return 0 if met else 1
+    return verdict(result)
 
 
 if __name__ == "__main__":

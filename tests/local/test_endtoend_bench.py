@@ -1,9 +1,11 @@
-"""`make bench`'s end-to-end measurement runs at a tiny size: real functions-framework processes on
-the emulator, every request a completed run, a ratio printed, a profile written. No timing is
-asserted: these machines are shared."""
+"""`make bench`'s process-level measurements run at a tiny size: real functions-framework processes
+on the emulators (every request a completed run or a new event, a ratio printed, a profile
+written) and fresh interpreters for the cold start. No timing is asserted: these machines are
+shared."""
 
 import pstats
 
+from benchmarks import coldstart, endtoend_events
 from benchmarks.endtoend import VARIANTS, measure, render
 
 
@@ -12,6 +14,27 @@ def test_the_end_to_end_benchmark_times_each_variant_and_prints_the_ratio(firest
     result = measure(firestore_emulator.host, runs=4, warmup=2, batch=2, log_dir=tmp_path, profile=profile)
     assert {variant: len(times) for variant, times in result.latencies.items()} == dict.fromkeys(VARIANTS, 4)
     assert result.failures == dict.fromkeys(VARIANTS, 0)
-    assert "ratio runonce overhead / seed overhead" in render(result, batch=2)
+    assert "ratio runonce overhead / seed (2 transactions) overhead" in render(result, batch=2)
     profiled = {name for _, _, name in pstats.Stats(str(profile)).stats}
     assert {"claim", "complete"} <= profiled
+
+
+def test_the_event_end_to_end_benchmark_times_each_variant_and_prints_the_ratio(
+    firestore_emulator, pubsub_emulator, tmp_path
+):
+    result = endtoend_events.measure(
+        firestore_emulator.host, pubsub_emulator.host, runs=4, warmup=2, batch=2, log_dir=tmp_path
+    )
+    variants = endtoend_events.VARIANTS
+    assert {variant: len(times) for variant, times in result.latencies.items()} == dict.fromkeys(variants, 4)
+    assert result.failures == dict.fromkeys(variants, 0)
+    assert result.baseline == endtoend_events.TRANSACTION
+    assert "ratio runonce overhead / transaction (event id) overhead" in render(result, 2, 0.45)
+
+
+def test_the_cold_start_benchmark_times_both_imports_in_fresh_processes_and_prints_the_ratio():
+    result = coldstart.measure(samples=2, warmup=1)
+    assert {variant: len(times) for variant, times in result.times.items()} == dict.fromkeys(
+        coldstart.VARIANTS, 2
+    )
+    assert "ratio runonce / baseline" in coldstart.render(result)

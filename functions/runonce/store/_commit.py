@@ -150,6 +150,8 @@ def _encode(value: Any, out: Any) -> None:
         seconds, micros = divmod(datetime_helpers.to_microseconds(value), 10**6)
         out.timestamp_value.seconds = seconds
         out.timestamp_value.nanos = micros * 1000
+    elif kind is datetime_helpers.DatetimeWithNanoseconds:  # an event's time; proto-plus keeps its nanos
+        out.timestamp_value.CopyFrom(value.timestamp_pb())
     else:
         raise _Unsupported(kind.__name__)
 

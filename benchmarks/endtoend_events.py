@@ -1,0 +1,92 @@
+"""`make bench`, the event path end to end: a Pub/Sub push envelope over HTTP to a real
+functions-framework process, three ways.
+
+Each variant of benchmarks.endtoend_event_functions (no deduplication, one Firestore transaction
+that checks and records the event id, runonce's `@deduplicated_event`) is served by its own
+functions-framework process, as benchmarks.endtoend serves the scheduled variants, on one
+Firestore emulator (and a Pub/Sub emulator for the dead-letter topic runonce requires; the happy
+path never publishes). The client posts push envelopes with a new messageId per request (every
+request a new event, the happy path), in batches that rotate through the variants. It prints each
+variant's median latency, the overhead above the floor, and the ratio of runonce's overhead to the
+transaction's (target <= 0.45x), and the same at the 10th percentile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+import tempfile
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import requests
+
+from benchmarks.endtoend import Measurement, interleaved, render, sizes, verdict
+from emulator.firestore import FirestoreEmulator
+from emulator.pubsub import PubSubEmulator
+from localscheduler.instances import InstancePool
+
+FUNCTIONS = Path(__file__).with_name("endtoend_event_functions.py")
+TRANSACTION = "transaction (event id)"
+VARIANTS = {"floor": "floor", TRANSACTION: "transaction_pattern", "runonce": "deduplicated_push"}
+TARGET_RATIO = 0.45
+PROJECT = "runonce-bench"
+
+
+def measure(
+    firestore_host: str, pubsub_host: str, runs: int, warmup: int, batch: int, log_dir: Path
+) -> Measurement:
+    """Serve the three variants and time `runs` push requests of each after `warmup` of each."""
+    run = uuid.uuid4().hex[:8]
+    env = {
+        "GOOGLE_CLOUD_PROJECT": PROJECT,
+        "FIRESTORE_EMULATOR_HOST": firestore_host,
+        "PUBSUB_EMULATOR_HOST": pubsub_host,
+        "RUNONCE_COLLECTION": f"bench_events_{run}",
+        "RUNONCE_DEAD_LETTER_TOPIC": f"projects/{PROJECT}/topics/bench-dead-{run}",
+    }
+    pools = {
+        variant: InstancePool(f"bench-{target}", FUNCTIONS, target, 1, env, log_dir)
+        for variant, target in VARIANTS.items()
+    }
+    subscription = f"projects/{PROJECT}/subscriptions/bench-{run}"
+    sequence = iter(range(10**9))
+
+    def send(session: requests.Session, variant: str, url: str) -> requests.Response:
+        message = {
+            "data": base64.b64encode(b'{"order": 1}').decode(),
+            "messageId": f"{run}-{next(sequence)}",
+            "publishTime": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        }
+        body = json.dumps({"message": message, "subscription": subscription})
+        return session.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=30)
+
+    return interleaved(pools, send, runs, warmup, batch, baseline=TRANSACTION)
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """Sizes of the measurement."""
+    return sizes("python -m benchmarks.endtoend_events", __doc__.splitlines()[0]).parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the emulators, measure, print; exit 1 if the ratio misses the target or a request failed."""
+    args = arguments(argv)
+    with FirestoreEmulator() as firestore_emulator, PubSubEmulator() as pubsub_emulator:
+        result = measure(
+            firestore_emulator.host,
+            pubsub_emulator.host,
+            args.runs,
+            args.warmup,
+            args.batch,
+            Path(tempfile.mkdtemp(prefix="runonce-bench-events-")),
+        )
+    print(render(result, args.batch, TARGET_RATIO))
+    return verdict(result, TARGET_RATIO)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
