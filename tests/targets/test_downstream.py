@@ -1,5 +1,6 @@
-"""Downstream idempotency on the real Firestore emulator: the endpoint decorator answers a repeated
-token with the stored answer, and a step guarded by a token runs once."""
+"""Downstream idempotency: the endpoint decorator answers a repeated token with the stored answer,
+and a step guarded by a token runs once. On the real Firestore emulator; the tests marked
+`both_stores` on the in-memory store too (the fast tier), and the store failing on the emulator alone."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import flask
+import grpc
 import pytest
 
+import runonce.downstream
+from emulator.wire import Fault
 from runonce import PermanentError
+from runonce.core.errors import StoreDenied, StoreUnavailable
 from runonce.downstream import REPLAYED_HEADER, StepInProgress, Steps, idempotent_endpoint, step_key
+from runonce.store import firestore as ledger_module
 from runonce.targets import IDEMPOTENCY_HEADER
+from tests.core.conftest import MemoryConnection, memory_store, tap, tapped_client
+
+__all__ = ["memory_store", "tap", "tapped_client"]  # fixtures, used by name
 
 
 class Service:
@@ -33,9 +42,21 @@ def service():
 
 
 @pytest.fixture
-def endpoint(firestore_client, collection, clock, service):
+def store_client(request, store_kind, memory_store, monkeypatch):
+    """The `client` option: the tapped Firestore client on the emulator, or None with downstream's
+    connection swapped for one to the in-memory store."""
+    if store_kind == "firestore":
+        return request.getfixturevalue("tapped_client")
+    monkeypatch.setattr(
+        runonce.downstream, "Connection", lambda overrides, client: MemoryConnection(memory_store, overrides)
+    )
+    return None
+
+
+@pytest.fixture
+def endpoint(store_client, collection, clock, service):
     """A test client of the service under @idempotent_endpoint (lease 120 s)."""
-    handler = idempotent_endpoint(name="charge", collection=collection, client=firestore_client, lease=120)(
+    handler = idempotent_endpoint(name="charge", collection=collection, client=store_client, lease=120)(
         service
     )
     app = flask.Flask(f"downstream-{uuid.uuid4().hex[:6]}")
@@ -44,8 +65,8 @@ def endpoint(firestore_client, collection, clock, service):
 
 
 @pytest.fixture
-def steps(firestore_client, collection, clock):
-    return Steps(collection=collection, client=firestore_client, lease=120)
+def steps(store_client, collection, clock):
+    return Steps(collection=collection, client=store_client, lease=120)
 
 
 def _post(app, token="run-key-1", amount=5):
@@ -53,6 +74,7 @@ def _post(app, token="run-key-1", amount=5):
         return client.post("/", json={"amount": amount}, headers={IDEMPOTENCY_HEADER: token} if token else {})
 
 
+@pytest.mark.both_stores
 def test_a_repeated_token_is_answered_with_the_stored_answer_without_running_again(endpoint, service):
     first = _post(endpoint)
     again = _post(endpoint)
@@ -62,18 +84,21 @@ def test_a_repeated_token_is_answered_with_the_stored_answer_without_running_aga
     assert service.runs == 1
 
 
+@pytest.mark.both_stores
 def test_another_token_runs_the_handler_again(endpoint, service):
     _post(endpoint, token="run-key-1")
     _post(endpoint, token="run-key-2")
     assert service.runs == 2
 
 
+@pytest.mark.both_stores
 def test_a_request_without_the_token_is_rejected_and_not_run(endpoint, service):
     response = _post(endpoint, token=None)
     assert response.status_code == 400 and response.json["outcome"] == "rejected"
     assert service.runs == 0
 
 
+@pytest.mark.both_stores
 def test_a_repeat_while_the_first_request_runs_is_answered_409(endpoint, service):
     entered, release = threading.Event(), threading.Event()
 
@@ -93,6 +118,7 @@ def test_a_repeat_while_the_first_request_runs_is_answered_409(endpoint, service
     assert service.runs == 1
 
 
+@pytest.mark.both_stores
 def test_a_permanent_failure_is_stored_and_answered_422_to_every_repeat(endpoint, service):
     def reject(request):
         raise PermanentError("card declined")
@@ -104,6 +130,7 @@ def test_a_permanent_failure_is_stored_and_answered_422_to_every_repeat(endpoint
     assert service.runs == 1
 
 
+@pytest.mark.both_stores
 @pytest.mark.parametrize("failure", ["exception", "5xx answer"])
 def test_a_failed_request_releases_the_token_so_the_retry_runs(endpoint, service, failure):
     def fail_once(request):
@@ -120,6 +147,7 @@ def test_a_failed_request_releases_the_token_so_the_retry_runs(endpoint, service
     assert service.runs == 2
 
 
+@pytest.mark.both_stores
 def test_a_step_runs_once_per_token_and_returns_its_stored_result(steps):
     effects = []
 
@@ -134,6 +162,7 @@ def test_a_step_runs_once_per_token_and_returns_its_stored_result(steps):
     assert effects == ["charged"] * 3
 
 
+@pytest.mark.both_stores
 def test_a_step_that_raised_runs_again_and_a_permanent_failure_does_not(steps):
     attempts = []
 
@@ -152,12 +181,14 @@ def test_a_step_that_raised_runs_again_and_a_permanent_failure_does_not(steps):
     assert len(attempts) == 2
 
 
+@pytest.mark.both_stores
 def test_a_step_held_by_another_attempt_is_not_run(steps):
-    steps.ledger.claim(step_key("run-key-1", "charge-card"), {"step": "charge-card"})
+    steps.store.claim(step_key("run-key-1", "charge-card"), {"step": "charge-card"})
     with pytest.raises(StepInProgress):
         steps.run("run-key-1", "charge-card", lambda: pytest.fail("must not run"))
 
 
+@pytest.mark.both_stores
 def test_a_step_returns_the_same_value_first_and_to_every_repeat(steps):
     class Receipt:
         """Not JSON-like: nothing of it can be stored."""
@@ -166,6 +197,7 @@ def test_a_step_returns_the_same_value_first_and_to_every_repeat(steps):
     assert steps.run("run-key-1", "receipt", Receipt) is None is steps.run("run-key-1", "receipt", Receipt)
 
 
+@pytest.mark.both_stores
 def test_a_step_whose_permanent_error_cannot_be_printed_is_recorded_failed(steps):
     class Unprintable(PermanentError):
         def __str__(self):
@@ -178,3 +210,42 @@ def test_a_step_whose_permanent_error_cannot_be_printed_is_recorded_failed(steps
         steps.run("run-key-1", "charge-card", refuse)
     with pytest.raises(PermanentError, match="Unprintable"):
         steps.run("run-key-1", "charge-card", lambda: pytest.fail("must not run"))
+
+
+@pytest.fixture
+def tapped_steps(tapped_client, collection, clock, monkeypatch):
+    """Steps on the emulator through the wire tap, with store budgets of 1 s and 2 s."""
+    monkeypatch.setattr(ledger_module, "CLAIM_SECONDS", 1.0)
+    monkeypatch.setattr(ledger_module, "RELEASE_SECONDS", 1.0)
+    monkeypatch.setattr(ledger_module, "FINISH_SECONDS", 2.0)
+    return Steps(collection=collection, client=tapped_client, lease=120)
+
+
+def test_a_step_whose_store_is_down_raises_store_unavailable_and_does_not_run(tapped_steps, tap):
+    tap.inject(Fault("Commit", times=100))
+    with pytest.raises(StoreUnavailable, match="unavailable"):
+        tapped_steps.run("run-key-1", "charge-card", lambda: pytest.fail("must not run"))
+
+
+def test_a_step_whose_store_refuses_this_identity_raises_store_denied_naming_the_grant(tapped_steps, tap):
+    tap.inject(Fault("Commit", grpc.StatusCode.PERMISSION_DENIED))
+    with pytest.raises(StoreDenied, match=r"roles/datastore\.user"):
+        tapped_steps.run("run-key-1", "charge-card", lambda: pytest.fail("must not run"))
+
+
+def test_a_step_whose_completion_cannot_be_written_raises_store_unavailable_after_running_once(
+    tapped_steps, tap
+):
+    effects = []
+
+    def charge():
+        effects.append("charged")
+        tap.inject(Fault("Commit", times=100))  # the completion write
+        return {"charge": 1}
+
+    with pytest.raises(StoreUnavailable):
+        tapped_steps.run("run-key-1", "charge-card", charge)
+    tap.reset()
+    with pytest.raises(StepInProgress):  # held until its lease ends: not run again meanwhile
+        tapped_steps.run("run-key-1", "charge-card", charge)
+    assert effects == ["charged"]

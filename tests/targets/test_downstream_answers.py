@@ -1,7 +1,9 @@
 """@idempotent_endpoint served by functions-framework (its test client), on the real Firestore
-emulator: every answer shape Flask accepts is replayed to a repeat as it was first sent, a token
-reused with another request is refused, statuses follow the library's rule, every answer of the
-decorator's own is JSON, and the store failing at any step never runs the handler twice."""
+emulator and, for the tests marked `both_stores`, on the in-memory store too (the fast tier):
+every answer shape Flask accepts is replayed to a repeat as it was first sent, a token reused
+with another request is refused, statuses follow the library's rule, every answer of the
+decorator's own is JSON, and the store failing at any step (on the emulator alone) never runs
+the handler twice."""
 
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ from runonce.core.errors import NotRunnable
 from runonce.downstream import REPLAYED_HEADER, idempotent_endpoint
 from runonce.store import firestore as ledger_module
 from runonce.targets import IDEMPOTENCY_HEADER
-from tests.core.conftest import tap, tapped_client
+from tests.core.conftest import memory_store, tap, tapped_client
+from tests.targets.test_downstream import store_client
 
-__all__ = ["tap", "tapped_client"]  # fixtures, used by name
+__all__ = ["memory_store", "store_client", "tap", "tapped_client"]  # fixtures, used by name
 
 ENDPOINT: Callable | None = None
 """What the served main.py calls: the endpoint under test, set by `serve`."""
@@ -59,13 +62,13 @@ class Handler:
 
 
 @pytest.fixture
-def serve(tapped_client, collection, clock, monkeypatch, tmp_path):
+def serve(store_client, collection, clock, monkeypatch, tmp_path):
     """A functions-framework test client of `idempotent_endpoint(**options)(handler)`, lease 120 s."""
 
     def build(handler: Callable, **options):
         options.setdefault("lease", 120)
         options.setdefault("collection", collection)
-        endpoint = idempotent_endpoint(name="charge", client=tapped_client, **options)(handler)
+        endpoint = idempotent_endpoint(name="charge", client=store_client, **options)(handler)
         monkeypatch.setattr(sys.modules[__name__], "ENDPOINT", endpoint)
         source = tmp_path / f"main_{uuid.uuid4().hex[:6]}.py"
         source.write_text(MAIN)
@@ -111,6 +114,7 @@ WITH_RECEIPT = {"headers without status", "three-tuple, header list", "Response"
 
 
 @pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.both_stores
 def test_every_answer_shape_is_replayed_with_its_status_headers_and_body(serve, shape):
     handler = Handler(SHAPES[shape])
     client = serve(handler)
@@ -125,6 +129,7 @@ def test_every_answer_shape_is_replayed_with_its_status_headers_and_body(serve, 
     assert handler.runs == 1
 
 
+@pytest.mark.both_stores
 def test_an_answer_too_large_to_store_is_recorded_and_repeats_say_so_with_its_status(serve):
     handler = Handler(lambda request: ("x" * 600_000, 201))  # more than the 512 KiB stored
     client = serve(handler)
@@ -136,6 +141,7 @@ def test_an_answer_too_large_to_store_is_recorded_and_repeats_say_so_with_its_st
     assert handler.runs == 1
 
 
+@pytest.mark.both_stores
 def test_an_answer_flask_cannot_send_is_answered_json_and_never_run_again(serve):
     handler = Handler(lambda request: None)  # the handler ran its effect and forgot to return
     client = serve(handler)
@@ -157,6 +163,7 @@ def test_an_answer_flask_cannot_send_is_answered_json_and_never_run_again(serve)
     ],
     ids=["other body", "other method", "other path", "other query", "no body"],
 )
+@pytest.mark.both_stores
 def test_a_token_reused_with_another_request_is_refused_422_and_not_run(serve, repeat):
     handler = Handler(lambda request: ({"charged": 5}, 201))
     client = serve(handler)
@@ -167,6 +174,7 @@ def test_a_token_reused_with_another_request_is_refused_422_and_not_run(serve, r
     assert handler.runs == 1
 
 
+@pytest.mark.both_stores
 def test_the_same_json_in_another_key_order_or_spacing_is_the_same_request(serve):
     handler = Handler(lambda request: request.get_json())
     client = serve(handler)
@@ -181,6 +189,7 @@ def test_the_same_json_in_another_key_order_or_spacing_is_the_same_request(serve
     assert handler.runs == 1
 
 
+@pytest.mark.both_stores
 def test_a_body_that_is_not_json_counts_byte_for_byte(serve):
     handler = Handler(lambda request: "stored")
     client = serve(handler)
@@ -202,6 +211,7 @@ RETRYABLE = {
 
 
 @pytest.mark.parametrize("answer", RETRYABLE)
+@pytest.mark.both_stores
 def test_408_429_and_5xx_answers_are_sent_as_given_and_release_the_token(serve, answer):
     handler = Handler(RETRYABLE[answer])
     client = serve(handler)
@@ -228,6 +238,7 @@ STORED_4XX = {
 
 
 @pytest.mark.parametrize("answer", STORED_4XX)
+@pytest.mark.both_stores
 def test_other_4xx_answers_are_stored_and_replayed(serve, answer):
     handler = Handler(STORED_4XX[answer])
     client = serve(handler)
@@ -238,6 +249,7 @@ def test_other_4xx_answers_are_stored_and_replayed(serve, answer):
     assert handler.runs == 1
 
 
+@pytest.mark.both_stores
 def test_an_invalid_setting_is_answered_json_misconfigured_and_nothing_runs(serve):
     handler = Handler(lambda request: "charged")
     client = serve(handler, lease=0)
@@ -247,6 +259,7 @@ def test_an_invalid_setting_is_answered_json_misconfigured_and_nothing_runs(serv
     assert handler.runs == 0
 
 
+@pytest.mark.both_stores
 def test_a_permanent_error_whose_str_raises_is_stored_and_answered_json_422(serve):
     class Unprintable(PermanentError):
         def __str__(self):
@@ -263,6 +276,7 @@ def test_a_permanent_error_whose_str_raises_is_stored_and_answered_json_422(serv
     assert handler.runs == 1
 
 
+@pytest.mark.both_stores
 def test_an_exception_whose_str_and_repr_raise_is_answered_json_and_released(serve):
     class Unprintable(Exception):
         def __str__(self):
@@ -283,6 +297,7 @@ def test_an_exception_whose_str_and_repr_raise_is_answered_json_and_released(ser
     assert handler.runs == 2
 
 
+@pytest.mark.both_stores
 def test_a_streamed_body_that_raises_releases_the_token_and_is_answered_json(serve):
     def broken():
         yield "id,amount\n"
@@ -354,6 +369,7 @@ def test_a_store_that_refuses_the_claim_is_answered_misconfigured_naming_the_fix
     ],
     ids=["missing", "empty", "blank", "sent twice"],
 )
+@pytest.mark.both_stores
 def test_a_request_without_one_usable_token_is_rejected_json_and_not_run(serve, headers):
     handler = Handler(lambda request: "charged")
     client = serve(handler)
@@ -364,6 +380,7 @@ def test_a_request_without_one_usable_token_is_rejected_json_and_not_run(serve, 
 
 
 @pytest.mark.parametrize("token", ["clé-1", "k" * 8000, "projects/p/jobs/j:2026-11-29T03:00:00Z"])
+@pytest.mark.both_stores
 def test_any_other_token_is_one_token(serve, token):
     handler = Handler(lambda request: "charged")
     client = serve(handler)
@@ -377,6 +394,7 @@ def test_any_other_token_is_one_token(serve, token):
     assert handler.runs == 2
 
 
+@pytest.mark.fast
 def test_an_async_handler_is_refused_when_decorated():
     async def handle(request):
         return "charged"
@@ -385,6 +403,7 @@ def test_an_async_handler_is_refused_when_decorated():
         idempotent_endpoint(name="charge")(handle)
 
 
+@pytest.mark.both_stores
 def test_an_answer_just_under_the_bound_is_stored_and_replayed_byte_for_byte(serve):
     body = b"x" * 520_000  # about 520 kB of JSON text with the status and headers: under 512 KiB
     handler = Handler(lambda request: (body, 201))
@@ -394,6 +413,7 @@ def test_an_answer_just_under_the_bound_is_stored_and_replayed_byte_for_byte(ser
     assert again.headers[REPLAYED_HEADER] == "true" and handler.runs == 1
 
 
+@pytest.mark.fast
 def test_the_docs_table_lists_every_outcome_of_the_endpoint_with_its_status():
     from runonce.downstream import EndpointOutcome
 
@@ -403,6 +423,7 @@ def test_the_docs_table_lists_every_outcome_of_the_endpoint_with_its_status():
         assert f"{outcome.status} `{outcome.label}`" in section, outcome
 
 
+@pytest.mark.both_stores
 def test_a_handler_reading_the_raw_stream_still_gets_the_body(serve):
     handler = Handler(lambda request: request.stream.read())
     client = serve(handler)
@@ -411,6 +432,7 @@ def test_a_handler_reading_the_raw_stream_still_gets_the_body(serve):
 
 
 @pytest.mark.parametrize(("code", "runs"), [(404, 1), (409, 1), (503, 2), (429, 2)])
+@pytest.mark.both_stores
 def test_an_abort_is_an_answer_by_the_status_rule(serve, code, runs):
     handler = Handler(lambda request: flask.abort(code))
     client = serve(handler)
@@ -420,6 +442,7 @@ def test_an_abort_is_an_answer_by_the_status_rule(serve, code, runs):
     assert handler.runs == runs
 
 
+@pytest.mark.both_stores
 def test_a_coroutine_returned_by_a_plain_handler_is_answered_misconfigured_and_released(serve):
     async def charge():
         return "charged"
@@ -468,6 +491,7 @@ def test_the_store_down_on_the_completion_still_sends_the_answer_and_never_rerun
     assert handler.runs == 1
 
 
+@pytest.mark.both_stores
 def test_simultaneous_repeats_run_the_handler_once(serve):
     def slow(request):
         time.sleep(0.5)
@@ -512,6 +536,7 @@ def served(serve):
         server.shutdown()
 
 
+@pytest.mark.both_stores
 def test_over_a_real_server_a_header_sent_twice_is_rejected(served):
     handler = Handler(lambda request: "charged")
     send = served(handler)
@@ -521,6 +546,7 @@ def test_over_a_real_server_a_header_sent_twice_is_rejected(served):
     assert handler.runs == 0
 
 
+@pytest.mark.both_stores
 def test_over_a_real_server_a_utf8_token_is_one_token(served):
     handler = Handler(lambda request: "charged")
     send = served(handler)
@@ -530,6 +556,7 @@ def test_over_a_real_server_a_utf8_token_is_one_token(served):
     assert handler.runs == 1
 
 
+@pytest.mark.both_stores
 def test_another_request_taking_over_an_expired_claim_is_refused_and_does_not_run(serve, clock):
     entered, resume = threading.Event(), threading.Event()
 
@@ -559,6 +586,7 @@ def test_another_request_taking_over_an_expired_claim_is_refused_and_does_not_ru
     assert (retry.data, REPLAYED_HEADER in retry.headers, handler.runs) == (b"charged 5", False, 2)
 
 
+@pytest.mark.both_stores
 def test_a_query_with_its_parameters_in_another_order_is_the_same_request(serve):
     handler = Handler(lambda request: "charged")
     client = serve(handler)
@@ -569,6 +597,7 @@ def test_a_query_with_its_parameters_in_another_order_is_the_same_request(serve)
     assert handler.runs == 1
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("header", ["", "X_Runonce_Token", "X Token", 42])
 def test_a_header_name_no_request_can_carry_is_refused_when_decorated(header):
     with pytest.raises(ConfigError, match="header="):

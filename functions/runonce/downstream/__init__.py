@@ -1,7 +1,8 @@
 """Downstream idempotency: a service the run calls checks the token before every state-changing step.
 
 The proxy (or any runonce job) passes the run key on as an idempotency token. The service that
-changes state deduplicates on it with the same ledger the scheduled runs use:
+changes state deduplicates on it with the same run store the scheduled runs use (`Store`: the
+Firestore ledger in production), through that interface alone:
 
 - `idempotent_endpoint`: an HTTP handler decorator keyed by the `X-Runonce-Idempotency-Key`
   header. The first request runs the handler and stores its answer (see `replay`); a repeat of
@@ -12,7 +13,7 @@ changes state deduplicates on it with the same ledger the scheduled runs use:
   the stored result.
 
 One record per (step or endpoint name, token), named by a hash of both, so one token can guard
-many steps and tokens of any shape make valid document ids. The guarantee is the ledger's: a
+many steps and tokens of any shape make valid document ids. The guarantee is the store's: a
 step whose process dies after the effect and before its record is written runs again once its
 lease expires, so an effect that must never repeat belongs in the same store, written atomically
 with its own check, or must be idempotent itself.
@@ -52,9 +53,8 @@ from ..core.errors import (
     StoreUnavailable,
 )
 from ..core.finish import RETRYABLE_4XX
-from ..core.store import Claim, Held, StoredResult
+from ..core.store import Claim, Held, Store, StoredResult
 from ..store.connection import Connection
-from ..store.firestore import Ledger, LedgerStore
 from ..targets.schema import IDEMPOTENCY_HEADER
 from .replay import REPLAYED_HEADER, HttpAnswer, not_stored, replay
 
@@ -81,7 +81,7 @@ def step_key(token: str, name: str) -> str:
     return hashlib.sha256(encoded).hexdigest()
 
 
-class _LedgerSource:
+class _StoreSource:
     """The store, built on first use: RUNONCE_* variables as for `@deduplicated`, but the
     collection is RUNONCE_DOWNSTREAM_COLLECTION (default runonce_downstream), apart from runs.
     ConfigError (an invalid setting, no credentials, no project) is raised at every use until fixed."""
@@ -90,9 +90,9 @@ class _LedgerSource:
         self._options = options
         self._client = client
         self._lock = threading.Lock()
-        self._store: LedgerStore | None = None
+        self._store: Store | None = None
 
-    def get(self) -> LedgerStore:
+    def get(self) -> Store:
         with self._lock:
             if self._store is None:
                 collection = os.environ.get(COLLECTION_VARIABLE, DEFAULT_COLLECTION)
@@ -102,7 +102,7 @@ class _LedgerSource:
 
 
 class Steps:
-    """Run state-changing steps once per idempotency token, on a run ledger.
+    """Run state-changing steps once per idempotency token, on a run store.
 
     Options override the RUNONCE_* variables as for `@deduplicated`; `collection` defaults to
     RUNONCE_DOWNSTREAM_COLLECTION, else `runonce_downstream`. The lease must outlast the longest step.
@@ -118,16 +118,11 @@ class Steps:
         client: firestore.Client | None = None,
     ):
         options = {"collection": collection, "lease": lease, "retention": retention, "database": database}
-        self._source = _LedgerSource({k: v for k, v in options.items() if v is not None}, client)
+        self._source = _StoreSource({k: v for k, v in options.items() if v is not None}, client)
 
     @property
-    def ledger(self) -> Ledger:
-        """The ledger the steps are recorded in."""
-        return self._source.get().ledger
-
-    @property
-    def store(self) -> LedgerStore:
-        """The ledger behind runonce's store interface (its errors translated)."""
+    def store(self) -> Store:
+        """The store the steps are recorded in (built at first use; ConfigError until it can be)."""
         return self._source.get()
 
     def run(self, token: str, name: str, action: Callable[[], Any]) -> Any:
@@ -137,10 +132,11 @@ class Steps:
         tuple comes back a list; None if it is not JSON-like or too large to store). Raises
         StepInProgress while another attempt holds the step, PermanentError (again) for a step
         that failed permanently; any other exception from `action` releases the step so the next
-        try runs it.
+        try runs it. The store failing raises runonce's StoreUnavailable, StoreRejected or
+        StoreDenied (a StoreError), never a client library's exception.
         """
-        ledger = self.ledger
-        claim = ledger.claim(step_key(token, name), {"step": name, "token": token[:512]})
+        store = self.store
+        claim = store.claim(step_key(token, name), {"step": name, "token": token[:512]})
         if isinstance(claim, Held):
             if claim.status is RunStatus.COMPLETED:
                 return claim.result
@@ -150,13 +146,13 @@ class Steps:
         try:
             result = action()
         except PermanentError as exc:
-            ledger.fail(claim, describe(exc))
+            store.fail(claim, describe(exc))
             raise
         except BaseException:
-            ledger.release(claim)
+            store.release(claim)
             raise
         stored = StoredResult.of(result)
-        recorded = ledger.record_result(claim, stored)  # what the store refuses is recorded without it
+        recorded = store.complete(claim, stored)  # what the store refuses is recorded without it
         return (recorded or stored).value
 
 
@@ -232,14 +228,14 @@ class _InvalidAnswer(RunonceError):
 class _Request:
     """One request to an idempotent endpoint: the claim it holds and how it ends, on self."""
 
-    def __init__(self, source: _LedgerSource, scope: str, header: str, handler: Callable, request: Any):
+    def __init__(self, source: _StoreSource, scope: str, header: str, handler: Callable, request: Any):
         self.source = source
         self.scope = scope
         self.header = header
         self.handler = handler
         self.request = request
         self.fields: dict[str, Any] = {"endpoint": scope}
-        self.store: LedgerStore | None = None
+        self.store: Store | None = None
         self.claim: Claim | None = None
         self.answer: HttpAnswer | None = None
         """The handler's answer, read in full: once set, the handler has run to its end."""
@@ -343,7 +339,7 @@ class _Request:
             raise NotRunnable(f"the handler returned a {type_name(returned)}: make it a plain def")
         return HttpAnswer.of(_response(returned))
 
-    def _held(self, store: LedgerStore, held: Held, fingerprint: str) -> Any:
+    def _held(self, store: Store, held: Held, fingerprint: str) -> Any:
         if held.status is RunStatus.IN_PROGRESS:
             log(logging.INFO, "repeated request while the first runs", outcome="in_progress", **self.fields)
             return EndpointOutcome.IN_PROGRESS.answer()
@@ -360,7 +356,7 @@ class _Request:
         return replay(held.stored)
 
     @staticmethod
-    def _first_request_differs(store: LedgerStore, key: str, fingerprint: str) -> bool:
+    def _first_request_differs(store: Store, key: str, fingerprint: str) -> bool:
         """Whether the record was claimed for another request than this one (StoreError if unread)."""
         record = store.read(key) or {}
         return record.get("fingerprint", fingerprint) != fingerprint

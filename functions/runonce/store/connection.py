@@ -17,6 +17,7 @@ from google.cloud import firestore
 from .._text import describe
 from ..core.errors import ConfigError
 from ..core.settings import Settings, load_settings
+from ..core.store import Store
 from .firestore import Ledger, LedgerStore
 
 
@@ -25,7 +26,7 @@ class Setup:
     """What a request needs: the settings, the store, and the project (for trace ids in logs)."""
 
     settings: Settings
-    store: LedgerStore
+    store: Store
     project: str | None
 
 
