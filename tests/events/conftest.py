@@ -20,6 +20,7 @@ from werkzeug.serving import make_server
 import runonce
 from emulator.process import free_port
 from emulator.wire import TappedClient, WireTap
+from runonce.core.run import EventRun
 from tests.conftest import PROJECT
 
 
@@ -113,7 +114,7 @@ class EventProbe:
 
     def __init__(self):
         self.events: list[runonce.Event] = []
-        self.runs: list[runonce.Run] = []
+        self.runs: list[runonce.Run | EventRun] = []
         self.behaviour: Callable[[runonce.Event], object] = lambda event: {"seen": event.id}
         self._lock = threading.Lock()
 

@@ -12,6 +12,7 @@ import pytest
 
 import runonce
 from runonce import PermanentError
+from runonce.core.run import EventRun
 from runonce.events.parse import event_key, parse_push
 
 from .conftest import envelope, post
@@ -37,12 +38,20 @@ def test_an_event_runs_once_and_is_answered_200_with_its_result(push_app, probe,
     assert record["status"] == "completed" and record["event_id"] == "1001"
 
 
-def test_current_run_carries_the_event_and_the_ledger_attempt(push_app, probe):
+def test_current_run_is_an_event_run_with_the_event_and_the_ledger_attempt(push_app, probe):
     post(push_app().test_client(), envelope(deliveryAttempt=3))
     [run] = probe.runs
+    assert isinstance(run, EventRun) and not isinstance(run, runonce.Run)
     assert run.event is probe.events[0] and run.event.delivery_attempt == 3
-    assert run.attempt == 1 and run.key == _key(envelope())
-    assert run.job == "projects/runonce-local/subscriptions/orders-push"
+    assert run.attempt == 1 and run.key == _key(envelope()) and run.attempt_id
+    assert run.event.source == "projects/runonce-local/subscriptions/orders-push"
+
+
+def test_an_event_run_has_no_scheduled_fields(push_app, probe):
+    post(push_app().test_client(), envelope())
+    [run] = probe.runs
+    for scheduled_only in ("job", "schedule_time", "project", "location", "forced"):
+        assert not hasattr(run, scheduled_only), scheduled_only
 
 
 def test_a_duplicate_message_id_is_answered_200_without_running(push_app, probe):
@@ -342,9 +351,9 @@ def test_every_rfc_3339_publish_time_is_read_to_the_nanosecond(
     body = envelope()
     body["message"]["publishTime"] = text
     assert post(push_app().test_client(), body).json["outcome"] == "completed"
-    [event], [run] = probe.events, probe.runs
+    [event] = probe.events
     assert event.time.nanosecond == nanosecond and event.time.microsecond == nanosecond // 1000
-    assert run.schedule_time == utc
+    assert event.time.tzinfo is UTC and event.time.strftime("%Y-%m-%dT%H:%M:%S") == utc[:19]
 
 
 @pytest.mark.parametrize(
