@@ -11,7 +11,8 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import flask
 import pytest
@@ -20,6 +21,14 @@ from werkzeug.serving import make_server
 import runonce
 from emulator.process import free_port
 from emulator.wire import TappedClient, WireTap
+from runonce import _clock as clock
+from runonce.core.run import EventRun
+from runonce.core.settings import DEFAULT_RETENTION_SECONDS, load_event_settings, load_settings
+from runonce.events import adapter
+from runonce.events.adapter import EventSetup
+from runonce.events.deadletter import DeadLetters
+from runonce.store.connection import Setup
+from runonce.store.memory import MemoryStore
 from tests.conftest import PROJECT
 
 
@@ -113,7 +122,7 @@ class EventProbe:
 
     def __init__(self):
         self.events: list[runonce.Event] = []
-        self.runs: list[runonce.Run] = []
+        self.runs: list[runonce.Run | EventRun] = []
         self.behaviour: Callable[[runonce.Event], object] = lambda event: {"seen": event.id}
         self._lock = threading.Lock()
 
@@ -144,16 +153,69 @@ def tap() -> WireTap:
 
 
 @pytest.fixture
-def tapped_client(firestore_emulator, tap):
+def tapped_client(request, store_kind, tap):
+    if store_kind == "memory":
+        pytest.fail("this test reaches the Firestore client itself: it cannot run on the in-memory store")
+    request.getfixturevalue("firestore_emulator")
     return TappedClient(tap, project=PROJECT)
 
 
+class RecordedDeadLetters(DeadLetters):
+    """The dead-letter forwarder of the fast tier: keeps each copy it is given instead of publishing."""
+
+    def __init__(self, topic: str, copies: list[Copy]):
+        super().__init__(topic, None)
+        self._copies = copies
+
+    def _publish(self, data: bytes, attributes: dict[str, str]) -> str:
+        copy = Copy(data, dict(attributes), f"recorded-{len(self._copies) + 1}")
+        self._copies.append(copy)
+        return copy.message_id
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A dead-letter copy as a test reads it back: what Pub/Sub would deliver of it."""
+
+    data: bytes
+    attributes: dict[str, str]
+    message_id: str
+
+
+class MemoryEventConnection:
+    """What `runonce.events.adapter.EventConnection` gives an event job, on the in-memory store
+    and with the copies kept in process (the fast tier)."""
+
+    def __init__(self, store: MemoryStore, overrides: dict, copies: list[Copy]):
+        self._store = store
+        self._overrides = overrides
+        self._copies = copies
+
+    def get(self) -> EventSetup:
+        """The settings from the decorator's options (a bad one raises ConfigError), the store."""
+        base = load_settings(self._overrides)
+        settings = load_event_settings(base, self._overrides, project=PROJECT)
+        setup = Setup(base, self._store, PROJECT)  # type: ignore[arg-type]  # a Store, not the ledger
+        return EventSetup(setup, settings, RecordedDeadLetters(settings.dead_letter_topic, self._copies))
+
+
 @pytest.fixture
-def records(tapped_client, collection):
-    """Every record of this test's collection, by run key."""
+def memory_store(store_kind):
+    """The in-memory store of a test run on it (None on the emulator), on runonce's clock."""
+    if store_kind != "memory":
+        return None
+    return MemoryStore(timedelta(seconds=60), timedelta(seconds=DEFAULT_RETENTION_SECONDS), clock.now)
+
+
+@pytest.fixture
+def records(request, store_kind, memory_store, collection):
+    """Every record of this test's collection, by run key (by claim order on the in-memory store)."""
+    if store_kind == "memory":
+        return lambda: dict(enumerate(memory_store.records()))
+    client = request.getfixturevalue("tapped_client")
 
     def read() -> dict[str, dict]:
-        return {snap.id: snap.to_dict() for snap in tapped_client.collection(collection).stream()}
+        return {snap.id: snap.to_dict() for snap in client.collection(collection).stream()}
 
     return read
 
@@ -192,15 +254,63 @@ def serve_app(handler) -> flask.Flask:
     return app
 
 
+class DeadLetterTopic:
+    """A dead-letter topic and what reached it: pulled from a subscription on the Pub/Sub
+    emulator, or the copies kept in process on the in-memory store's fast run."""
+
+    def __init__(self, name: str, read: Callable[[int, float], list]):
+        self.name = name
+        self._read = read
+
+    def copies(self, expected: int, timeout: float = 30.0) -> list:
+        """The copies published since the last look (as a pull acknowledges them), waiting up to
+        `timeout` s for `expected` of them."""
+        return self._read(expected, timeout)
+
+
 @pytest.fixture
-def push_app(pubsub, tapped_client, collection, probe):
-    """Build the app serving the probe under @deduplicated_event, dead-lettering to a new topic."""
+def recorded_copies() -> list[Copy]:
+    return []
+
+
+@pytest.fixture
+def dead_letter_topic(request, store_kind, recorded_copies) -> DeadLetterTopic:
+    if store_kind == "memory":
+        name = f"projects/{PROJECT}/topics/dead-{uuid.uuid4().hex[:8]}"
+
+        def take(expected: int, timeout: float) -> list:
+            taken = list(recorded_copies)
+            recorded_copies.clear()
+            return taken
+
+        return DeadLetterTopic(name, take)
+    pubsub = request.getfixturevalue("pubsub")
+    name = pubsub.topic("dead")
+    letters = pubsub.pull_subscription("dead-letters", name)
+    return DeadLetterTopic(name, lambda expected, timeout: pubsub.pull(letters, expected, timeout=timeout))
+
+
+@pytest.fixture
+def push_app(request, store_kind, memory_store, recorded_copies, collection, probe, monkeypatch):
+    """Build the app serving the probe under @deduplicated_event, dead-lettering to a new topic:
+    on the emulators, or (a `both_stores` test's fast run) on the in-memory store with the copies
+    kept in process."""
+    if store_kind == "memory":
+        monkeypatch.setattr(
+            adapter,
+            "EventConnection",
+            lambda overrides, client: MemoryEventConnection(memory_store, overrides, recorded_copies),
+        )
+        client, new_topic = None, lambda: f"projects/{PROJECT}/topics/dead-{uuid.uuid4().hex[:8]}"
+    else:
+        client, pubsub = request.getfixturevalue("tapped_client"), request.getfixturevalue("pubsub")
+        new_topic = lambda: pubsub.topic("dead")  # noqa: E731
 
     def build(dead_letter_topic: str | None = None, **options) -> flask.Flask:
         options.setdefault("lease", 60)
-        topic = dead_letter_topic or pubsub.topic("dead")
+        topic = dead_letter_topic or new_topic()
         handler = runonce.deduplicated_event(
-            collection=collection, client=tapped_client, dead_letter_topic=topic, **options
+            collection=collection, client=client, dead_letter_topic=topic, **options
         )(probe)
         return serve_app(handler)
 

@@ -12,6 +12,7 @@ import pytest
 
 import runonce
 from runonce import PermanentError
+from runonce.core.run import EventRun
 from runonce.events.parse import event_key, parse_push
 
 from .conftest import envelope, post
@@ -23,7 +24,8 @@ def _key(body: dict) -> str:
     return event_key(parse_push(json.dumps(body).encode()))
 
 
-def test_an_event_runs_once_and_is_answered_200_with_its_result(push_app, probe, records):
+@pytest.mark.both_stores
+def test_an_event_runs_once_and_is_answered_200_with_its_result(store_kind, push_app, probe, records):
     client = push_app().test_client()
     response = post(client, envelope())
     assert response.status_code == 200 and response.json["outcome"] == "completed"
@@ -37,15 +39,26 @@ def test_an_event_runs_once_and_is_answered_200_with_its_result(push_app, probe,
     assert record["status"] == "completed" and record["event_id"] == "1001"
 
 
-def test_current_run_carries_the_event_and_the_ledger_attempt(push_app, probe):
+@pytest.mark.both_stores
+def test_current_run_is_an_event_run_with_the_event_and_the_ledger_attempt(store_kind, push_app, probe):
     post(push_app().test_client(), envelope(deliveryAttempt=3))
     [run] = probe.runs
+    assert isinstance(run, EventRun) and not isinstance(run, runonce.Run)
     assert run.event is probe.events[0] and run.event.delivery_attempt == 3
-    assert run.attempt == 1 and run.key == _key(envelope())
-    assert run.job == "projects/runonce-local/subscriptions/orders-push"
+    assert run.attempt == 1 and run.key == _key(envelope()) and run.attempt_id
+    assert run.event.source == "projects/runonce-local/subscriptions/orders-push"
 
 
-def test_a_duplicate_message_id_is_answered_200_without_running(push_app, probe):
+@pytest.mark.both_stores
+def test_an_event_run_has_no_scheduled_fields(store_kind, push_app, probe):
+    post(push_app().test_client(), envelope())
+    [run] = probe.runs
+    for scheduled_only in ("job", "schedule_time", "project", "location", "forced"):
+        assert not hasattr(run, scheduled_only), scheduled_only
+
+
+@pytest.mark.both_stores
+def test_a_duplicate_message_id_is_answered_200_without_running(store_kind, push_app, probe):
     client = push_app().test_client()
     first = post(client, envelope())
     again = post(client, envelope(data=b"changed"))
@@ -54,7 +67,8 @@ def test_a_duplicate_message_id_is_answered_200_without_running(push_app, probe)
     assert probe.count == 1
 
 
-def test_the_same_message_id_on_another_subscription_is_another_event(push_app, probe):
+@pytest.mark.both_stores
+def test_the_same_message_id_on_another_subscription_is_another_event(store_kind, push_app, probe):
     client = push_app().test_client()
     post(client, envelope())
     other = post(client, envelope(subscription="projects/runonce-local/subscriptions/audit-push"))
@@ -84,7 +98,8 @@ def test_an_event_held_by_a_live_lease_is_answered_409_without_running(push_app,
     assert first[0].status_code == 200 and probe.count == 1
 
 
-def test_any_other_exception_is_answered_500_and_releases_the_claim(push_app, probe, records):
+@pytest.mark.both_stores
+def test_any_other_exception_is_answered_500_and_releases_the_claim(store_kind, push_app, probe, records):
     client = push_app().test_client()
     probe.behaviour = lambda event: 1 / 0
     response = post(client, envelope())
@@ -95,12 +110,11 @@ def test_any_other_exception_is_answered_500_and_releases_the_claim(push_app, pr
     assert probe.count == 2
 
 
+@pytest.mark.both_stores
 def test_a_permanent_failure_is_recorded_dead_lettered_with_runonce_attributes_then_acked(
-    pubsub, push_app, probe, records
+    store_kind, dead_letter_topic, push_app, probe, records
 ):
-    dead = pubsub.topic("dead")
-    letters = pubsub.pull_subscription("dead-letters", dead)
-    client = push_app(dead_letter_topic=dead).test_client()
+    client = push_app(dead_letter_topic=dead_letter_topic.name).test_client()
 
     def refuse(event):
         raise PermanentError("order 7 does not exist")
@@ -110,7 +124,7 @@ def test_a_permanent_failure_is_recorded_dead_lettered_with_runonce_attributes_t
     response = post(client, body)
     assert response.status_code == 200 and response.json["outcome"] == "failed"
     assert response.json["dead_lettered"] is True
-    [copy] = pubsub.pull(letters, 1)
+    [copy] = dead_letter_topic.copies(1)
     assert copy.data == b'{"order": 7}'
     assert dict(copy.attributes) == {
         "kind": "order",
@@ -128,7 +142,7 @@ def test_a_permanent_failure_is_recorded_dead_lettered_with_runonce_attributes_t
     # A redelivery (a lost ack) neither runs the job nor forwards a second copy.
     again = post(client, body)
     assert again.status_code == 200 and again.json["outcome"] == "duplicate"
-    assert pubsub.pull(letters, 0, timeout=1.5) == [] and probe.count == 1
+    assert dead_letter_topic.copies(0, timeout=1.5) == [] and probe.count == 1
 
 
 def test_an_event_older_than_the_maximum_age_is_dead_lettered_and_not_run(pubsub, push_app, probe, records):
@@ -266,7 +280,8 @@ def test_a_body_that_is_not_a_push_envelope_is_answered_400_naming_the_field(
     assert probe.count == 0 and records() == {}
 
 
-def test_the_real_service_snake_case_fields_are_read_too(push_app, probe):
+@pytest.mark.both_stores
+def test_the_real_service_snake_case_fields_are_read_too(store_kind, push_app, probe):
     body = {
         "message": {
             "data": base64.b64encode(b"x").decode(),
@@ -342,9 +357,9 @@ def test_every_rfc_3339_publish_time_is_read_to_the_nanosecond(
     body = envelope()
     body["message"]["publishTime"] = text
     assert post(push_app().test_client(), body).json["outcome"] == "completed"
-    [event], [run] = probe.events, probe.runs
+    [event] = probe.events
     assert event.time.nanosecond == nanosecond and event.time.microsecond == nanosecond // 1000
-    assert run.schedule_time == utc
+    assert event.time.tzinfo is UTC and event.time.strftime("%Y-%m-%dT%H:%M:%S") == utc[:19]
 
 
 @pytest.mark.parametrize(

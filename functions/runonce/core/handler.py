@@ -36,7 +36,7 @@ from .fields import BadField
 from .finish import Attempt, Returned, Verdict, complete, fail, hold, read_return, release, retry
 from .occurrence import Occurrence
 from .outcomes import Answer, Outcome
-from .run import Run, enter, leave
+from .run import EventRun, Run, enter, leave
 from .store import Claim, Held, Store, StoredResult
 
 
@@ -132,7 +132,9 @@ def _held_answer(held: Held, attempt: Attempt) -> Answer:
     return Outcome.DUPLICATE.answer(run_key=held.key, status=held.status.value, **told, error=held.error)
 
 
-def _execute(job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Claim, run: Run) -> Answer:
+def _execute(
+    job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Claim, run: Run | EventRun
+) -> Answer:
     token = enter(run, carrier)
     _body_line(BodyStage.STARTED)
     try:

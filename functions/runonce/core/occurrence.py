@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .run import Run
+from .run import EventRun, Run
 from .store import Claim
 
 # Bump only with a migration: every stored record is found by a key of this version.
@@ -25,8 +25,9 @@ class Occurrence:
     """The run key: the ledger record's id."""
     fields: dict[str, Any]
     """Stored with the claim, for operators (job, schedule time, subscription, ...)."""
-    run: Callable[[Claim], Run]
-    """The `Run` that `current_run()` returns to the job, for the claim this attempt holds."""
+    run: Callable[[Claim], Run | EventRun]
+    """What `current_run()` returns to the job (a scheduled `Run`, an `EventRun`), for the claim
+    this attempt holds."""
     expired: str | None = None
     """Set when the occurrence must not run (an event past its maximum age): a first claim is
     recorded failed with this error and answered `too_old`. A takeover runs the job all the same:

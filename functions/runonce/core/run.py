@@ -1,5 +1,8 @@
 """The run a job executes: what `current_run()` returns, and the guard against nested runs.
 
+A scheduled job's run is a `Run` (its job, schedule time, project, location, forced); an event
+job's is an `EventRun` (the `Event` and the consumer). Both carry the run key and the attempt.
+
 The current run lives in a context variable. Python does not hand context variables to threads
 a job starts, so such a thread must be started inside the run's context to call `current_run()`:
 `threading.Thread(target=contextvars.copy_context().run, args=(work,))`, or
@@ -54,26 +57,40 @@ _ENVIRON_KEY = "runonce.run"
 
 @dataclass(frozen=True)
 class Run:
-    """The run the current job executes, as `current_run()` returns it."""
+    """A scheduled run (`@deduplicated`), as `current_run()` returns it."""
 
     key: str
     job: str
     schedule_time: str
-    """Canonical RFC 3339 UTC form of the scheduled instant (an event's publish or event time)."""
+    """Canonical RFC 3339 UTC form of the scheduled instant."""
     project: str
     location: str
     forced: bool
     attempt_id: str
     attempt: int
-    event: Event | None = None
-    """The event being handled (`@deduplicated_event`); None for a scheduled run."""
 
 
-_current: contextvars.ContextVar[Run] = contextvars.ContextVar("runonce_current_run")
+@dataclass(frozen=True)
+class EventRun:
+    """The handling of one event (`@deduplicated_event`), as `current_run()` returns it."""
+
+    key: str
+    event: Event
+    """The event being handled: its id, source, time, attributes, data and delivery attempt."""
+    consumer: str
+    """The consumer setting (the `consumer` option, else K_SERVICE; "" if neither): part of a
+    CloudEvent's run key (a push subscription names its consumer itself)."""
+    attempt_id: str
+    attempt: int
 
 
-def current_run() -> Run:
-    """The run being executed; only valid inside a `@deduplicated` function (and its context)."""
+_current: contextvars.ContextVar[Run | EventRun] = contextvars.ContextVar("runonce_current_run")
+
+
+def current_run() -> Run | EventRun:
+    """The run being executed: a `Run` in a `@deduplicated` job, an `EventRun` in a
+    `@deduplicated_event` job (both have `key`, `attempt_id` and `attempt`); `isinstance` tells
+    them apart. Only valid inside a decorated job (and its context)."""
     try:
         return _current.get()
     except LookupError:
@@ -84,7 +101,7 @@ def current_run() -> Run:
         ) from None
 
 
-def enter(run: Run, request: Any) -> contextvars.Token[Run]:
+def enter(run: Run | EventRun, request: Any) -> contextvars.Token[Run | EventRun]:
     """Make `run` the current run while the job executes for `request`; `leave` undoes it."""
     environ = _environ(request)
     if environ is not None:
@@ -92,7 +109,7 @@ def enter(run: Run, request: Any) -> contextvars.Token[Run]:
     return _current.set(run)
 
 
-def leave(token: contextvars.Token[Run], request: Any) -> None:
+def leave(token: contextvars.Token[Run | EventRun], request: Any) -> None:
     """The job is done: no current run any more."""
     _current.reset(token)
     environ = _environ(request)
@@ -104,9 +121,10 @@ def refuse_nested(request: Any, name: str) -> None:
     """Raise NestedRunError if a @deduplicated job is already running for this request or context."""
     environ = _environ(request)
     outer = _current.get(None) or (environ.get(_ENVIRON_KEY) if environ is not None else None)
-    if isinstance(outer, Run):
+    if isinstance(outer, Run | EventRun):
+        job = outer.job if isinstance(outer, Run) else outer.event.source
         raise NestedRunError(
-            f"{name} is @deduplicated and was called inside the @deduplicated job {outer.job!r} "
+            f"{name} is @deduplicated and was called inside the @deduplicated job {job!r} "
             f"(run {outer.key}): it would claim that same run again and find it held. Call the "
             f"undecorated function instead: {name}.__wrapped__(request)"
         )

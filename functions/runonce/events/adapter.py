@@ -42,12 +42,12 @@ from ..core.finish import Attempt
 from ..core.handler import claim_failed, misconfigured, rejected, run_once, serve
 from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
-from ..core.run import Event, Run
+from ..core.run import Event, EventRun
 from ..core.settings import EventSettings, load_event_settings
 from ..core.store import Claim
 from ..store.connection import Connection, Setup
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
-from .parse import BadEnvelope, event_key, from_cloud_event, parse_push, rfc3339
+from .parse import BadEnvelope, event_key, from_cloud_event, parse_push
 
 if TYPE_CHECKING:
     # Both types through packages a deployed function already requires (the stacks' requirement
@@ -110,17 +110,9 @@ def _occurrence(event: Event, key: str, expired: str | None, consumer: str) -> O
     if event.kind == "cloudevent":
         fields["event_consumer"] = consumer
 
-    def run(claim: Claim) -> Run:
-        return Run(
-            key=claim.key,
-            job=event.source,
-            schedule_time=rfc3339(event.time) if event.time is not None else "",
-            project="",
-            location="",
-            forced=False,
-            attempt_id=claim.attempt_id,
-            attempt=claim.attempt,
-            event=event,
+    def run(claim: Claim) -> EventRun:
+        return EventRun(
+            key=claim.key, event=event, consumer=consumer, attempt_id=claim.attempt_id, attempt=claim.attempt
         )
 
     return Occurrence(key, fields, run, expired)
@@ -319,7 +311,8 @@ def deduplicated_event(
     `@functions_framework.cloud_event` for a CloudEvent (the key is `consumer` + source + id; the
     consumer defaults to K_SERVICE, the function's Cloud Run service). Use bare or with
     options (seconds and names) that override the RUNONCE_* variables. The job may call
-    `current_run()` (its `.event` is the event) and returns JSON-like data stored as the result.
+    `current_run()` (an `EventRun`: the key, the attempt, the event and the consumer) and
+    returns JSON-like data stored as the result.
     `PermanentError`, and an event older than `max_event_age`, are recorded failed and forwarded
     to `dead_letter_topic` (required) before the event is acknowledged; any other exception
     releases the claim and has the event delivered again. `client` replaces the Firestore client.

@@ -17,7 +17,7 @@ from typing import Any
 
 from google.api_core.datetime_helpers import DatetimeWithNanoseconds
 
-from .._instant import Instant, parse_instant
+from .._instant import parse_instant
 from ..core.fields import BadField, read_text
 from ..core.occurrence import KEY_VERSION
 from ..core.run import Event
@@ -59,11 +59,6 @@ def read_time(text: str, field: str) -> datetime:
     return DatetimeWithNanoseconds(
         utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, nanosecond=instant.nanos, tzinfo=UTC
     )
-
-
-def rfc3339(time: datetime) -> str:
-    """The canonical RFC 3339 form of an event's time, as a scheduled run's time is written."""
-    return Instant(time, getattr(time, "nanosecond", time.microsecond * 1000)).rfc3339()
 
 
 def _message(message: object, where: str) -> tuple[str, datetime, dict[str, str], bytes, str]:
