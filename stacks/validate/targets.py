@@ -14,7 +14,6 @@ from stacks.config.targets import (
     CALL_TIMEOUT_ENV,
     CALL_TIMEOUT_SECONDS,
     CALLS_PER_ATTEMPT,
-    GRACE_ENV,
     GRACE_MARGIN_SECONDS,
     JOB_NAME,
     SERVICE_ACCOUNT_EMAIL,
@@ -27,6 +26,7 @@ from stacks.config.targets import (
     Workflow,
 )
 from stacks.config.team import Job
+from stacks.contract import TARGET_GRACE_VARIABLE as GRACE_ENV
 from stacks.validate.functions import LEASE_ENV
 from stacks.validate.schedules import shortest_gap_seconds
 from stacks.validate.windows import retry_offsets_seconds
