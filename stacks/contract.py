@@ -18,7 +18,7 @@ from stacks.config.team import FUNCTIONS_DIR
 if str(FUNCTIONS_DIR) not in sys.path:
     sys.path.append(str(FUNCTIONS_DIR))
 
-from runonce.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
+from runonce.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE, TARGET_GRACE_VARIABLE
 
 RETIRING_ACCOUNT = "runonce: retiring per-job account, removed by the next apply (docs/stacks.md, Migration)"
 """The description of a per-job account kept for one apply during the migration to shared
@@ -27,4 +27,10 @@ ACKNOWLEDGED = "//.runonce.acknowledged"
 """Where a stack carries its team's acknowledgements (`Team.acknowledge`) for the policy pack:
 under the document's top-level `//` property, which Terraform ignores as a comment."""
 
-__all__ = ["ACKNOWLEDGED", "DEAD_LETTER_TOPIC_VARIABLE", "MAX_EVENT_AGE_VARIABLE", "RETIRING_ACCOUNT"]
+__all__ = [
+    "ACKNOWLEDGED",
+    "DEAD_LETTER_TOPIC_VARIABLE",
+    "MAX_EVENT_AGE_VARIABLE",
+    "RETIRING_ACCOUNT",
+    "TARGET_GRACE_VARIABLE",
+]

@@ -25,9 +25,23 @@ FORCED_SKEW_VARIABLE = "RUNONCE_FORCED_SKEW_SECONDS"
 MAX_EVENT_AGE_VARIABLE = "RUNONCE_MAX_EVENT_AGE_SECONDS"
 DEAD_LETTER_TOPIC_VARIABLE = "RUNONCE_DEAD_LETTER_TOPIC"
 PROJECT_VARIABLE = "GOOGLE_CLOUD_PROJECT"
+TARGET_VARIABLE = "RUNONCE_TARGET"
+"""The proxy's Google API target, as one JSON object (docs/targets.md); the stack sets it."""
+TARGET_BASE_URL_VARIABLE = "RUNONCE_TARGET_BASE_URL"
+"""Replaces the target's googleapis.com host, to point tests at a local stand-in."""
+TARGET_TIMEOUT_VARIABLE = "RUNONCE_TARGET_TIMEOUT_SECONDS"
+"""The proxy's timeout per call to the target's API."""
+TARGET_GRACE_VARIABLE = "RUNONCE_TARGET_GRACE_SECONDS"
+"""How long the proxy holds a run whose start's outcome is unknown."""
 CONSUMER_VARIABLE = "K_SERVICE"
 """Set by Cloud Run in every container to the service's name (a Cloud Run function's too): the
 consumer of an event function's CloudEvents (Cloud Run's "Container runtime contract")."""
+
+# Where the proxy puts the run key in what it starts; the downstream services read it from these.
+IDEMPOTENCY_HEADER = "X-Runonce-Idempotency-Key"
+IDEMPOTENCY_ARGUMENT_FIELD = "runonce_idempotency_key"
+IDEMPOTENCY_ENV_VARIABLE = "RUNONCE_IDEMPOTENCY_KEY"
+IDEMPOTENCY_SUBSTITUTION = "_RUNONCE_IDEMPOTENCY_KEY"
 
 DEFAULT_COLLECTION = "scheduler_runs"
 """The ledger's collection when RUNONCE_COLLECTION is not set."""

@@ -36,6 +36,9 @@ JSON, so that two jobs that differ in them get proxies of their own, and the pro
 CALL_TIMEOUT_ENV = "RUNONCE_TARGET_TIMEOUT_SECONDS"
 CALL_TIMEOUT_SECONDS = 30
 """The proxy's timeout per call unless CALL_TIMEOUT_ENV says otherwise (runonce.targets.proxy)."""
+GRACE_MARGIN_SECONDS = 60
+"""The proxy holds a start of unknown outcome for RUNONCE_TARGET_GRACE_SECONDS, by default the
+call timeout plus this margin (runonce.targets.proxy.GRACE_MARGIN_SECONDS)."""
 CALLS_PER_ATTEMPT = 3
 """At most: look for an earlier start, start, and look once more after a lost answer."""
 SERVICE_ACCOUNT_EMAIL = re.compile(

@@ -227,7 +227,8 @@ def _runonce_modules(imports: list[str], runonce_dir: Path) -> set[Path]:
 
 def _module_files(folder: Path, parts: list[str]) -> list[Path]:
     """The files that importing `parts` below `folder` loads: each package's `__init__` on the way,
-    then the module; a part that is neither (a class, a function) ends the walk."""
+    then the module; a part that is neither (a class, a function) ends the walk, after the module
+    its package loads for that name at first use (`runonce.deduplicated`)."""
     files = []
     for part in parts:
         if (folder / part / "__init__.py").is_file():
@@ -236,8 +237,27 @@ def _module_files(folder: Path, parts: list[str]) -> list[Path]:
         else:
             if (folder / f"{part}.py").is_file():
                 files.append(folder / f"{part}.py")
+            else:
+                files += _loaded_at_first_use(folder / "__init__.py", part)
             break
     return files
+
+
+def _loaded_at_first_use(init: Path, name: str) -> list[Path]:
+    """The module a package's `__getattr__` loads for `name`: a package that loads a name at first
+    use declares it to type checkers by a relative import under `if TYPE_CHECKING:`, and a handler
+    that imports the name loads that module when it uses it."""
+    try:
+        tree = ast.parse(init.read_text())
+    except (SyntaxError, OSError):
+        return []
+    blocks = [node for node in tree.body if isinstance(node, ast.If) and _is_type_checking(node.test)]
+    for node in (each for block in blocks for statement in block.body for each in ast.walk(statement)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    return _relative_target(init, node, alias.name)
+    return []
 
 
 def _relative_imports(path: Path) -> Iterator[Path]:
@@ -246,14 +266,38 @@ def _relative_imports(path: Path) -> Iterator[Path]:
         tree = ast.parse(path.read_text())
     except (SyntaxError, OSError):
         return
-    for node in ast.walk(tree):
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.ImportFrom) and node.level:
-            base = path.parent
-            for _ in range(node.level - 1):
-                base = base.parent
-            parts = node.module.split(".") if node.module else []
             for alias in node.names:
-                yield from _module_files(base, [*parts, alias.name])
+                yield from _relative_target(path, node, alias.name)
+
+
+def _relative_target(path: Path, node: ast.ImportFrom, name: str) -> list[Path]:
+    """The files `from .module import name`, written in `path`, loads."""
+    base = path.parent
+    for _ in range(node.level - 1):
+        base = base.parent
+    return _module_files(base, [*(node.module.split(".") if node.module else []), name])
+
+
+def _runtime_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """Every node below `node` that can run: the body of `if TYPE_CHECKING:` (or
+    `if typing.TYPE_CHECKING:`) is left out, since only a type checker reads it and its imports
+    need no pin; its `else:` branch runs and is kept."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for branch in child.orelse:
+                yield branch
+                yield from _runtime_nodes(branch)
+        else:
+            yield from _runtime_nodes(child)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def _imports(path: Path) -> Iterator[str]:
@@ -263,7 +307,7 @@ def _imports(path: Path) -> Iterator[str]:
         tree = ast.parse(path.read_text())
     except (SyntaxError, OSError):
         return
-    for node in ast.walk(tree):
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

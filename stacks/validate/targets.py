@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,6 +14,7 @@ from stacks.config.targets import (
     CALL_TIMEOUT_ENV,
     CALL_TIMEOUT_SECONDS,
     CALLS_PER_ATTEMPT,
+    GRACE_MARGIN_SECONDS,
     JOB_NAME,
     SERVICE_ACCOUNT_EMAIL,
     TRIGGER_NAME,
@@ -25,6 +26,10 @@ from stacks.config.targets import (
     Workflow,
 )
 from stacks.config.team import Job
+from stacks.contract import TARGET_GRACE_VARIABLE as GRACE_ENV
+from stacks.validate.functions import LEASE_ENV
+from stacks.validate.schedules import shortest_gap_seconds
+from stacks.validate.windows import retry_offsets_seconds
 
 
 def code(job: Job, problem: ProblemAt) -> Generator[Problem, None, bool]:
@@ -75,7 +80,57 @@ def code(job: Job, problem: ProblemAt) -> Generator[Problem, None, bool]:
             f"set attempt_deadline_seconds (and timeout_seconds) to at least {worst}, or lower "
             f"{CALL_TIMEOUT_ENV} in env",
         )
+    yield from _grace(job, int(raw), problem)
     return True
+
+
+def _grace(job: Job, timeout: int, problem: ProblemAt) -> Iterator[Problem]:
+    """The proxy's grace (docs/targets.md, "the grace") fits the job: a held run keeps its claim
+    for the grace, so the grace must not outlast the lease, and only a Scheduler retry after the
+    grace looks for the start and finishes the run."""
+    raw = job.env.get(GRACE_ENV)
+    if raw is None:
+        grace = float(timeout + GRACE_MARGIN_SECONDS)
+    else:
+        try:
+            grace = float(raw)
+        except ValueError:
+            grace = 0.0
+        if not grace > 0:
+            yield problem(
+                "env", f"{GRACE_ENV}={raw!r} is not a number of seconds above 0", "give it 1 or more"
+            )
+            return
+    lease = int(job.env[LEASE_ENV]) if job.env.get(LEASE_ENV, "").isdigit() else job.lease_seconds
+    source = (
+        f"{GRACE_ENV}={raw}"
+        if raw is not None
+        else f"the call timeout ({timeout} s) + {GRACE_MARGIN_SECONDS} s"
+    )
+    if grace > lease:
+        yield problem(
+            "env",
+            f"the proxy's grace ({grace:g} s, {source}) is longer than the lease ({lease} s): a "
+            "run held after a start of unknown outcome would keep its claim longer than any "
+            "attempt may hold it",
+            f"lower {GRACE_ENV} (or {CALL_TIMEOUT_ENV}) to at most {lease} s, or raise timeout_seconds",
+        )
+    gap = shortest_gap_seconds(job)
+    if gap and not job.next_run_catches_up and grace <= lease:
+        return  # windows.cross_layer requires a retry after the lease, which is after the grace
+    offsets = [offset for offset in retry_offsets_seconds(job.retry) if not gap or offset < gap]
+    if not offsets or offsets[-1] <= grace:
+        last = (
+            f"the last retry comes {offsets[-1]} s after the first attempt" if offsets else "no retry comes"
+        )
+        yield problem(
+            "retry",
+            f"a run held for the proxy's grace ({grace:g} s, {source}) is never finished: "
+            f"{last}{' before the next run' if gap else ''}, and only a retry after the grace "
+            "looks for the start",
+            f"make a retry come later than {grace:g} s after the first attempt (raise "
+            f"retry.retry_count or retry.min_backoff_seconds), or lower {GRACE_ENV}",
+        )
 
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

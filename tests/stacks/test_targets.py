@@ -316,3 +316,55 @@ def test_only_the_listed_grants_are_accepted_and_every_accepted_check_says_why()
     assert set(ACCEPTED) == {"CKV_GCP_49"}
     assert all(len(reason) > 40 for reason, _ in ACCEPTED.values())
     assert not set(ACCEPTED) & set(SKIPPED)  # accepted on one grant, never skipped everywhere
+
+
+def test_a_grace_longer_than_the_lease_is_named_with_its_fix():
+    """The proxy holds a run of unknown start for the grace: longer than the lease (timeout 120 +
+    60 s) and the held claim outlasts what any attempt may hold."""
+    late = job("x", ETL, env={"RUNONCE_TARGET_GRACE_SECONDS": "181"})
+    (problem,) = find_problems([replace(TEAM, jobs=[late])])
+    assert (problem.team, problem.job, problem.field) == ("acme", "x", "env")
+    assert (
+        "grace (181 s, RUNONCE_TARGET_GRACE_SECONDS=181) is longer than the lease (180 s)" in problem.message
+    )
+    assert problem.fix.startswith(
+        "lower RUNONCE_TARGET_GRACE_SECONDS (or RUNONCE_TARGET_TIMEOUT_SECONDS) to at most 180 s"
+    )
+    assert (
+        find_problems([replace(TEAM, jobs=[job("x", ETL, env={"RUNONCE_TARGET_GRACE_SECONDS": "180"})])])
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"retry": Retry(retry_count=0)}, "no retry comes before the next run"),
+        # retries at 30 and 90 s; the default grace is the 30 s call timeout + 60 s = 90 s
+        ({"retry": Retry(retry_count=2, min_backoff_seconds=30)}, "the last retry comes 90 s after"),
+        # a longer call timeout lengthens the default grace past the retries at 30, 90 and 210 s
+        (
+            {
+                "env": {"RUNONCE_TARGET_TIMEOUT_SECONDS": "33"},
+                "attempt_deadline_seconds": 100,
+                "timeout_seconds": 300,
+            },
+            "(93 s, the call timeout (33 s) + 60 s)",
+        ),
+    ],
+)
+def test_a_retry_window_that_ends_within_the_grace_is_named(changes, says):
+    """With next_run_catches_up no retry need come after the lease, but a held run is finished
+    only by a retry after the grace."""
+    changed = job("x", ETL, next_run_catches_up=True, **changes)
+    if "timeout_seconds" in changes:  # retries at 30, 60: none after a 93 s grace
+        changed = replace(changed, retry=Retry(retry_count=2, min_backoff_seconds=30, max_doublings=0))
+    (problem,) = find_problems([replace(TEAM, jobs=[changed])])
+    assert (problem.job, problem.field) == ("x", "retry")
+    assert says in problem.message and "only a retry after the grace looks for the start" in problem.message
+    assert problem.fix.startswith("make a retry come later than")
+
+
+def test_a_grace_that_is_not_a_number_is_named():
+    bad = job("x", ETL, env={"RUNONCE_TARGET_GRACE_SECONDS": "soon"})
+    assert [(p.job, p.field) for p in find_problems([replace(TEAM, jobs=[bad])])] == [("x", "env")]

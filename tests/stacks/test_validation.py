@@ -459,6 +459,28 @@ def test_a_runonce_module_the_handler_does_not_load_adds_no_requirement(tmp_path
     assert fixes == ["add a pinned requests", "add a pinned urllib3"]
 
 
+def test_an_import_only_for_type_checking_needs_no_pin(tmp_path):
+    """Only a type checker runs `if TYPE_CHECKING:`; its `else:` branch runs and still counts."""
+    body = (
+        "import typing\nfrom typing import TYPE_CHECKING\n\n"
+        "if TYPE_CHECKING:\n    import yaml\n    from google.cloud import storage\n"
+        "if typing.TYPE_CHECKING:\n    import flask\nelse:\n    import toml\n\n"
+        "@deduplicated\ndef handle(request):\n    return {}"
+    )
+    team = replace(GOOD_TEAM, jobs=[replace(GOOD_JOB, source=function_folder(tmp_path, body))])
+    assert [p.fix.split("==")[0] for p in find_problems([team])] == ["add a pinned toml"]
+
+
+def test_a_runonce_module_loaded_only_for_type_checking_adds_no_requirement(tmp_path):
+    """The bundled runonce counts only the modules the handler loads at run time: the proxy under
+    `if TYPE_CHECKING:` asks for neither requests nor urllib3."""
+    body = (
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        "    from runonce.targets.proxy import Proxy\n\n@deduplicated\ndef handle(request):\n    return {}"
+    )
+    assert problems_of_job(source=function_folder(tmp_path, body)) == []
+
+
 def test_local_modules_nested_requirements_and_dependencies_of_listed_packages_count(tmp_path):
     body = (
         "import helpers\nimport flask\nfrom google.api_core import retry\n\n"

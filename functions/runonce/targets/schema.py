@@ -22,18 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from .. import contract
 from ..core.errors import ConfigError, RunonceError
 
-TARGET_VARIABLE = "RUNONCE_TARGET"
-BASE_URL_VARIABLE = "RUNONCE_TARGET_BASE_URL"
-TIMEOUT_VARIABLE = "RUNONCE_TARGET_TIMEOUT_SECONDS"
-GRACE_VARIABLE = "RUNONCE_TARGET_GRACE_SECONDS"
-
-# Where the run key travels; the downstream services read it from these names.
-IDEMPOTENCY_HEADER = "X-Runonce-Idempotency-Key"
-ARGUMENT_FIELD = "runonce_idempotency_key"
-ENV_NAME = "RUNONCE_IDEMPOTENCY_KEY"
-SUBSTITUTION = "_RUNONCE_IDEMPOTENCY_KEY"
+# The proxy's variables, and where the run key travels (the downstream services read it there),
+# under the names the proxy uses; runonce.contract spells them.
+TARGET_VARIABLE = contract.TARGET_VARIABLE
+BASE_URL_VARIABLE = contract.TARGET_BASE_URL_VARIABLE
+TIMEOUT_VARIABLE = contract.TARGET_TIMEOUT_VARIABLE
+GRACE_VARIABLE = contract.TARGET_GRACE_VARIABLE
+IDEMPOTENCY_HEADER = contract.IDEMPOTENCY_HEADER
+ARGUMENT_FIELD = contract.IDEMPOTENCY_ARGUMENT_FIELD
+ENV_NAME = contract.IDEMPOTENCY_ENV_VARIABLE
+SUBSTITUTION = contract.IDEMPOTENCY_SUBSTITUTION
 LABEL_KEY = "runonce_run"
 # Workflows label values hold at most 63 lowercase letters, digits, "_" and "-".
 LABEL_VALUE_LENGTH = 63
