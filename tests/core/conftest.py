@@ -88,7 +88,7 @@ class MemoryConnection:
         settings = load_settings(self._overrides)
         if (settings.lease, settings.retention) != (self._store.lease, self._store.retention):
             raise AssertionError("this test's in-memory store has another lease or retention than its app")
-        return Setup(settings, self._store, PROJECT)  # type: ignore[arg-type]  # a Store, not the ledger
+        return Setup(settings, self._store, PROJECT)
 
 
 @pytest.fixture

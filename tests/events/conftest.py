@@ -195,7 +195,7 @@ class MemoryEventConnection:
         """The settings from the decorator's options (a bad one raises ConfigError), the store."""
         base = load_settings(self._overrides)
         settings = load_event_settings(base, self._overrides, project=PROJECT)
-        setup = Setup(base, self._store, PROJECT)  # type: ignore[arg-type]  # a Store, not the ledger
+        setup = Setup(base, self._store, PROJECT)
         return EventSetup(setup, settings, RecordedDeadLetters(settings.dead_letter_topic, self._copies))
 
 
