@@ -20,10 +20,8 @@ itself (tests/sandbox/stack.py); their names are derived here so both agree.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass, replace
-from typing import Any
 
 from stacks.targets import BuildTrigger, CloudRunJob, Workflow
 from stacks.team import (
@@ -99,12 +97,9 @@ class SandboxPlace:
 
 
 def build_trigger_target(trigger: str, service_account: str) -> BuildTrigger:
-    """The trigger as a target; with `service_account` (the trigger's own account, an email)
-    where the team-file API has that field, which the stack needs to let the proxy act as it."""
-    if service_account and "service_account" in {each.name for each in dataclasses.fields(BuildTrigger)}:
-        options: dict[str, Any] = {"service_account": service_account}
-        return BuildTrigger(trigger=trigger, **options)
-    return BuildTrigger(trigger=trigger)
+    """The trigger as a target, with `service_account` (the trigger's own account, an email, or ""
+    for none), which the stack needs to let the proxy act as it."""
+    return BuildTrigger(trigger=trigger, service_account=service_account)
 
 
 def sandbox_team(place: SandboxPlace, build_trigger: str = "", trigger_account: str = "") -> Team:
