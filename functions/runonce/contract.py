@@ -95,6 +95,13 @@ DEAD_LETTER_COPY_ID_ATTRIBUTE = "runonce_copy_message_id"
 DEAD_LETTER_ATTRIBUTE_PREFIX = "runonce_"
 """Every attribute runonce adds starts with this; a plain copy's original has none that does."""
 
+# The watchdog's report of a run that did not finish (functions/watchdog; docs/operate.md): one
+# ERROR line per missed run, read by the team's log-based metric (docs/monitoring.md).
+WATCHDOG_LOGGER = "runonce.watchdog"
+"""The `logger` field of every line the watchdog writes."""
+MISSED_RUN_FIELD = "missed_run"
+"""On a watchdog line about a missed run: how it was missed, a `MissedRun` value."""
+
 
 class RunStatus(str, Enum):
     """Where a run stands in the ledger (the record's `status` field)."""
@@ -144,3 +151,14 @@ class DeadLetterReason(str, Enum):
     """The job raised PermanentError (or returned a permanent 4xx)."""
     TOO_OLD = "too_old"
     """The event was older than RUNONCE_MAX_EVENT_AGE_SECONDS when delivered; it did not run."""
+
+
+class MissedRun(str, Enum):
+    """How a scheduled run past its grace did not finish (the watchdog's `missed_run` field)."""
+
+    NEVER_DELIVERED = "never_delivered"
+    """No record: Scheduler never delivered the run, or no delivery reached the handler."""
+    STILL_HELD = "still_held"
+    """In progress: a claim is held (or was left behind by an attempt that died)."""
+    RETRIED_OUT = "retried_out"
+    """Released for a retry that never came: Scheduler's retries ran out."""

@@ -1,0 +1,47 @@
+"""Which runs a scheduled job should have had, and their run keys: from its cron and time zone alone.
+
+Cloud Scheduler evaluates a unix-cron schedule in the job's time zone, so a daily "30 2 * * *" in
+Europe/Berlin has no run on the spring-forward day and one run (the first 02:30) on the fall-back
+day, exactly as cronsim evaluates it. The run key of an expected run is the key the handler
+computes for its scheduled (not forced) delivery, so a ledger can be checked for every expected
+run by reading one record each, with no index. The operators' `runonce runs` and the watchdog
+use it; the decorators never import it (cronsim is not a dependency of a scheduled function).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from cronsim import CronSim
+
+from .._instant import Instant
+from .delivery import Delivery
+from .keys import run_key
+
+
+def expected_times(schedule: str, time_zone: str, start: datetime, end: datetime) -> list[datetime]:
+    """The instants (UTC) in (start, end] at which `schedule` fires in `time_zone`.
+
+    `start` and `end` must be aware datetimes; cronsim's ValueError (a bad expression) and
+    ZoneInfoNotFoundError (an unknown zone) reach the caller unchanged.
+    """
+    if start.tzinfo is None or end.tzinfo is None:
+        raise ValueError("start and end must be timezone-aware datetimes")
+    times: list[datetime] = []
+    for moment in CronSim(schedule, start.astimezone(ZoneInfo(time_zone))):
+        instant = moment.astimezone(UTC)
+        if instant > end:
+            return times
+        times.append(instant)
+    return times  # cronsim ends only for a schedule that never fires again (e.g. 30 February)
+
+
+def scheduled_key(job: str, schedule_time: datetime, project: str, location: str) -> str:
+    """The run key of the scheduled delivery of `job` (its Scheduler job id) at `schedule_time`.
+
+    `project` and `location` are what the stack puts in X-Runonce-Project and X-Runonce-Location.
+    Cron instants are whole minutes, so the instant carries no fraction.
+    """
+    instant = Instant(schedule_time.astimezone(UTC).replace(microsecond=0), 0)
+    return run_key(Delivery(job, instant, project, location, forced=False))
