@@ -95,6 +95,13 @@ DEAD_LETTER_COPY_ID_ATTRIBUTE = "runonce_copy_message_id"
 DEAD_LETTER_ATTRIBUTE_PREFIX = "runonce_"
 """Every attribute runonce adds starts with this; a plain copy's original has none that does."""
 
+ACTIONS_FIELD = "operator_actions"
+"""On a record an operator changed (the `runonce` command): a list of {"action", "by", "at",
+"detail"} maps, oldest first; every release, re-run and replay appends one."""
+HISTORY_FIELD = "history"
+"""On a run an operator re-ran: the finished states it had, oldest first, each the record's
+status, error, result and finishing fields as they were before the re-run reopened it."""
+
 # The watchdog's report of a run that did not finish (functions/watchdog; docs/operate.md): one
 # ERROR line per missed run, read by the team's log-based metric (docs/monitoring.md).
 WATCHDOG_LOGGER = "runonce.watchdog"
