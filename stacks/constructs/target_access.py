@@ -119,6 +119,6 @@ def _grant_role(
     elif isinstance(target, BuildTrigger):
         project, role = _parts(TRIGGER_NAME, target.trigger)["project"], ROLE_BUILD_TRIGGER
     else:
-        assert isinstance(target, GoogleApi)
+        assert isinstance(target, GoogleApi) and target.role is not None  # validation requires a role
         project, role = team_project, target.role
     return ProjectIamMember(scope, f"{id}-target-starter", project=project, role=role, member=principal)

@@ -7,23 +7,18 @@ import json
 import re
 from collections.abc import Generator, Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
+from runonce.targets.schema import problems as schema_problems
 from stacks.config.problem import Problem, ProblemAt
 from stacks.config.targets import (
     CALL_TIMEOUT_ENV,
     CALL_TIMEOUT_SECONDS,
     CALLS_PER_ATTEMPT,
     GRACE_MARGIN_SECONDS,
-    JOB_NAME,
     SERVICE_ACCOUNT_EMAIL,
-    TRIGGER_NAME,
-    WORKFLOW_NAME,
     BuildTrigger,
-    CloudRunJob,
     GoogleApi,
     Target,
-    Workflow,
 )
 from stacks.config.team import Job
 from stacks.contract import TARGET_GRACE_VARIABLE as GRACE_ENV
@@ -133,105 +128,49 @@ def _grace(job: Job, timeout: int, problem: ProblemAt) -> Iterator[Problem]:
         )
 
 
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 ROLE = re.compile(
     r"^(roles/[A-Za-z0-9_.]+|projects/[^/]+/roles/[A-Za-z0-9_.]+|organizations/[0-9]+/roles/[A-Za-z0-9_.]+)$"
 )
 
 
 def target_problems(target: Target) -> list[tuple[str, str, str]]:
-    """(field, message, fix) for every way the target cannot be started."""
-    found: list[tuple[str, str, str]] = []
-    if isinstance(target, Workflow):
-        _resource_name(
-            found,
-            "target.workflow",
-            target.workflow,
-            WORKFLOW_NAME,
-            "a workflow name",
-            "projects/P/locations/L/workflows/W",
+    """(field, message, fix) for every way the target cannot be started: the proxy's own check of
+    its JSON form (`runonce.targets.schema.problems`), then what only the stack reads."""
+    config = target.as_json()
+    unencodable = [name for name, value in config.items() if not _is_json(value)]
+    found = [
+        (f"target.{name}", "is not JSON", "use dicts, lists, strings, numbers, booleans and None")
+        for name in unencodable
+    ]
+    if not found:
+        found = [(f"target.{each.field}", each.message, each.fix) for each in schema_problems(config)]
+    if isinstance(target, GoogleApi) and not (isinstance(target.role, str) and ROLE.match(target.role)):
+        found.append(
+            (
+                "target.role",
+                f"{target.role!r} is not an IAM role",
+                'name the role the call needs, e.g. "roles/pubsub.publisher"',
+            )
         )
-        _json_object(found, "target.argument", target.argument)
-    elif isinstance(target, CloudRunJob):
-        _resource_name(
-            found, "target.job", target.job, JOB_NAME, "a Cloud Run job name", "projects/P/locations/L/jobs/J"
+    if (
+        isinstance(target, BuildTrigger)
+        and target.service_account
+        and not SERVICE_ACCOUNT_EMAIL.match(target.service_account)
+    ):
+        found.append(
+            (
+                "target.service_account",
+                f"{target.service_account!r} is not a user-managed service account's email",
+                "give the email the trigger runs as, NAME@PROJECT.iam.gserviceaccount.com (not "
+                'its projects/P/serviceAccounts/ path), or "" if it runs as Cloud Build\'s default',
+            )
         )
-        _json_object(found, "target.overrides", target.overrides)
-    elif isinstance(target, BuildTrigger):
-        _resource_name(
-            found,
-            "target.trigger",
-            target.trigger,
-            TRIGGER_NAME,
-            "a build trigger name",
-            "projects/P/locations/L/triggers/T",
-        )
-        if any(not name.startswith("_") for name in target.substitutions):
-            found.append(
-                (
-                    "target.substitutions",
-                    "user substitutions must start with '_' (Cloud Build's rule)",
-                    "rename them _NAME",
-                )
-            )
-        _json_object(found, "target.source", target.source)
-        if target.service_account and not SERVICE_ACCOUNT_EMAIL.match(target.service_account):
-            found.append(
-                (
-                    "target.service_account",
-                    f"{target.service_account!r} is not a user-managed service account's email",
-                    "give the email the trigger runs as, NAME@PROJECT.iam.gserviceaccount.com (not "
-                    'its projects/P/serviceAccounts/ path), or "" if it runs as Cloud Build\'s default',
-                )
-            )
-    elif isinstance(target, GoogleApi):
-        parts = urlsplit(target.url)
-        if parts.scheme != "https" or not (parts.hostname or "").endswith(".googleapis.com"):
-            found.append(
-                (
-                    "target.url",
-                    f"{target.url!r} is not https on a *.googleapis.com host",
-                    "call a Google API over https; other endpoints are not targets",
-                )
-            )
-        if target.method.upper() not in METHODS:
-            found.append(
-                (
-                    "target.method",
-                    f"{target.method!r} is not an HTTP method the proxy sends",
-                    f"use one of {', '.join(METHODS)}",
-                )
-            )
-        if not ROLE.match(target.role):
-            found.append(
-                (
-                    "target.role",
-                    f"{target.role!r} is not an IAM role",
-                    'name the role the call needs, e.g. "roles/pubsub.publisher"',
-                )
-            )
-        try:
-            json.dumps(target.body)
-        except (TypeError, ValueError):
-            found.append(
-                (
-                    "target.body",
-                    "the body is not JSON",
-                    "use dicts, lists, strings, numbers, booleans and None",
-                )
-            )
     return found
 
 
-def _json_object(found: list[tuple[str, str, str]], name: str, value: Any) -> None:
+def _is_json(value: Any) -> bool:
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
-        found.append((name, "is not JSON", "use dicts, lists, strings, numbers, booleans and None"))
-
-
-def _resource_name(
-    found: list[tuple[str, str, str]], name: str, value: str, pattern: re.Pattern[str], what: str, form: str
-) -> None:
-    if not pattern.match(value):
-        found.append((name, f"{value!r} is not {what}", f"write {form}"))
+        return False
+    return True

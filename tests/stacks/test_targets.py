@@ -9,8 +9,9 @@ import pytest
 
 from policy.checkov import ACCEPTED, SKIPPED, run_checkov
 from policy.runner import check_stack
+from runonce import ConfigError
 from runonce.targets import parse_target
-from stacks.config.targets import STACK_FIELDS, BuildTrigger, CloudRunJob, GoogleApi, Workflow, target_json
+from stacks.config.targets import BuildTrigger, CloudRunJob, GoogleApi, Workflow, target_json
 from stacks.team import FUNCTIONS_DIR, Job, Retry, Team
 from stacks.validate import find_problems
 from stacks.validate.quotas import usage
@@ -80,12 +81,10 @@ def runtime_member(config: dict) -> str:
 
 
 def test_the_team_file_json_is_what_the_proxy_parses():
+    # One definition: the team file's target, through its JSON, is the proxy's target again.
     for target in (ETL, EXPORT, RELEASE, PUBLISH):
         parsed = parse_target(json.loads(target_json(target)))
-        assert parsed.kind == target.kind
-        assert {key: value for key, value in vars(parsed).items()} == {
-            key: value for key, value in target.as_json().items() if key not in ("kind", *STACK_FIELDS)
-        }
+        assert type(parsed) is type(target) and parsed == target
 
 
 def test_a_target_job_runs_the_proxy_shipped_with_runonce():
@@ -229,6 +228,24 @@ def test_a_target_role_granted_to_an_account_that_is_no_proxy_is_not_scoped(synt
 def test_a_target_that_cannot_be_started_is_named(target, field):
     team = replace(TEAM, jobs=[job("x", target)])
     assert [(p.job, p.field) for p in find_problems([team])] == [("x", field)]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        Workflow("etl"),
+        CloudRunJob("projects/p/jobs/j"),
+        BuildTrigger(RELEASE.trigger, {"ENV": "prod"}),
+        GoogleApi("POST", "https://example.com/v1/x", "roles/pubsub.publisher"),
+        GoogleApi("FETCH", PUBLISH.url, "roles/pubsub.publisher"),
+    ],
+)
+def test_the_stack_and_the_proxy_refuse_a_target_with_the_same_words(target):
+    # Validated once: the stack reports what the proxy would raise at run time, before any deploy.
+    (problem,) = [p for p in find_problems([replace(TEAM, jobs=[job("x", target)])])]
+    with pytest.raises(ConfigError) as raised:
+        parse_target(json.loads(target_json(target)))
+    assert str(raised.value) == f"RUNONCE_TARGET: {problem.message}; {problem.fix}"
 
 
 @pytest.mark.parametrize(

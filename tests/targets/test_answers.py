@@ -58,7 +58,7 @@ def test_an_odd_2xx_to_a_start_completes_the_run_and_never_starts_it_again(
 
 
 def test_a_generic_call_whose_2xx_answer_is_cut_off_is_not_sent_again(proxy_app, stand_in):
-    client = proxy_app(GoogleApi("POST", PUBLISH, {"messages": []})).test_client()
+    client = proxy_app(GoogleApi("POST", PUBLISH, body={"messages": []})).test_client()
     stand_in.inject(Fault("cut", path_contains=":publish"))
     first = client.post("/", headers=scheduler_headers())
     assert first.status_code == 200 and first.json["outcome"] == "completed"
@@ -190,7 +190,7 @@ THERE_ALREADY = {
 def test_a_generic_call_whose_answer_was_lost_and_whose_retry_finds_it_done_succeeded(
     proxy_app, stand_in, clock, ledger, method, status, code, fact
 ):
-    client = proxy_app(GoogleApi(method, TOPIC, {})).test_client()
+    client = proxy_app(GoogleApi(method, TOPIC, body={})).test_client()
     stand_in.inject(Fault("drop", method=method, path_contains="/topics/"))
     first = client.post("/", headers=scheduler_headers())
     assert first.status_code == 409 and first.json["outcome"] == "in_progress"
@@ -208,7 +208,7 @@ def test_a_generic_call_whose_answer_was_lost_and_whose_retry_finds_it_done_succ
 def test_a_generic_call_whose_first_try_finds_it_done_did_nothing_and_fails(
     proxy_app, stand_in, method, status, code, fact
 ):
-    client = proxy_app(GoogleApi(method, TOPIC, {})).test_client()
+    client = proxy_app(GoogleApi(method, TOPIC, body={})).test_client()
     stand_in.inject(Fault("fail", method=method, path_contains="/topics/", status=status, code=code))
     first = client.post("/", headers=scheduler_headers())
     assert first.json["outcome"] == "failed" and "before this run's first call" in first.json["error"]
@@ -255,7 +255,11 @@ def test_a_token_that_cannot_be_minted_after_a_takeover_keeps_the_run_held(
     url = TOPIC
     credentials = FailingRefresh(0)
     proxy = Proxy(
-        GoogleApi("PUT", url, {}), credentials=credentials, base_url=stand_in.url, timeout=2.0, environ={}
+        GoogleApi("PUT", url, body={}),
+        credentials=credentials,
+        base_url=stand_in.url,
+        timeout=2.0,
+        environ={},
     )
     client = serve(proxy, collection, firestore_client).test_client()
     stand_in.inject(Fault("drop", method="PUT", path_contains="/topics/"))

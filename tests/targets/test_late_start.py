@@ -151,7 +151,7 @@ def test_a_grace_that_is_not_a_positive_number_is_a_config_error(stand_in, raw):
 
 @pytest.mark.parametrize(
     ("target", "path"),
-    [(CloudRunJob(JOB), ":run"), (GoogleApi("POST", PUBLISH, {"messages": []}), ":publish")],
+    [(CloudRunJob(JOB), ":run"), (GoogleApi("POST", PUBLISH, body={"messages": []}), ":publish")],
     ids=["cloud run job", "generic call"],
 )
 def test_a_2xx_whose_body_trickles_past_the_timeout_completes_the_run_without_a_second_start(

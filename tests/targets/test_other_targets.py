@@ -75,7 +75,7 @@ def test_a_build_whose_answer_was_lost_is_recognised_by_its_substitution(proxy_a
 def test_a_generic_googleapis_call_carries_the_run_key_as_a_header(proxy_app, stand_in):
     url = "https://pubsub.googleapis.com/v1/projects/acme-prod/topics/nightly:publish?alt=json"
     body = {"messages": [{"data": "aGk="}]}
-    client = proxy_app(GoogleApi("POST", url, body, "roles/pubsub.publisher")).test_client()
+    client = proxy_app(GoogleApi("POST", url, "roles/pubsub.publisher", body)).test_client()
     response = client.post("/", headers=scheduler_headers())
     [call] = stand_in.calls
     assert (call.method, call.path, call.body) == (

@@ -26,7 +26,7 @@ def test_a_workflow_target_is_read_from_json():
 def test_a_generic_target_keeps_method_url_body_and_role():
     url = "https://pubsub.googleapis.com/v1/projects/p/topics/t:publish"
     target = _load({"kind": "googleapis", "method": "post", "url": url, "body": {"x": 1}, "role": "roles/r"})
-    assert target == GoogleApi("POST", url, {"x": 1}, "roles/r")
+    assert target == GoogleApi("POST", url, "roles/r", {"x": 1})
 
 
 @pytest.mark.parametrize(

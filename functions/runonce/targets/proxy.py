@@ -37,6 +37,8 @@ from ..core.errors import ConfigError, OutcomeUnknown, PermanentError, RunonceEr
 from ..core.run import current_run
 from .schema import (
     BASE_URL_VARIABLE,
+    DEFAULT_TIMEOUT_SECONDS,
+    GRACE_MARGIN_SECONDS,
     GRACE_VARIABLE,
     TIMEOUT_VARIABLE,
     Call,
@@ -47,10 +49,6 @@ from .schema import (
 )
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
-DEFAULT_TIMEOUT_SECONDS = 30.0
-GRACE_MARGIN_SECONDS = 60.0
-"""Added to the call timeout to give the default grace: how long after the proxy gave up on a
-start the start may still commit and show up in the target's list (docs/targets.md, "Grace")."""
 
 
 class Verdict(Enum):
@@ -358,7 +356,7 @@ class Proxy:
 def _seconds(environ: Mapping[str, str], variable: str, default: float) -> float:
     raw = environ.get(variable)
     if raw is None:
-        return default
+        return float(default)
     try:
         value = float(raw)
     except ValueError:

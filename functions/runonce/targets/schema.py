@@ -10,7 +10,10 @@ A target is read from `RUNONCE_TARGET` (one JSON object, see docs/targets.md) an
   build is recognised by that substitution among the trigger's builds;
 - `googleapis`: any `https://*.googleapis.com` call; the key goes into a request header.
 
-Every shape here is plain data: a `Call` says what to send, the proxy sends it.
+Every shape here is plain data: a `Call` says what to send, the proxy sends it. These classes
+are also what a team file writes (`Job(target=Workflow(...))`, re-exported by `stacks.targets`),
+and `problems` is the one check of a target's JSON form: the proxy raises its first problem as a
+ConfigError, the stacks report every one before anything is deployed.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, NamedTuple
 from urllib.parse import urlsplit
 
 from .. import contract
@@ -39,12 +42,23 @@ LABEL_KEY = "runonce_run"
 # Workflows label values hold at most 63 lowercase letters, digits, "_" and "-".
 LABEL_VALUE_LENGTH = 63
 
-_WORKFLOW = re.compile(r"^projects/[^/]+/locations/[^/]+/workflows/[^/]+$")
-_JOB = re.compile(r"^projects/[^/]+/locations/[^/]+/jobs/[^/]+$")
-_TRIGGER = re.compile(
-    r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/triggers/(?P<trigger>[^/]+)$"
+WORKFLOW_NAME = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/workflows/(?P<name>[^/]+)$"
 )
-_METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
+JOB_NAME = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/jobs/(?P<name>[^/]+)$")
+TRIGGER_NAME = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/triggers/(?P<name>[^/]+)$"
+)
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+KINDS = "workflow, cloud_run_job, build_trigger or googleapis"
+
+DEFAULT_TIMEOUT_SECONDS = 30
+"""The proxy's timeout per call to the target's API unless RUNONCE_TARGET_TIMEOUT_SECONDS says otherwise."""
+GRACE_MARGIN_SECONDS = 60
+"""Added to the call timeout to give the default grace: how long after the proxy gave up on a
+start the start may still commit and show up in the target's list (docs/targets.md, "Grace")."""
+CALLS_PER_ATTEMPT = 3
+"""At most, per attempt: look for an earlier start, start, and look once more after a lost answer."""
 
 
 class Unreadable(RunonceError, ValueError):
@@ -102,11 +116,25 @@ class Call:
 
 
 @dataclass(frozen=True)
-class Workflow:
-    """Start an execution of a workflow: `projects/P/locations/L/workflows/W`."""
+class _Form:
+    """What every target shares: its `kind`, and its `RUNONCE_TARGET` form built from its fields,
+    so that a field added to a target is in the JSON the proxy parses without a second edit."""
+
+    kind: ClassVar[str]
+
+    def as_json(self) -> dict[str, Any]:
+        """The `RUNONCE_TARGET` form: `kind` and every field."""
+        return {"kind": self.kind, **{each.name: getattr(self, each.name) for each in fields(self)}}
+
+
+@dataclass(frozen=True)
+class Workflow(_Form):
+    """Start an execution of a Workflows workflow, with the run key in its argument and labels."""
 
     workflow: str
+    """`projects/P/locations/L/workflows/W`."""
     argument: dict[str, Any] = field(default_factory=dict)
+    """The execution's argument (a JSON object); the proxy adds `runonce_idempotency_key`."""
     kind = "workflow"
     host = "https://workflowexecutions.googleapis.com"
 
@@ -143,11 +171,13 @@ class Workflow:
 
 
 @dataclass(frozen=True)
-class CloudRunJob:
-    """Run a Cloud Run job `projects/P/locations/L/jobs/J`, optionally with run overrides."""
+class CloudRunJob(_Form):
+    """Run a Cloud Run job, with the run key as the env variable `RUNONCE_IDEMPOTENCY_KEY`."""
 
     job: str
+    """`projects/P/locations/L/jobs/J`."""
     overrides: dict[str, Any] = field(default_factory=dict)
+    """`jobs.run` overrides (containerOverrides, taskCount, timeout)."""
     kind = "cloud_run_job"
     host = "https://run.googleapis.com"
 
@@ -181,17 +211,25 @@ class CloudRunJob:
 
 
 @dataclass(frozen=True)
-class BuildTrigger:
-    """Run a Cloud Build trigger `projects/P/locations/L/triggers/T` with substitutions and a source."""
+class BuildTrigger(_Form):
+    """Run a Cloud Build trigger, with the run key as the substitution `_RUNONCE_IDEMPOTENCY_KEY`."""
 
     trigger: str
+    """`projects/P/locations/L/triggers/T`."""
     substitutions: dict[str, str] = field(default_factory=dict)
+    """User substitutions, each starting with `_`."""
     source: dict[str, Any] = field(default_factory=dict)
+    """The RepoSource to build (`branchName`, `tagName`, `commitSha`, ...)."""
+    service_account: str = ""
+    """Read by the stack alone: the email of the service account the trigger runs its builds as,
+    if it names one (`NAME@PROJECT.iam.gserviceaccount.com`): running such a trigger needs actAs
+    on that account, so the proxy's account gets roles/iam.serviceAccountUser on it alone. ""
+    (default): the trigger uses Cloud Build's default account, and nothing more is granted."""
     kind = "build_trigger"
     host = "https://cloudbuild.googleapis.com"
 
     def _parts(self) -> dict[str, str]:
-        match = _TRIGGER.match(self.trigger)
+        match = TRIGGER_NAME.match(self.trigger)
         assert match is not None  # validated when the target was parsed
         return match.groupdict()
 
@@ -199,7 +237,7 @@ class BuildTrigger:
         """triggers.run with the key as the `_RUNONCE_IDEMPOTENCY_KEY` substitution."""
         parts = self._parts()
         source = {**self.source, "substitutions": {**self.substitutions, SUBSTITUTION: key}}
-        body = {"projectId": parts["project"], "triggerId": parts["trigger"], "source": source}
+        body = {"projectId": parts["project"], "triggerId": parts["name"], "source": source}
         return Call("POST", f"{self.host}/v1/{self.trigger}:run", body=body)
 
     def lookup(self, key: str) -> Call:
@@ -210,7 +248,7 @@ class BuildTrigger:
             f"{self.host}/v1/projects/{parts['project']}/locations/{parts['location']}/builds",
             params={
                 "projectId": parts["project"],
-                "filter": f'trigger_id="{parts["trigger"]}"',
+                "filter": f'trigger_id="{parts["name"]}"',
                 "pageSize": "100",
             },
         )
@@ -232,13 +270,19 @@ class BuildTrigger:
 
 
 @dataclass(frozen=True)
-class GoogleApi:
-    """Any call to an `https://*.googleapis.com` URL; `role` documents what the proxy's account needs."""
+class GoogleApi(_Form):
+    """Any call to an `https://*.googleapis.com` URL, with the run key in the header
+    `X-Runonce-Idempotency-Key`; `role` is what the proxy's account needs for it."""
 
     method: str
+    """GET, POST, PUT, PATCH or DELETE."""
     url: str
-    body: Any = None
+    """An https URL on a `*.googleapis.com` host."""
     role: str | None = None
+    """Read by the stack alone (a team file must give it): the role the call needs, granted to the
+    proxy's account on the project (an arbitrary API names no resource to grant it on)."""
+    body: Any = None
+    """The JSON body, if any."""
     kind = "googleapis"
 
     @property
@@ -273,56 +317,102 @@ def _build_name(build: Mapping[str, Any]) -> str | None:
 Target = Workflow | CloudRunJob | BuildTrigger | GoogleApi
 
 
-def _field(config: Mapping[str, Any], name: str, kind: str, pattern: re.Pattern[str] | None = None) -> str:
-    value = config.get(name)
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{TARGET_VARIABLE}: a {kind} target needs {name!r} (a string)")
-    if pattern is not None and not pattern.match(value):
-        raise ConfigError(f"{TARGET_VARIABLE}: {name}={value!r} does not look like {pattern.pattern}")
-    return value
+TARGET_CLASSES: tuple[type[_Form], ...] = (Workflow, CloudRunJob, BuildTrigger, GoogleApi)
 
 
-def _mapping(config: Mapping[str, Any], name: str) -> dict[str, Any]:
-    value = config.get(name, {})
-    if not isinstance(value, dict):
-        raise ConfigError(f"{TARGET_VARIABLE}: {name!r} must be a JSON object, not {type(value).__name__}")
-    return value
+def target_json(target: Target) -> str:
+    """`RUNONCE_TARGET`: the target as compact, key-sorted JSON (a stable function setting). A
+    value JSON cannot hold is written as its repr, so that the stacks can still group the jobs;
+    their validation reports it, and such a team is never deployed."""
+    return json.dumps(target.as_json(), sort_keys=True, separators=(",", ":"), default=repr)
 
 
-def _googleapis_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme != "https" or not (parts.hostname or "").endswith(".googleapis.com"):
-        raise ConfigError(
-            f"{TARGET_VARIABLE}: url={url!r} must be https on a *.googleapis.com host; "
-            "other endpoints are not Google API targets"
-        )
-    return url
+class Problem(NamedTuple):
+    """One way a target's JSON form cannot be started: the field, what is wrong, and the fix."""
+
+    field: str
+    message: str
+    fix: str
+
+
+_NAMES = {
+    "workflow": ("workflow", WORKFLOW_NAME, "a workflow name", "projects/P/locations/L/workflows/W"),
+    "cloud_run_job": ("job", JOB_NAME, "a Cloud Run job name", "projects/P/locations/L/jobs/J"),
+    "build_trigger": ("trigger", TRIGGER_NAME, "a build trigger name", "projects/P/locations/L/triggers/T"),
+}
+_OBJECTS = {
+    "workflow": ("argument",),
+    "cloud_run_job": ("overrides",),
+    "build_trigger": ("substitutions", "source"),
+}
+
+
+def problems(config: Mapping[str, Any]) -> list[Problem]:
+    """Every way the target's JSON form `config` cannot be started, each naming its field."""
+    kind = config.get("kind")
+    if kind not in (*_NAMES, "googleapis"):
+        return [Problem("kind", f"kind={kind!r} is not a target", f"use {KINDS}")]
+    found: list[Problem] = []
+    if kind in _NAMES:
+        name, pattern, what, form = _NAMES[kind]
+        value = config.get(name)
+        if not isinstance(value, str) or not value:
+            found.append(Problem(name, f"a {kind} target needs {name!r} (a string)", f"write {form}"))
+        elif not pattern.match(value):
+            found.append(Problem(name, f"{name}={value!r} does not look like {what}", f"write {form}"))
+    for name in _OBJECTS.get(kind, ()):
+        value = config.get(name, {})
+        if not isinstance(value, dict):
+            message = f"{name!r} must be a JSON object, not {type(value).__name__}"
+            found.append(Problem(name, message, "give a JSON object (a dict)"))
+    substitutions = config.get("substitutions")
+    named = isinstance(substitutions, dict) and all(str(name).startswith("_") for name in substitutions)
+    if kind == "build_trigger" and isinstance(substitutions, dict) and not named:
+        message = "user substitutions must start with '_' (Cloud Build's rule)"
+        found.append(Problem("substitutions", message, "rename them _NAME"))
+    if kind == "googleapis":
+        found.extend(_call_problems(config))
+    return found
+
+
+def _call_problems(config: Mapping[str, Any]) -> list[Problem]:
+    found: list[Problem] = []
+    method = config.get("method")
+    if not isinstance(method, str) or method.upper() not in METHODS:
+        message = f"method={method!r} must be one of {', '.join(METHODS)}"
+        found.append(Problem("method", message, "give the HTTP method the call needs"))
+    url = config.get("url")
+    if not isinstance(url, str) or not url:
+        found.append(Problem("url", "a googleapis target needs 'url' (a string)", "give the API's https URL"))
+    else:
+        parts = urlsplit(url)
+        if parts.scheme != "https" or not (parts.hostname or "").endswith(".googleapis.com"):
+            message = f"url={url!r} must be https on a *.googleapis.com host"
+            found.append(
+                Problem("url", message, "call a Google API over https; other endpoints are not targets")
+            )
+    return found
 
 
 def parse_target(config: Mapping[str, Any]) -> Target:
     """Build a target from its JSON form; ConfigError names the field and what it should be."""
-    kind = config.get("kind")
+    found = problems(config)
+    if found:
+        first = found[0]
+        raise ConfigError(f"{TARGET_VARIABLE}: {first.message}; {first.fix}")
+    kind = config["kind"]
     if kind == "workflow":
-        return Workflow(_field(config, "workflow", kind, _WORKFLOW), _mapping(config, "argument"))
+        return Workflow(config["workflow"], config.get("argument", {}))
     if kind == "cloud_run_job":
-        return CloudRunJob(_field(config, "job", kind, _JOB), _mapping(config, "overrides"))
+        return CloudRunJob(config["job"], config.get("overrides", {}))
     if kind == "build_trigger":
-        substitutions = _mapping(config, "substitutions")
-        if any(not name.startswith("_") for name in substitutions):
-            raise ConfigError(f"{TARGET_VARIABLE}: user substitutions must start with '_' (Cloud Build rule)")
         return BuildTrigger(
-            _field(config, "trigger", kind, _TRIGGER), substitutions, _mapping(config, "source")
+            config["trigger"],
+            config.get("substitutions", {}),
+            config.get("source", {}),
+            config.get("service_account") or "",
         )
-    if kind == "googleapis":
-        method = _field(config, "method", kind).upper()
-        if method not in _METHODS:
-            raise ConfigError(f"{TARGET_VARIABLE}: method={method!r} must be one of {sorted(_METHODS)}")
-        role = config.get("role")
-        return GoogleApi(method, _googleapis_url(_field(config, "url", kind)), config.get("body"), role)
-    raise ConfigError(
-        f"{TARGET_VARIABLE}: kind={kind!r} is not a target; "
-        "use workflow, cloud_run_job, build_trigger or googleapis"
-    )
+    return GoogleApi(config["method"].upper(), config["url"], config.get("role"), config.get("body"))
 
 
 def load_target(environ: Mapping[str, str]) -> Target:
