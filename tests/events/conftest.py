@@ -291,10 +291,10 @@ def dead_letter_topic(request, store_kind, recorded_copies) -> DeadLetterTopic:
 
 
 @pytest.fixture
-def push_app(request, store_kind, memory_store, recorded_copies, collection, probe, monkeypatch):
-    """Build the app serving the probe under @deduplicated_event, dead-lettering to a new topic:
-    on the emulators, or (a `both_stores` test's fast run) on the in-memory store with the copies
-    kept in process."""
+def event_handler(request, store_kind, memory_store, recorded_copies, collection, probe, monkeypatch):
+    """Build the probe under @deduplicated_event, dead-lettering to a new topic: on the emulators,
+    or (a `both_stores` test's fast run) on the in-memory store with the copies kept in process.
+    A CloudEvent function is this handler itself; a push endpoint serves it (`push_app`)."""
     if store_kind == "memory":
         monkeypatch.setattr(
             adapter,
@@ -306,13 +306,22 @@ def push_app(request, store_kind, memory_store, recorded_copies, collection, pro
         client, pubsub = request.getfixturevalue("tapped_client"), request.getfixturevalue("pubsub")
         new_topic = lambda: pubsub.topic("dead")  # noqa: E731
 
-    def build(dead_letter_topic: str | None = None, **options) -> flask.Flask:
+    def build(dead_letter_topic: str | None = None, **options):
         options.setdefault("lease", 60)
         topic = dead_letter_topic or new_topic()
-        handler = runonce.deduplicated_event(
+        return runonce.deduplicated_event(
             collection=collection, client=client, dead_letter_topic=topic, **options
         )(probe)
-        return serve_app(handler)
+
+    return build
+
+
+@pytest.fixture
+def push_app(event_handler):
+    """Build the app serving the probe under @deduplicated_event (see `event_handler`)."""
+
+    def build(dead_letter_topic: str | None = None, **options) -> flask.Flask:
+        return serve_app(event_handler(dead_letter_topic, **options))
 
     return build
 

@@ -13,7 +13,6 @@ import pytest
 from cloudevents.conversion import to_structured
 from cloudevents.http import CloudEvent
 
-import runonce
 from runonce import EventRetry, PermanentError
 from runonce.core.outcomes import Outcome
 from runonce.core.run import EventRun
@@ -36,20 +35,14 @@ def storage_event(event_id: str = "evt-1", source: str = BUCKET, time: datetime 
 
 
 @pytest.fixture
-def handler(pubsub, tapped_client, collection, probe):
-    """Build the probe under @deduplicated_event with the given options (dead letters to a new topic)."""
-
-    def build(dead_letter_topic: str | None = None, **options):
-        options.setdefault("lease", 60)
-        topic = dead_letter_topic or pubsub.topic("dead")
-        return runonce.deduplicated_event(
-            collection=collection, client=tapped_client, dead_letter_topic=topic, **options
-        )(probe)
-
-    return build
+def handler(event_handler):
+    """Build the probe under @deduplicated_event with the given options (dead letters to a new
+    topic): a CloudEvent function is the decorated function itself."""
+    return event_handler
 
 
-def test_a_cloud_event_runs_once_and_the_function_returns(handler, probe, records):
+@pytest.mark.both_stores
+def test_a_cloud_event_runs_once_and_the_function_returns(store_kind, handler, probe, records):
     handle = handler()
     body = handle(storage_event())
     assert body["outcome"] == "completed"
@@ -65,28 +58,34 @@ def test_a_cloud_event_runs_once_and_the_function_returns(handler, probe, record
 
 
 @pytest.mark.parametrize("field", ["id", "source"])
-def test_an_overlong_id_or_source_is_rejected_before_anything_is_written(handler, probe, records, field):
+@pytest.mark.both_stores
+def test_an_overlong_id_or_source_is_rejected_before_anything_is_written(
+    store_kind, handler, probe, records, field
+):
     event = storage_event(**{"event_id" if field == "id" else "source": "x" * 1025})
     with pytest.raises(EventRetry, match=f"rejected: {field}: 1025 characters, more than the 1024 allowed"):
         handler()(event)
     assert (probe.count, records()) == (0, {})
 
 
-def test_a_redelivered_cloud_event_returns_without_running(handler, probe):
+@pytest.mark.both_stores
+def test_a_redelivered_cloud_event_returns_without_running(store_kind, handler, probe):
     handle = handler()
     handle(storage_event())
     assert handle(storage_event())["outcome"] == "duplicate"
     assert probe.count == 1
 
 
-def test_the_same_id_from_another_source_is_another_event(handler, probe):
+@pytest.mark.both_stores
+def test_the_same_id_from_another_source_is_another_event(store_kind, handler, probe):
     handle = handler()
     handle(storage_event())
     handle(storage_event(source="//storage.googleapis.com/projects/_/buckets/receipts"))
     assert probe.count == 2
 
 
-def test_a_pubsub_cloud_event_is_unwrapped_to_the_message(handler, probe):
+@pytest.mark.both_stores
+def test_a_pubsub_cloud_event_is_unwrapped_to_the_message(store_kind, handler, probe):
     message = {
         "data": base64.b64encode(b'{"order": 3}').decode(),
         "attributes": {"kind": "order"},
@@ -106,8 +105,9 @@ def test_a_pubsub_cloud_event_is_unwrapped_to_the_message(handler, probe):
     assert seen.json() == {"order": 3} and seen.attributes == {"kind": "order"} and seen.id == "77"
 
 
+@pytest.mark.both_stores
 def test_an_exception_raises_event_retry_so_the_event_is_redelivered_and_the_claim_is_released(
-    handler, probe, records
+    store_kind, handler, probe, records
 ):
     handle = handler()
     probe.behaviour = lambda event: 1 / 0
@@ -118,7 +118,8 @@ def test_an_exception_raises_event_retry_so_the_event_is_redelivered_and_the_cla
     assert handle(storage_event())["result"] == "fine now"
 
 
-def test_an_event_held_by_a_live_lease_raises_event_retry_in_progress(handler, probe):
+@pytest.mark.both_stores
+def test_an_event_held_by_a_live_lease_raises_event_retry_in_progress(store_kind, handler, probe):
     handle = handler()
     inside, release = threading.Event(), threading.Event()
     probe.behaviour = lambda event: (inside.set(), release.wait(10), "done")[-1]
@@ -199,7 +200,8 @@ def test_under_functions_framework_returning_acks_200_and_raising_answers_500(
     assert [event.id for event in probe.events] == ["ff-1", "ff-2"]
 
 
-def test_a_cloud_event_time_keeps_its_fraction_to_the_nanosecond(handler, probe):
+@pytest.mark.both_stores
+def test_a_cloud_event_time_keeps_its_fraction_to_the_nanosecond(store_kind, handler, probe):
     event = storage_event()
     event["time"] = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dt%H:%M:%S.123456789z")
     handler()(event)
@@ -208,7 +210,8 @@ def test_a_cloud_event_time_keeps_its_fraction_to_the_nanosecond(handler, probe)
     assert probe.runs[0].event.time is seen.time
 
 
-def test_a_cloud_event_time_that_is_not_rfc_3339_is_rejected_naming_it(handler, probe, records):
+@pytest.mark.both_stores
+def test_a_cloud_event_time_that_is_not_rfc_3339_is_rejected_naming_it(store_kind, handler, probe, records):
     event = storage_event()
     event["time"] = "2026-11-29 03:00:00"
     with pytest.raises(EventRetry, match="rejected: time: "):
@@ -258,7 +261,8 @@ def test_the_consumer_option_wins_over_k_service(pubsub, handler, probe, monkeyp
     assert [run.consumer for run in probe.runs] == ["invoices", "receipts"]
 
 
-def test_cloud_event_text_data_with_a_lone_surrogate_runs_with_the_data_as_sent(handler, probe):
+@pytest.mark.both_stores
+def test_cloud_event_text_data_with_a_lone_surrogate_runs_with_the_data_as_sent(store_kind, handler, probe):
     event = CloudEvent(
         {"type": "com.example.note", "source": "//example/notes", "id": "n-1"}, "half \ud800 pair"
     )
@@ -266,7 +270,8 @@ def test_cloud_event_text_data_with_a_lone_surrogate_runs_with_the_data_as_sent(
     assert probe.events[0].data == "half \ud800 pair".encode("utf-8", "surrogatepass")
 
 
-def test_a_cloud_event_attribute_that_is_not_utf_8_is_rejected_naming_it(handler, probe, records):
+@pytest.mark.both_stores
+def test_a_cloud_event_attribute_that_is_not_utf_8_is_rejected_naming_it(store_kind, handler, probe, records):
     event = storage_event()
     event["tenant"] = "broken \udcff"
     with pytest.raises(EventRetry, match="rejected: tenant: "):
