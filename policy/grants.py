@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from policy.synthesized import Resource, Stack, account_named, first_at, values_at
+from stacks.contract import TARGET_VARIABLE
 
 ONE_DATABASE_CONDITION = re.compile(r'^resource\.name\s*==\s*"projects/[^/"]+/databases/[^/"]+"$')
 INVOKER_ROLES = {"roles/run.invoker", "roles/run.servicesInvoker", "roles/cloudfunctions.invoker"}
@@ -83,7 +84,6 @@ def is_trigger_invoker_grant(grant: Resource, stack: Stack) -> bool:
 # A proxy (functions/proxy, deployed for a job's Google API target) reads its target from this
 # variable; its runtime account may start that target and use the ledger, nothing else. The role
 # and where it is granted, per target kind (stacks/target_access.py, docs/targets.md).
-TARGET_VARIABLE = "RUNONCE_TARGET"
 TARGET_PATH = ("service_config", "environment_variables", TARGET_VARIABLE)
 TARGET_ROLES = {
     "workflow": "roles/workflows.invoker",

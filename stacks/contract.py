@@ -10,7 +10,12 @@ purpose is named at the end.
 
 from __future__ import annotations
 
-from runonce.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE, TARGET_GRACE_VARIABLE
+from runonce.contract import (
+    DEAD_LETTER_TOPIC_VARIABLE,
+    MAX_EVENT_AGE_VARIABLE,
+    TARGET_GRACE_VARIABLE,
+    TARGET_VARIABLE,
+)
 
 RETIRING_ACCOUNT = "runonce: retiring per-job account, removed by the next apply (docs/stacks.md, Migration)"
 """The description of a per-job account kept for one apply during the migration to shared
@@ -25,4 +30,5 @@ __all__ = [
     "MAX_EVENT_AGE_VARIABLE",
     "RETIRING_ACCOUNT",
     "TARGET_GRACE_VARIABLE",
+    "TARGET_VARIABLE",
 ]

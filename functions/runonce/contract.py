@@ -141,7 +141,8 @@ class BodyEnd(str, Enum):
 
 
 class DeadLetterForm(str, Enum):
-    """How a dead-letter copy holds the original message (the README's "The dead-letter copy")."""
+    """How a dead-letter copy holds the original message (docs/library.md, "Event-driven
+    functions", the dead-letter copy)."""
 
     PLAIN = "plain"
     """The original data and attributes, plus runonce's attributes."""

@@ -11,6 +11,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runonce.contract import DEFAULT_COLLECTION
 from stacks.config.state import GcsState
 from stacks.config.targets import Target
 
@@ -303,7 +304,7 @@ class Team:
     """Firestore database id for the run ledger (a dedicated database keeps IAM scoped to it)."""
     database_location: str = ""
     """Firestore location; empty means the team's region."""
-    collection: str = "scheduler_runs"
+    collection: str = DEFAULT_COLLECTION
     """Collection of run records inside that database."""
     delete_protection: bool = True
     """Protect the ledger database from deletion (turn off only for throwaway sandboxes)."""

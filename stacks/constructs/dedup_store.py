@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from constructs import Construct
 
+from runonce.contract import EXPIRE_AT_FIELD
 from stacks.config import defaults
 from stacks.constructs.provider import (
     FirestoreDatabase,
@@ -16,7 +17,7 @@ from stacks.constructs.provider import (
 from stacks.constructs.required_apis import RequiredApis
 
 # The field runonce writes on every run record; the TTL policy deletes records after it.
-EXPIRY_FIELD = "expire_at"
+EXPIRY_FIELD = EXPIRE_AT_FIELD
 
 
 @dataclass(frozen=True)

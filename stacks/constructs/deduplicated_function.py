@@ -8,6 +8,7 @@ from pathlib import Path
 
 from constructs import Construct
 
+from runonce import contract
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.sharing import SharedFunction
@@ -118,11 +119,11 @@ def runonce_environment(team: Team, function: SharedFunction) -> dict[str, str]:
     from the timeout they share, the longest retention among them, and for the proxy the
     target its jobs share (`RUNONCE_TARGET`, docs/targets.md)."""
     environment = {
-        "GOOGLE_CLOUD_PROJECT": team.project,
-        "RUNONCE_DATABASE": team.database,
-        "RUNONCE_COLLECTION": team.collection,
-        "RUNONCE_LEASE_SECONDS": str(function.first.lease_seconds),
-        "RUNONCE_RETENTION_SECONDS": str(function.retention_seconds),
+        contract.PROJECT_VARIABLE: team.project,
+        contract.DATABASE_VARIABLE: team.database,
+        contract.COLLECTION_VARIABLE: team.collection,
+        contract.LEASE_VARIABLE: str(function.first.lease_seconds),
+        contract.RETENTION_VARIABLE: str(function.retention_seconds),
     }
     if function.settings.target:
         environment[TARGET_VARIABLE] = function.settings.target

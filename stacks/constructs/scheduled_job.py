@@ -10,6 +10,7 @@ from typing import Protocol
 from cdktf import ITerraformDependable
 from constructs import Construct
 
+from runonce.contract import LOCATION_HEADER, PROJECT_HEADER
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.team import Job, Retry, Team
@@ -22,11 +23,6 @@ from stacks.constructs.provider import (
     CloudSchedulerJobRetryConfig,
 )
 from stacks.constructs.required_apis import RequiredApis
-
-# runonce keys runs by these (with Scheduler's own headers): they say which project's and
-# region's Scheduler sent the request, which the short X-CloudScheduler-JobName does not.
-PROJECT_HEADER = "X-Runonce-Project"
-LOCATION_HEADER = "X-Runonce-Location"
 
 
 class Invoked(Protocol):
@@ -161,6 +157,8 @@ class ScheduledJob(Construct):
             http_target=CloudSchedulerJobHttpTarget(
                 uri=function.uri,
                 http_method="POST",
+                # runonce keys runs by these (with Scheduler's own headers): they say which project's and
+                # region's Scheduler sent the request, which the short X-CloudScheduler-JobName does not.
                 headers={PROJECT_HEADER: job.project, LOCATION_HEADER: job.region},
                 body=base64.b64encode(job.body.encode()).decode() if job.body else None,
                 oidc_token=CloudSchedulerJobHttpTargetOidcToken(

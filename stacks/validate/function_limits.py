@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import re
 
+from runonce.contract import CONSUMER_VARIABLE
+
 PYTHON_RUNTIMES = ("python310", "python311", "python312", "python313", "python314")
 """Generally available Python runtimes of Cloud Run functions."""
 
@@ -32,7 +34,7 @@ MEMORY_SIZES = ("128Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi", "8Gi", "16Gi", "
 RESERVED_ENV = frozenset(
     {
         "PORT",
-        "K_SERVICE",
+        CONSUMER_VARIABLE,
         "K_REVISION",
         "K_CONFIGURATION",
         "CLOUD_RUN_JOB",

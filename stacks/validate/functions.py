@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+from runonce import contract
 from stacks.config import targets
 from stacks.config.problem import Problem, ProblemAt
 from stacks.config.team import FUNCTIONS_DIR, EventJob, Job
@@ -18,15 +19,15 @@ from stacks.validate.entry_point import EVENT, handler_issue, lists_distribution
 # Set by the stack from the team and job config; a job may not override them. A job may only
 # lengthen its lease with RUNONCE_LEASE_SECONDS (checked against the timeout in `windows` and `events`).
 STACK_ENV = (
-    "RUNONCE_DATABASE",
-    "RUNONCE_COLLECTION",
-    "RUNONCE_RETENTION_SECONDS",
-    "GOOGLE_CLOUD_PROJECT",
+    contract.DATABASE_VARIABLE,
+    contract.COLLECTION_VARIABLE,
+    contract.RETENTION_VARIABLE,
+    contract.PROJECT_VARIABLE,
     MAX_EVENT_AGE_VARIABLE,
     DEAD_LETTER_TOPIC_VARIABLE,
     *targets.STACK_ENV,
 )
-LEASE_ENV = "RUNONCE_LEASE_SECONDS"
+LEASE_ENV = contract.LEASE_VARIABLE
 PUBSUB_DISTRIBUTION = "google-cloud-pubsub"
 
 

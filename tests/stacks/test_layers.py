@@ -51,3 +51,32 @@ def test_the_team_file_modules_give_the_config_classes_themselves():
         assert getattr(stacks.targets, name) is getattr(targets, name)
         assert getattr(stacks.team, name) is getattr(targets, name)
     assert stacks.state.GcsState is stacks.team.GcsState is state.GcsState
+
+
+def _contract_names() -> dict[str, str]:
+    """The values runonce.contract spells that no other module may spell again: its variables,
+    headers and the ledger's collection and expiry field."""
+    from runonce import contract
+
+    values = {
+        value: name
+        for name, value in vars(contract).items()
+        if name.isupper()
+        and isinstance(value, str)
+        and value.startswith(("RUNONCE_", "X-Runonce", "X-CloudScheduler"))
+    }
+    for name in ("DEFAULT_COLLECTION", "EXPIRE_AT_FIELD", "PROJECT_VARIABLE", "CONSUMER_VARIABLE"):
+        values[getattr(contract, name)] = name
+    return values
+
+
+@pytest.mark.parametrize("folder", ["stacks", "policy"])
+def test_the_contracts_names_are_spelled_once(folder):
+    names = _contract_names()
+    spelled = [
+        f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {node.value!r} is runonce.contract.{names[node.value]}"
+        for path in sorted((REPO_ROOT / folder).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+    ]
+    assert spelled == []

@@ -1,4 +1,5 @@
-"""What a delivery is answered: every outcome with its HTTP status (README's status tables).
+"""What a delivery is answered: every outcome with its HTTP status (docs/library.md's tables,
+"What Scheduler is answered" and "What Pub/Sub push is answered").
 
 Cloud Scheduler retries any non-2xx and Pub/Sub push redelivers on anything but 102, 200, 201,
 202 and 204, so 2xx means "do not deliver this again" (done, a duplicate of a finished run, a
