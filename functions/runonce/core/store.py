@@ -195,11 +195,7 @@ class RequestState(str, Enum):
 
 
 class RerunRefused(RunonceError):
-    """The re-run cannot be requested; `reason` says why and what to do instead. Nothing written."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+    """The re-run cannot be requested: the message says why and what to do instead. Nothing written."""
 
 
 @dataclass(frozen=True)
