@@ -122,8 +122,11 @@ def request_rerun(
     if schedule_time.tzinfo is None:
         raise Refused("--time needs a UTC offset, e.g. 2026-11-29T03:00:00Z")
     when = cron_instant(schedule_time)
-    if when.utc > now or when.utc not in expected_times(
-        target.schedule, target.time_zone, when.utc - timedelta(seconds=1), when.utc
+    if (
+        when.utc != schedule_time
+        or when.utc > now
+        or when.utc
+        not in expected_times(target.schedule, target.time_zone, when.utc - timedelta(seconds=1), when.utc)
     ):
         raise Refused(
             f"{when.rfc3339()} is not a past run of job {target.job!r} (schedule {target.schedule!r} "
@@ -249,6 +252,14 @@ def ledger_store(team: Team, job: Job) -> Store:
     return LedgerStore(Ledger(client, team.collection, lease, retention))
 
 
+def _local_user() -> str:
+    """Who runs the command, as the operating system says (the --by default)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (some containers)
+        return "unknown"
+
+
 def _parse_time(text: str) -> datetime:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
@@ -302,7 +313,7 @@ def rerun(
         store = ledger_store(team, job)
         api = SchedulerApi(os.environ.get(SCHEDULER_URL_VARIABLE) or SCHEDULER_API)
         done = request_rerun(
-            store, target, _parse_time(time_text), by or getpass.getuser(), insist, api.run, wait_seconds
+            store, target, _parse_time(time_text), by or _local_user(), insist, api.run, wait_seconds
         )
     except Refused as exc:
         click.echo(f"runonce rerun: refused: {exc} (nothing changed)", err=True)

@@ -329,3 +329,29 @@ def test_a_request_withdrawn_while_a_delivery_consumes_it_is_either_withdrawn_or
         assert withdrawn is False, withdrawn
         assert isinstance(taken, Rerun) and taken.claim is not None, taken
         assert state == api.RequestState.CONSUMED.value
+
+
+def test_a_request_whose_schedule_time_is_not_rfc_3339_is_refused_and_writes_nothing(store):
+    _finished(store)
+    with pytest.raises(RerunRefused, match="not an RFC 3339 time"):
+        store.request_rerun(SLOT, RUN, {**REQUEST, "schedule_time": "yesterday"}, False, TTL)
+    assert store.read(SLOT) is None
+
+
+def test_a_history_entry_keeps_a_small_result_and_says_why_a_large_one_is_not_kept(store):
+    _finished(store, "complete")
+    _request(store, insist=True)
+    claim = _consumed(store).claim
+    assert claim is not None
+    large = StoredResult.of({"text": "x" * 2000})
+    assert store.complete(claim, large) is not None
+    _request(store, insist=True)
+    _consumed(store, "forced-again")
+    small, dropped = store.read(RUN)[HISTORY_FIELD]
+    assert small["result_json"] == '{"rows":1}'
+    assert "result_json" not in dropped
+    assert large.text is not None
+    assert (dropped["result_stored"], dropped["result_dropped"]) == (
+        False,
+        f"{len(large.text)} bytes, not kept in history",
+    )

@@ -136,6 +136,8 @@ def _forced(
         return claim_failed(exc, key, attempt)
     if rerun is None:
         return run_once(store, occurrence, lambda: job(request), attempt, request)
+    # Held by this attempt from here on: the outer guard gives the claim back if anything raises.
+    attempt.store, attempt.claim = store, rerun.claim
     target = dataclasses.replace(delivery, schedule_time=parse_instant(rerun.schedule_time), forced=False)
     logs.bind(run_key=rerun.key, schedule_time=rerun.schedule_time, forced=False, rerun_delivery=key)
     log(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from .._instant import parse_instant
 from .._text import MAX_ERROR_CHARS, clip
 from .._version import __version__
 from ..contract import ACTIONS_FIELD, EXPIRE_AT_FIELD, HISTORY_FIELD, VERSION_FIELD, RunStatus
@@ -16,6 +17,7 @@ from ..core.store import (
     Held,
     RequestState,
     Rerun,
+    RerunRefused,
     RerunRequest,
     StoredResult,
 )
@@ -87,6 +89,8 @@ _FINISHED_FIELDS = (
     VERSION_FIELD,
 )
 """What a finished run's history entry keeps of its record."""
+MAX_HISTORY_RESULT_CHARS = 1024
+"""A history entry keeps a result of at most this many characters of JSON (ASCII: bytes)."""
 _CLEARED_ON_REOPEN = (
     "error",
     "result_json",
@@ -137,7 +141,13 @@ def request_record(
     request_id: str, key: str, fields: dict[str, Any], now: datetime, ttl: timedelta, retention: timedelta
 ) -> dict[str, Any]:
     """A pending re-run request of run `key`, valid `ttl` from `now`; `fields` add `by`,
-    `schedule_time` and what else the operator's command records."""
+    `schedule_time` (RFC 3339: RerunRefused if not) and what else the operator's command records."""
+    try:
+        parse_instant(fields["schedule_time"])
+    except (ValueError, TypeError):
+        raise RerunRefused(
+            f"schedule_time {fields['schedule_time']!r} is not an RFC 3339 time like 2026-11-29T03:00:00Z"
+        ) from None
     return {
         **{name: value for name, value in fields.items() if name != "by"},
         REQUEST_STATE_FIELD: RequestState.PENDING.value,
@@ -213,6 +223,11 @@ def reopened_record(
     """The finished run `record` reopened for a new attempt under `lease`: its finished state
     appended to its history, the operator's action recorded, its result and error cleared."""
     entry = {name: record[name] for name in _FINISHED_FIELDS if name in record}
+    kept_result = entry.get("result_json")
+    if isinstance(kept_result, str) and len(kept_result) > MAX_HISTORY_RESULT_CHARS:
+        # Every re-run adds an entry, and a record holds at most 1 MiB: history keeps small results.
+        del entry["result_json"]
+        entry.update(result_stored=False, result_dropped=f"{len(kept_result)} bytes, not kept in history")
     action = {
         "action": "rerun",
         "by": request["requested_by"],
