@@ -358,6 +358,17 @@ def test_a_refused_jobs_run_withdraws_the_request_and_exits_1(
     assert (forced["run_key"], job.keys()) == (FORCED_KEY, [RUN_KEY, FORCED_KEY])
 
 
+def test_a_lost_jobs_run_answer_whose_dispatch_consumed_the_request_is_not_withdrawn(
+    command, failed_run, job, scheduler, client, collection
+):
+    scheduler.inject(Fault("drop", path_contains=":run"))  # dispatched, the answer lost
+    result = command()
+    assert result.exit_code == 0, result.output
+    assert "consumed the request meanwhile" in result.output
+    assert job.keys() == [RUN_KEY, RUN_KEY]
+    assert record(client, collection, SLOT)[REQUEST_STATE_FIELD] == "consumed"
+
+
 def test_a_second_request_while_one_is_pending_is_refused(command, failed_run, scheduler):
     scheduler.on_start = None
     assert command().exit_code == 0

@@ -191,7 +191,7 @@ class RequestState(str, Enum):
     WITHDRAWN = "withdrawn"
     """Its command withdrew it (the `jobs.run` call failed)."""
     VOID = "void"
-    """A forced delivery found the run no longer finished (or gone): nothing was reopened."""
+    """A forced delivery found the run not finished, or gone: nothing was reopened."""
 
 
 class RerunRefused(RunonceError):

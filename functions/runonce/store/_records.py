@@ -208,7 +208,7 @@ def reopenable(record: dict[str, Any] | None) -> bool:
 
 
 def void_fields(now: datetime, delivery_key: str) -> dict[str, Any]:
-    """What a forced delivery writes on a request whose run is no longer finished (or gone)."""
+    """What a forced delivery writes on a request whose run is not finished, or gone."""
     return {REQUEST_STATE_FIELD: RequestState.VOID.value, "consumed_by": delivery_key, "consumed_at": now}
 
 
