@@ -117,14 +117,16 @@ def test_the_limit_a_clock_more_than_the_skew_behind_takes_a_first_scheduled_del
     assert probe.count == 1
 
 
-def test_a_forced_run_costs_one_more_round_trip_and_a_scheduled_run_still_two(client, clock, tap):
+def test_a_forced_run_costs_two_more_round_trips_and_a_scheduled_run_still_two(client, clock, tap):
     tap.reset()
     client.post("/", headers=scheduler_headers())
     assert tap.total() == 2
     _set(clock, 300)
     tap.reset()
     client.post("/", headers=scheduler_headers(time=T))
-    assert tap.total() == 3  # the look for a record of the scheduled run, the claim, the completion
+    # The look for a record of the scheduled run, the look for a re-run request (docs/rerun.md),
+    # the claim, the completion.
+    assert tap.total() == 4
 
 
 def test_store_down_while_checking_a_forced_run_answers_store_unavailable(client, probe, clock, tap):

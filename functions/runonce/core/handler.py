@@ -65,16 +65,23 @@ def misconfigured(exc: ConfigError, attempt: Attempt) -> Answer:
 
 
 def run_once(
-    store: Store, occurrence: Occurrence, job: Callable[[], Any], attempt: Attempt, carrier: Any
+    store: Store,
+    occurrence: Occurrence,
+    job: Callable[[], Any],
+    attempt: Attempt,
+    carrier: Any,
+    claimed: Claim | None = None,
 ) -> Answer:
     """Claim the occurrence, run `job` if this attempt holds it, finish, and say how it ended.
 
     `carrier` is what the job was called for (the request, the CloudEvent): a nested decorated
-    call made with it is refused (see `runonce.core.run.refuse_nested`).
+    call made with it is refused (see `runonce.core.run.refuse_nested`). `claimed` is a claim of
+    the occurrence the adapter already holds (a re-run's, taken with its request): it is not
+    claimed again.
     """
     attempt.store = store
     try:
-        claim = store.claim(occurrence.key, occurrence.fields)
+        claim = claimed or store.claim(occurrence.key, occurrence.fields)
     except StoreError as exc:
         return claim_failed(exc, occurrence.key, attempt)
     if isinstance(claim, Held):

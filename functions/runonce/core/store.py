@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from enum import Enum
 from functools import cached_property
 from typing import Any, Protocol
 
 from .._text import describe
 from ..contract import RunStatus
+from .errors import RunonceError
 
 # Larger results are not stored (a Firestore document holds at most 1 MiB).
 MAX_RESULT_BYTES = 16 * 1024
@@ -89,6 +91,9 @@ class Claim:
     update_time: datetime
     """The fencing token: the record's update time when this attempt last wrote it. Opaque outside
     the ledger, which guards every finishing write by it."""
+    reopened: bool = False
+    """The run was re-run by an operator (its record keeps a history): releasing the claim ends
+    its lease instead of deleting the record, so that history stays."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,8 @@ class Store(Protocol):
         ...
 
     def release(self, claim: Claim) -> bool:
-        """Delete the claim so a retry runs at once; False if the claim was lost."""
+        """Delete the claim so a retry runs at once (a reopened run's claim: end its lease, so its
+        history stays); False if the claim was lost."""
         ...
 
     def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
@@ -138,3 +144,80 @@ class Store(Protocol):
     def annotate(self, key: str, fields: dict[str, Any]) -> None:
         """Add `fields` to a finished run's record."""
         ...
+
+    # The re-run verbs (`runonce rerun`, docs/rerun.md).
+
+    def request_rerun(
+        self, slot: str, key: str, fields: dict[str, Any], insist: bool, ttl: timedelta
+    ) -> RerunRequest:
+        """Write a pending request to re-run `key` in `slot`, valid `ttl`. `fields` must hold `by`
+        and `schedule_time`. RerunRefused if `key` has no record, is in progress, is completed
+        (unless `insist`), or `slot` already holds a pending request."""
+        ...
+
+    def withdraw_rerun(self, slot: str, request_id: str) -> bool:
+        """Withdraw request `request_id` if it is still pending; False if it is not (consumed,
+        expired or replaced): nothing is written then."""
+        ...
+
+    def take_rerun(self, slot: str, key: str, fields: dict[str, Any]) -> Rerun | None:
+        """For a forced delivery (run key `key`, its claim `fields`): the re-run it carries, or None.
+
+        In one transaction with the reopening of the re-run run: a pending request in `slot` is
+        consumed, `key` is recorded as that re-run's delivery, and the run's finished state moves
+        into its history. A later delivery under `key` is told the same re-run (claim None).
+        """
+        ...
+
+
+# A finished run run again (`runonce rerun`, docs/rerun.md): the operator's request, kept in the
+# ledger under the job's re-run slot until a forced delivery of that job consumes it.
+
+RERUN_OF_FIELD = "rerun_of"
+"""On a forced delivery's record that carried a re-run: the run key of the run it re-ran."""
+RERUN_TIME_FIELD = "rerun_schedule_time"
+"""On that record: the re-run run's schedule time (RFC 3339), to claim it again on a retry."""
+REQUEST_STATE_FIELD = "rerun_state"
+"""On a re-run request: a `RequestState` value."""
+
+
+class RequestState(str, Enum):
+    """Where a re-run request stands (its `rerun_state` field)."""
+
+    PENDING = "pending"
+    """Written; the next forced delivery of the job consumes it, unless it expires first."""
+    CONSUMED = "consumed"
+    """A forced delivery took it: the run was reopened for a new attempt."""
+    WITHDRAWN = "withdrawn"
+    """Its command withdrew it (the `jobs.run` call failed)."""
+    VOID = "void"
+    """A forced delivery found the run not finished, or gone: nothing was reopened."""
+
+
+class RerunRefused(RunonceError):
+    """The re-run cannot be requested: the message says why and what to do instead. Nothing written."""
+
+
+@dataclass(frozen=True)
+class RerunRequest:
+    """An operator's pending request to run the finished run `key` again."""
+
+    slot: str
+    """The record that holds it: one per Scheduler job, so a job has at most one pending request."""
+    request_id: str
+    key: str
+    schedule_time: str
+    by: str
+    at: datetime
+    expires: datetime
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A forced delivery that carries the re-run of run `key` (scheduled at `schedule_time`)."""
+
+    key: str
+    schedule_time: str
+    claim: Claim | None
+    """The claim of the reopened run when this delivery consumed the request; None when an earlier
+    delivery with the same headers did (a retry of it): the run is then claimed as usual."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import _clock as clock
 from .. import _logs as logs
+from .._instant import parse_instant
 from .._logs import log
 from .._trace import trace_fields
 from ..core.decoration import decorate
@@ -26,7 +27,7 @@ from ..core.run import Run
 from ..core.store import Claim, Store
 from ..store.connection import Connection
 from .delivery import BadDelivery, Delivery, parse_delivery
-from .keys import run_key
+from .keys import rerun_slot, run_key
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -113,7 +114,40 @@ def _handle(job: Callable[[Any], Any], request: Any, connection: Connection, att
         if not delivery.forced:
             key = run_key(delivery)
             logs.bind(run_key=key, forced=False)
+        else:
+            return _forced(job, request, store, delivery, key, attempt)
     return run_once(store, _occurrence(delivery, key), lambda: job(request), attempt, request)
+
+
+def _forced(
+    job: Callable[[Any], Any], request: Any, store: Store, delivery: Delivery, key: str, attempt: Attempt
+) -> Answer:
+    """A forced delivery: the re-run an operator requested of this job (docs/rerun.md), when a
+    request is pending or an earlier delivery with these headers consumed one; else the forced run.
+
+    The re-run is answered as its run is (`completed`, `failed`, `in_progress`, `duplicate`...),
+    with `run_key` the re-run run's and `rerun_delivery` this delivery's own key.
+    """
+    occurrence = _occurrence(delivery, key)
+    slot = rerun_slot(delivery.project, delivery.location, delivery.job)
+    try:
+        rerun = store.take_rerun(slot, key, occurrence.fields)
+    except StoreError as exc:
+        return claim_failed(exc, key, attempt)
+    if rerun is None:
+        return run_once(store, occurrence, lambda: job(request), attempt, request)
+    # Held by this attempt from here on: the outer guard gives the claim back if anything raises.
+    attempt.store, attempt.claim = store, rerun.claim
+    target = dataclasses.replace(delivery, schedule_time=parse_instant(rerun.schedule_time), forced=False)
+    logs.bind(run_key=rerun.key, schedule_time=rerun.schedule_time, forced=False, rerun_delivery=key)
+    log(
+        logging.INFO,
+        "forced delivery carries an operator's re-run"
+        + (": request consumed, run reopened" if rerun.claim is not None else " (a later delivery of it)"),
+    )
+    run = _occurrence(target, rerun.key)
+    answer = run_once(store, run, lambda: job(request), attempt, request, rerun.claim)
+    return Answer({**answer.body, "rerun_delivery": key}, answer.status)
 
 
 def _respond(job: Callable[[Any], Any], connection: Connection, request: Any) -> Answer:

@@ -43,5 +43,23 @@ def scheduled_key(job: str, schedule_time: datetime, project: str, location: str
     `project` and `location` are what the stack puts in X-Runonce-Project and X-Runonce-Location.
     Cron instants are whole minutes, so the instant carries no fraction.
     """
-    instant = Instant(schedule_time.astimezone(UTC).replace(microsecond=0), 0)
-    return run_key(Delivery(job, instant, project, location, forced=False))
+    return run_key(Delivery(job, cron_instant(schedule_time), project, location, forced=False))
+
+
+def cron_instant(moment: datetime) -> Instant:
+    """A cron time as the ScheduleTime header carries it: UTC, whole seconds (`.rfc3339()` is the
+    form every record and key of it uses)."""
+    return Instant(moment.astimezone(UTC).replace(microsecond=0), 0)
+
+
+def next_time(schedule: str, time_zone: str, after: datetime) -> datetime:
+    """The first instant (UTC) after `after` at which `schedule` fires in `time_zone`: the
+    ScheduleTime a forced run dispatched at `after` carries. ValueError if it never fires again."""
+    for moment in CronSim(schedule, after.astimezone(ZoneInfo(time_zone))):
+        return moment.astimezone(UTC)
+    raise ValueError(f"the schedule {schedule!r} never fires after {after.isoformat()}")
+
+
+def forced_key(job: str, next_scheduled: datetime, project: str, location: str) -> str:
+    """The run key of a forced run of `job` dispatched before its scheduled time `next_scheduled`."""
+    return run_key(Delivery(job, cron_instant(next_scheduled), project, location, forced=True))

@@ -26,3 +26,11 @@ def run_key(delivery: Delivery) -> str:
     ]
     encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return hashlib.sha256(encoded).hexdigest()
+
+
+def rerun_slot(project: str, location: str, job: str) -> str:
+    """The id of a Scheduler job's re-run request record (docs/rerun.md): one per job, in the
+    ledger's collection; its `rerun-` prefix keeps it apart from every run key (hex digits only)."""
+    parts = [KEY_VERSION, project, location, job, "rerun"]
+    encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return "rerun-" + hashlib.sha256(encoded).hexdigest()

@@ -5,10 +5,22 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from .._instant import parse_instant
 from .._text import MAX_ERROR_CHARS, clip
 from .._version import __version__
-from ..contract import VERSION_FIELD, RunStatus
-from ..core.store import Held, StoredResult
+from ..contract import ACTIONS_FIELD, EXPIRE_AT_FIELD, HISTORY_FIELD, VERSION_FIELD, RunStatus
+from ..core.store import (
+    REQUEST_STATE_FIELD,
+    RERUN_OF_FIELD,
+    RERUN_TIME_FIELD,
+    Claim,
+    Held,
+    RequestState,
+    Rerun,
+    RerunRefused,
+    RerunRequest,
+    StoredResult,
+)
 
 
 def lease_fields(attempt_id: str, now: datetime, lease: timedelta, retention: timedelta) -> dict[str, Any]:
@@ -57,3 +69,207 @@ def held(key: str, status: RunStatus, record: dict[str, Any]) -> Held:
         record.get("lease_expires"),
         stored,
     )
+
+
+# The re-run records (`runonce rerun`, docs/rerun.md), alike in every store.
+
+_FINISHED_FIELDS = (
+    "status",
+    "error",
+    "result_json",
+    "result_stored",
+    "result_dropped",
+    "result",
+    "attempts",
+    "attempt_id",
+    "claimed_at",
+    "finished_at",
+    "held_at",
+    "held_reason",
+    VERSION_FIELD,
+)
+"""What a finished run's history entry keeps of its record."""
+MAX_HISTORY_RESULT_CHARS = 1024
+"""A history entry keeps a result of at most this many characters of JSON (ASCII: bytes)."""
+_CLEARED_ON_REOPEN = (
+    "error",
+    "result_json",
+    "result_stored",
+    "result_dropped",
+    "result",
+    "finished_at",
+    "held_at",
+    "held_reason",
+)
+"""A reopened run's fields that belonged to its finished attempt (kept in its history)."""
+
+
+def released_fields(now: datetime) -> dict[str, Any]:
+    """What releasing a reopened run's claim writes: its lease ends now, so a retry takes it over
+    at once, and its record (with its history) stays."""
+    return {"lease_expires": now, "released_at": now}
+
+
+def request_refusal(
+    key: str, record: dict[str, Any] | None, slot: dict[str, Any] | None, insist: bool, now: datetime
+) -> str | None:
+    """Why run `key` (its `record`) cannot be re-run now, with what to do instead; None if it can."""
+    if record is None:
+        return (
+            f"run {key} has no record: it never ran (or its record expired), so there is nothing "
+            "to re-run; look at it with `runonce show`"
+        )
+    status = record.get("status")
+    if status == RunStatus.IN_PROGRESS.value:
+        return (
+            f"run {key} is in progress (lease until {record.get('lease_expires')}): wait for it to "
+            "finish, or release a dead attempt's claim with `runonce release`"
+        )
+    if status == RunStatus.COMPLETED.value and not insist:
+        return f"run {key} completed: re-running it repeats its effect; pass --insist to run it again anyway"
+    if pending_request(slot, now):
+        assert slot is not None
+        return (
+            f"the job has a pending re-run request (of run {slot.get('rerun_key')}, by "
+            f"{slot.get('requested_by')}, until {slot.get('request_expires')}): wait until it is "
+            "delivered or expires"
+        )
+    return None
+
+
+def request_record(
+    request_id: str, key: str, fields: dict[str, Any], now: datetime, ttl: timedelta, retention: timedelta
+) -> dict[str, Any]:
+    """A pending re-run request of run `key`, valid `ttl` from `now`; `fields` add `by`,
+    `schedule_time` (RFC 3339: RerunRefused if not) and what else the operator's command records."""
+    try:
+        parse_instant(fields["schedule_time"])
+    except (ValueError, TypeError):
+        raise RerunRefused(
+            f"schedule_time {fields['schedule_time']!r} is not an RFC 3339 time like 2026-11-29T03:00:00Z"
+        ) from None
+    return {
+        **{name: value for name, value in fields.items() if name != "by"},
+        REQUEST_STATE_FIELD: RequestState.PENDING.value,
+        "request_id": request_id,
+        "rerun_key": key,
+        "requested_by": fields["by"],
+        "requested_at": now,
+        "request_expires": now + ttl,
+        EXPIRE_AT_FIELD: now + retention,
+    }
+
+
+def request_of(slot: str, record: dict[str, Any]) -> RerunRequest:
+    """The request a re-run slot's record holds."""
+    return RerunRequest(
+        slot,
+        record["request_id"],
+        record["rerun_key"],
+        record["schedule_time"],
+        record["requested_by"],
+        record["requested_at"],
+        record["request_expires"],
+    )
+
+
+def pending_request(slot: dict[str, Any] | None, now: datetime) -> bool:
+    """Whether a slot's record is a request a forced delivery may consume: pending, not expired."""
+    return (
+        slot is not None
+        and slot.get(REQUEST_STATE_FIELD) == RequestState.PENDING.value
+        and slot["request_expires"] > now
+    )
+
+
+def withdrawable(slot: dict[str, Any] | None, request_id: str) -> bool:
+    """Whether a slot still holds request `request_id`, pending (expired or not)."""
+    return (
+        slot is not None
+        and slot.get("request_id") == request_id
+        and slot.get(REQUEST_STATE_FIELD) == RequestState.PENDING.value
+    )
+
+
+def withdrawn_fields(now: datetime) -> dict[str, Any]:
+    """What withdrawing a request writes."""
+    return {REQUEST_STATE_FIELD: RequestState.WITHDRAWN.value, "withdrawn_at": now}
+
+
+def told_rerun(record: dict[str, Any]) -> Rerun | None:
+    """The re-run an existing forced delivery's record carried (None: an ordinary forced run)."""
+    key = record.get(RERUN_OF_FIELD)
+    return Rerun(key, record[RERUN_TIME_FIELD], None) if key else None
+
+
+def reopenable(record: dict[str, Any] | None) -> bool:
+    """Whether a run's record is finished, so that a consumed request may reopen it."""
+    return record is not None and record.get("status") in (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
+
+
+def void_fields(now: datetime, delivery_key: str) -> dict[str, Any]:
+    """What a forced delivery writes on a request whose run is not finished, or gone."""
+    return {REQUEST_STATE_FIELD: RequestState.VOID.value, "consumed_by": delivery_key, "consumed_at": now}
+
+
+def consumed_fields(now: datetime, delivery_key: str) -> dict[str, Any]:
+    """What the forced delivery that consumes a request writes on it."""
+    return {REQUEST_STATE_FIELD: RequestState.CONSUMED.value, "consumed_by": delivery_key, "consumed_at": now}
+
+
+def reopened_record(
+    record: dict[str, Any], request: dict[str, Any], lease: dict[str, Any], delivery_key: str, now: datetime
+) -> dict[str, Any]:
+    """The finished run `record` reopened for a new attempt under `lease`: its finished state
+    appended to its history, the operator's action recorded, its result and error cleared."""
+    entry = {name: record[name] for name in _FINISHED_FIELDS if name in record}
+    kept_result = entry.get("result_json")
+    if isinstance(kept_result, str) and len(kept_result) > MAX_HISTORY_RESULT_CHARS:
+        # Every re-run adds an entry, and a record holds at most 1 MiB: history keeps small results.
+        del entry["result_json"]
+        entry.update(result_stored=False, result_dropped=f"{len(kept_result)} bytes, not kept in history")
+    action = {
+        "action": "rerun",
+        "by": request["requested_by"],
+        "at": now,
+        "detail": (
+            f"re-run of a {record.get('status')} run, requested at {request['requested_at'].isoformat()} "
+            f"(request {request['request_id']}), delivered by the forced delivery {delivery_key}"
+        ),
+    }
+    kept = {name: value for name, value in record.items() if name not in _CLEARED_ON_REOPEN}
+    return {
+        **kept,
+        **lease,
+        "attempts": int(record.get("attempts", 0)) + 1,
+        "previous_attempt_id": record.get("attempt_id"),
+        HISTORY_FIELD: [*record.get(HISTORY_FIELD, []), entry],
+        ACTIONS_FIELD: [*record.get(ACTIONS_FIELD, []), action],
+    }
+
+
+def marker_record(
+    fields: dict[str, Any], request: dict[str, Any], now: datetime, retention: timedelta
+) -> dict[str, Any]:
+    """The record of the forced delivery that consumed `request`: finished, naming the re-run, so
+    that every later delivery under its key goes to that re-run."""
+    return {
+        **fields,
+        "status": RunStatus.COMPLETED.value,
+        VERSION_FIELD: __version__,
+        RERUN_OF_FIELD: request["rerun_key"],
+        RERUN_TIME_FIELD: request["schedule_time"],
+        "result_json": "null",
+        "result_stored": True,
+        "attempts": 0,
+        "claimed_at": now,
+        "finished_at": now,
+        EXPIRE_AT_FIELD: now + retention,
+    }
+
+
+def rerun_claim(request: dict[str, Any], reopened: dict[str, Any], written_at: datetime) -> Rerun:
+    """The re-run a consuming delivery executes: the reopened run's claim, fenced at `written_at`."""
+    key = request["rerun_key"]
+    claim = Claim(key, reopened["attempt_id"], reopened["attempts"], written_at, reopened=True)
+    return Rerun(key, request["schedule_time"], claim)

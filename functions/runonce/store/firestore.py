@@ -34,9 +34,10 @@ from google.cloud import firestore
 from .. import _clock as clock
 from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
-from ..contract import RunStatus
+from ..contract import HISTORY_FIELD, RunStatus
 from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
-from ..core.store import Claim, Held, StoredResult
+from ..core.store import Claim, Held, Rerun, RerunRefused, RerunRequest, StoredResult
+from . import _records
 from ._budget import Budget
 from ._commit import Writes
 from ._records import finish_fields, held, hold_fields, lease_fields
@@ -139,6 +140,7 @@ class Ledger:
     ) -> Claim | Held:
         """Claim a run whose holder's lease expired, unless someone wrote to it since we read it."""
         attempt = int(record.get("attempts", 0)) + 1
+        reopened = HISTORY_FIELD in record
         try:
             written = doc.update(
                 {**lease, "attempts": attempt, "previous_attempt_id": record.get("attempt_id")},
@@ -149,8 +151,9 @@ class Ledger:
             now = doc.get(**budget.call())
             if not now.exists or now.get("attempt_id") != lease["attempt_id"]:
                 return Held(doc.id, RunStatus.IN_PROGRESS)  # another delivery took it over first
-            return Claim(doc.id, lease["attempt_id"], attempt, now.update_time)  # ours; its answer was lost
-        return Claim(doc.id, lease["attempt_id"], attempt, written.update_time)
+            # Ours; only its answer was lost.
+            return Claim(doc.id, lease["attempt_id"], attempt, now.update_time, reopened)
+        return Claim(doc.id, lease["attempt_id"], attempt, written.update_time, reopened)
 
     def complete(self, claim: Claim, result: Any = None) -> bool:
         """Record success. False if this attempt no longer holds the claim (nothing is written)."""
@@ -178,8 +181,11 @@ class Ledger:
         return self._finish(claim, RunStatus.FAILED, {"error": clip(error, MAX_ERROR_CHARS)}, budget)
 
     def release(self, claim: Claim) -> bool:
-        """Delete the claim so a retry runs the job at once. False if this attempt lost the claim."""
+        """Delete the claim so a retry runs the job at once (a reopened run's: end its lease, so its
+        history stays). False if this attempt lost the claim."""
         budget = Budget(RELEASE_SECONDS, self._finish_retry)
+        if claim.reopened:
+            return self._guarded(claim, _records.released_fields(clock.now()), RunStatus.IN_PROGRESS, budget)
         doc = self._collection.document(claim.key)
         try:
             doc.delete(option=self._client.write_option(last_update_time=claim.update_time), **budget.call())
@@ -249,6 +255,89 @@ class Ledger:
             if removed is not None:
                 return
 
+    # The re-run verbs (docs/rerun.md): each decision is one Firestore transaction.
+
+    def request_rerun(
+        self, slot: str, key: str, fields: dict[str, Any], insist: bool, ttl: timedelta
+    ) -> RerunRequest:
+        """See `Store.request_rerun`."""
+        slot_doc, run_doc = self._collection.document(slot), self._collection.document(key)
+        request_id = uuid.uuid4().hex
+
+        @firestore.transactional
+        def write(transaction) -> dict[str, Any]:
+            now = clock.now()
+            record, request = _read(run_doc, transaction), _read(slot_doc, transaction)
+            refusal = _records.request_refusal(key, record, request, insist, now)
+            if refusal is not None:
+                raise RerunRefused(refusal)
+            written = _records.request_record(request_id, key, fields, now, ttl, self._retention)
+            transaction.set(slot_doc, written)
+            return written
+
+        return _records.request_of(slot, write(self._client.transaction()))
+
+    def withdraw_rerun(self, slot: str, request_id: str) -> bool:
+        """See `Store.withdraw_rerun`."""
+        slot_doc = self._collection.document(slot)
+
+        @firestore.transactional
+        def withdraw(transaction) -> bool:
+            if not _records.withdrawable(_read(slot_doc, transaction), request_id):
+                return False
+            transaction.update(slot_doc, _records.withdrawn_fields(clock.now()))
+            return True
+
+        return bool(withdraw(self._client.transaction()))
+
+    def take_rerun(self, slot: str, key: str, fields: dict[str, Any]) -> Rerun | None:
+        """See `Store.take_rerun`. One read of both records decides the usual case (no request
+        pending); only a pending request costs a transaction, and the claim's fencing token one
+        read after it."""
+        budget = Budget(CLAIM_SECONDS, self._claim_retry)
+        delivery_doc, slot_doc = self._collection.document(key), self._collection.document(slot)
+        found = {
+            snapshot.id: snapshot.to_dict() or {}
+            for snapshot in self._client.get_all([delivery_doc, slot_doc], **budget.call())
+            if snapshot.exists
+        }
+        if key in found:
+            return _records.told_rerun(found[key])
+        if not _records.pending_request(found.get(slot), clock.now()):
+            return None
+        attempt_id = uuid.uuid4().hex
+
+        @firestore.transactional
+        def consume(transaction) -> Rerun | dict[str, Any] | None:
+            now = clock.now()
+            delivered, request = _read(delivery_doc, transaction), _read(slot_doc, transaction)
+            if delivered is not None:
+                return _records.told_rerun(delivered)
+            if request is None or not _records.pending_request(request, now):
+                return None
+            run_doc = self._collection.document(request["rerun_key"])
+            target = _read(run_doc, transaction)
+            if target is None or not _records.reopenable(target):
+                transaction.update(slot_doc, _records.void_fields(now, key))
+                return None
+            lease = lease_fields(attempt_id, now, self._lease, self._retention)
+            reopened = _records.reopened_record(target, request, lease, key, now)
+            transaction.set(run_doc, reopened)
+            transaction.create(delivery_doc, _records.marker_record(fields, request, now, self._retention))
+            transaction.update(slot_doc, _records.consumed_fields(now, key))
+            return request
+
+        consumed = consume(self._client.transaction())
+        if not isinstance(consumed, dict):
+            return consumed
+        # The commit's update time is the claim's fencing token; the record tells it (and that the
+        # claim is still ours: nothing takes over a live lease).
+        snapshot = self._collection.document(consumed["rerun_key"]).get(**budget.call())
+        record = snapshot.to_dict() or {}
+        if record.get("attempt_id") != attempt_id:
+            return Rerun(consumed["rerun_key"], consumed["schedule_time"], None)
+        return _records.rerun_claim(consumed, record, snapshot.update_time)
+
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any], budget: Budget) -> bool:
         update = finish_fields(status, fields, clock.now(), self._retention)
         return self._guarded(claim, update, status, budget)
@@ -266,6 +355,12 @@ class Ledger:
             snapshot = doc.get(**budget.call())
             record = (snapshot.to_dict() or {}) if snapshot.exists else {}
             return record.get("attempt_id") == claim.attempt_id and record.get("status") == status.value
+
+
+def _read(doc, transaction) -> dict[str, Any] | None:
+    """A document read in `transaction` (its data, or None)."""
+    snapshot = doc.get(transaction=transaction, timeout=CLAIM_SECONDS)
+    return (snapshot.to_dict() or {}) if snapshot.exists else None
 
 
 # The store refused the function's identity, or the database does not exist.
@@ -339,3 +434,20 @@ class LedgerStore:
         """See `Store.annotate`."""
         with _translated():
             self.ledger.annotate(key, fields)
+
+    def request_rerun(
+        self, slot: str, key: str, fields: dict[str, Any], insist: bool, ttl: timedelta
+    ) -> RerunRequest:
+        """See `Store.request_rerun`."""
+        with _translated():
+            return self.ledger.request_rerun(slot, key, fields, insist, ttl)
+
+    def withdraw_rerun(self, slot: str, request_id: str) -> bool:
+        """See `Store.withdraw_rerun`."""
+        with _translated():
+            return self.ledger.withdraw_rerun(slot, request_id)
+
+    def take_rerun(self, slot: str, key: str, fields: dict[str, Any]) -> Rerun | None:
+        """See `Store.take_rerun`."""
+        with _translated():
+            return self.ledger.take_rerun(slot, key, fields)

@@ -23,9 +23,10 @@ from typing import Any
 
 from .. import _clock
 from .._text import MAX_ERROR_CHARS, clip
-from ..contract import RunStatus
+from ..contract import HISTORY_FIELD, RunStatus
 from ..core.errors import StoreRejected
-from ..core.store import Claim, Held, StoredResult
+from ..core.store import Claim, Held, Rerun, RerunRefused, RerunRequest, StoredResult
+from . import _records
 from ._records import finish_fields, held, hold_fields, lease_fields
 
 _TICK = timedelta(microseconds=1)
@@ -75,7 +76,8 @@ class MemoryStore:
                 return held(key, status, record)
             attempt = int(record.get("attempts", 0)) + 1
             taken = {**lease, "attempts": attempt, "previous_attempt_id": record.get("attempt_id")}
-            return Claim(key, attempt_id, attempt, self._write(key, {**record, **taken}))
+            written_at = self._write(key, {**record, **taken})
+            return Claim(key, attempt_id, attempt, written_at, reopened=HISTORY_FIELD in record)
 
     def exists(self, key: str) -> bool:
         """See `Store.exists`."""
@@ -92,6 +94,8 @@ class MemoryStore:
 
     def release(self, claim: Claim) -> bool:
         """See `Store.release`. A record already gone counts as released, as in the ledger."""
+        if claim.reopened:
+            return self._guarded(claim, _records.released_fields(self._clock()), RunStatus.IN_PROGRESS)
         with self._lock:
             if self._holds(claim):
                 del self._records[claim.key], self._written_at[claim.key]
@@ -120,6 +124,52 @@ class MemoryStore:
         """A copy of every record held, in the order the runs were first claimed."""
         with self._lock:
             return copy.deepcopy(list(self._records.values()))
+
+    # The re-run verbs (docs/rerun.md): each one call under the lock, as one transaction.
+
+    def request_rerun(
+        self, slot: str, key: str, fields: dict[str, Any], insist: bool, ttl: timedelta
+    ) -> RerunRequest:
+        """See `Store.request_rerun`."""
+        with self._lock:
+            now = self._clock()
+            record, request = self._records.get(key), self._records.get(slot)
+            refusal = _records.request_refusal(key, record, request, insist, now)
+            if refusal is not None:
+                raise RerunRefused(refusal)
+            written = _records.request_record(uuid.uuid4().hex, key, fields, now, ttl, self._retention)
+            self._write(slot, written)
+            return _records.request_of(slot, written)
+
+    def withdraw_rerun(self, slot: str, request_id: str) -> bool:
+        """See `Store.withdraw_rerun`."""
+        with self._lock:
+            record = self._records.get(slot)
+            if record is None or not _records.withdrawable(record, request_id):
+                return False
+            self._write(slot, {**record, **_records.withdrawn_fields(self._clock())})
+            return True
+
+    def take_rerun(self, slot: str, key: str, fields: dict[str, Any]) -> Rerun | None:
+        """See `Store.take_rerun`."""
+        with self._lock:
+            now = self._clock()
+            delivered = self._records.get(key)
+            if delivered is not None:
+                return _records.told_rerun(delivered)
+            request = self._records.get(slot)
+            if request is None or not _records.pending_request(request, now):
+                return None
+            target = self._records.get(request["rerun_key"])
+            if target is None or not _records.reopenable(target):
+                self._write(slot, {**request, **_records.void_fields(now, key)})
+                return None
+            lease = lease_fields(uuid.uuid4().hex, now, self._lease, self._retention)
+            reopened = _records.reopened_record(target, request, lease, key, now)
+            written_at = self._write(request["rerun_key"], reopened)
+            self._write(key, _records.marker_record(fields, request, now, self._retention))
+            self._write(slot, {**request, **_records.consumed_fields(now, key)})
+            return _records.rerun_claim(request, reopened, written_at)
 
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any]) -> bool:
         return self._guarded(claim, finish_fields(status, fields, self._clock(), self._retention), status)

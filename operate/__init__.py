@@ -1,0 +1,1 @@
+"""The operators' `runonce` command (docs/operate.md)."""

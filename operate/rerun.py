@@ -1,0 +1,336 @@
+"""`runonce rerun`: run one finished scheduled run again, through Cloud Scheduler (docs/rerun.md).
+
+The functions take internal traffic only, so the command cannot call one. It writes a re-run
+request in the team's ledger (refused, with nothing written, for a run with no record, in
+progress, completed without `--insist`, or while the job has a pending request), then asks
+Cloud Scheduler to run the job now (`jobs.run`); the forced delivery that follows consumes the
+request and runs the finished run again under its own key, keeping its history. If Scheduler
+refuses the call, the request is withdrawn (only if still pending).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+
+from runonce import _clock
+from runonce.core.errors import StoreError
+from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
+from runonce.core.store import REQUEST_STATE_FIELD, RequestState, RerunRefused, RerunRequest, Store
+from runonce.scheduler.expected import cron_instant, expected_times, forced_key, next_time, scheduled_key
+from runonce.scheduler.keys import rerun_slot
+from stacks.config.team import TEAMS_DIR, Job, Team
+from stacks.config.team_files import read_team_file
+from stacks.naming import scheduler_job_name
+
+REQUEST_TTL = timedelta(minutes=10)
+"""How long a request may be consumed: a command that dies before `jobs.run` holds the job's
+next forced run (and any second request) at most this long."""
+SCHEDULER_API = "https://cloudscheduler.googleapis.com"
+SCHEDULER_URL_VARIABLE = "RUNONCE_SCHEDULER_BASE_URL"
+"""Replaces Cloud Scheduler's host, to point the command at a local stand-in (no credentials then)."""
+SCHEDULER_TIMEOUT_SECONDS = 30.0
+REFUSED_EXIT = 2
+"""Exit status of a refusal or bad input: nothing was changed."""
+FAILED_EXIT = 1
+"""Exit status when Scheduler did not dispatch the run (the request is withdrawn)."""
+
+
+class Refused(Exception):
+    """The re-run is refused (bad input, or the ledger refuses the request); nothing changed."""
+
+
+class NotDispatched(Exception):
+    """Cloud Scheduler did not run the job; `withdrawn` says whether the request was withdrawn."""
+
+    def __init__(self, message: str, withdrawn: bool):
+        super().__init__(message)
+        self.withdrawn = withdrawn
+
+
+@dataclass(frozen=True)
+class Target:
+    """One scheduled job of a team, as Scheduler and the ledger name it."""
+
+    team: str
+    job: str
+    scheduler_job: str
+    project: str
+    location: str
+    schedule: str
+    time_zone: str
+
+    @classmethod
+    def of(cls, team: Team, job: Job) -> Target:
+        """The job `job` of `team`, with the names the stack gives it."""
+        return cls(
+            team.name,
+            job.name,
+            scheduler_job_name(team.name, job.name),
+            team.project,
+            team.region,
+            job.schedule,
+            job.time_zone,
+        )
+
+    @property
+    def slot(self) -> str:
+        """The job's re-run request record."""
+        return rerun_slot(self.project, self.location, self.scheduler_job)
+
+    def run_key(self, schedule_time: datetime) -> str:
+        """The run key of the job's scheduled run at `schedule_time`."""
+        return scheduled_key(self.scheduler_job, schedule_time, self.project, self.location)
+
+
+@dataclass(frozen=True)
+class Requested:
+    """A request written and its run dispatched; `state` is what the slot said after waiting."""
+
+    request: RerunRequest
+    state: str
+    consumed_by: str | None
+
+
+def request_rerun(
+    store: Store,
+    target: Target,
+    schedule_time: datetime,
+    by: str,
+    insist: bool,
+    dispatch: Callable[[Target], None],
+    wait_seconds: float = 0.0,
+    forced_skew: timedelta = timedelta(seconds=DEFAULT_FORCED_SKEW_SECONDS),
+) -> Requested:
+    """Request the re-run of `target`'s run at `schedule_time`, then `dispatch` the job (jobs.run),
+    and wait up to `wait_seconds` for a delivery to consume the request.
+
+    Refused (nothing written) for a time that is not one of the job's runs, when the job's next
+    forced delivery could not consume the request (it would count as the scheduled run, or as a
+    duplicate of a forced run already recorded), or when the ledger refuses the request.
+    NotDispatched when `dispatch` raises; the request is then withdrawn if still pending.
+    """
+    now = _clock.now()
+    if schedule_time.tzinfo is None:
+        raise Refused("--time needs a UTC offset, e.g. 2026-11-29T03:00:00Z")
+    when = cron_instant(schedule_time)
+    if (
+        when.utc != schedule_time
+        or when.utc > now
+        or when.utc
+        not in expected_times(target.schedule, target.time_zone, when.utc - timedelta(seconds=1), when.utc)
+    ):
+        raise Refused(
+            f"{when.rfc3339()} is not a past run of job {target.job!r} (schedule {target.schedule!r} "
+            f"in {target.time_zone}); list its runs with "
+            f"`runonce runs --team {target.team} --job {target.job}`"
+        )
+    upcoming = next_time(target.schedule, target.time_zone, now)
+    if upcoming - now <= forced_skew:
+        raise Refused(
+            f"the job's next scheduled run is at {cron_instant(upcoming).rfc3339()}, less than "
+            f"{forced_skew.total_seconds():.0f} s away: a forced delivery now counts as that run. "
+            "Run the command again after it"
+        )
+    if store.exists(forced_key(target.scheduler_job, upcoming, target.project, target.location)):
+        raise Refused(
+            f"a forced run of job {target.job!r} before {cron_instant(upcoming).rfc3339()} already has "
+            "a record: Scheduler's delivery would carry its headers and be answered as its duplicate. "
+            "Run the command again after that time"
+        )
+    fields: dict[str, Any] = {"by": by, "schedule_time": when.rfc3339()}
+    fields["scheduler_job"] = target.scheduler_job
+    try:
+        request = store.request_rerun(target.slot, target.run_key(when.utc), fields, insist, REQUEST_TTL)
+    except RerunRefused as exc:
+        raise Refused(str(exc)) from None
+    try:
+        dispatch(target)
+    except NotDispatched as exc:
+        withdrawn = store.withdraw_rerun(target.slot, request.request_id)
+        raise NotDispatched(str(exc), withdrawn) from None
+    return _waited(store, request, wait_seconds)
+
+
+def _waited(store: Store, request: RerunRequest, wait_seconds: float) -> Requested:
+    """The request's state once a delivery consumed it, or after `wait_seconds`."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        slot = store.read(request.slot) or {}
+        state = slot.get(REQUEST_STATE_FIELD, "") if slot.get("request_id") == request.request_id else ""
+        if state != RequestState.PENDING.value or time.monotonic() >= deadline:
+            return Requested(request, state or "replaced", slot.get("consumed_by"))
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
+class SchedulerApi:
+    """Cloud Scheduler's `jobs.run`, over REST: `POST /v1/{name}:run` with an empty body.
+
+    On Google's host the call carries the application default credentials; on another base URL
+    (a local stand-in, `RUNONCE_SCHEDULER_BASE_URL`) it carries none.
+    """
+
+    def __init__(self, base_url: str = SCHEDULER_API, timeout: float = SCHEDULER_TIMEOUT_SECONDS):
+        self._base_url = base_url.rstrip("/")
+        self._timeout = timeout
+
+    def _session(self) -> Any:
+        if self._base_url != SCHEDULER_API:
+            import requests
+
+            return requests.Session()
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+        from google.auth.transport.requests import AuthorizedSession
+
+        try:
+            credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        except DefaultCredentialsError as exc:
+            raise NotDispatched(
+                f"no credentials to call Cloud Scheduler ({exc}); "
+                "run `gcloud auth application-default login`",
+                False,
+            ) from None
+        return AuthorizedSession(credentials)
+
+    def run(self, target: Target) -> None:
+        """Run the job now; NotDispatched (not withdrawn yet) if Scheduler answers an error or
+        cannot be reached."""
+        import requests
+
+        name = f"projects/{target.project}/locations/{target.location}/jobs/{target.scheduler_job}"
+        try:
+            answer = self._session().post(f"{self._base_url}/v1/{name}:run", timeout=self._timeout)
+        except requests.RequestException as exc:
+            raise NotDispatched(f"Cloud Scheduler could not be reached for {name}: {exc}", False) from None
+        if answer.status_code >= 300:
+            raise NotDispatched(
+                f"Cloud Scheduler refused to run {name}: {answer.status_code} {answer.text[:500]}", False
+            )
+
+
+def load_team(name: str, folder: Path = TEAMS_DIR) -> Team:
+    """The team file `teams/<name>.py`; Refused, naming the file and the teams there are, if it is
+    missing or does not load."""
+    path = folder / f"{name}.py"
+    if name.startswith("_") or not path.is_file():
+        known = sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith("_"))
+        raise Refused(f"no team {name!r}: no file {path}; the teams are: {', '.join(known) or 'none'}")
+    team, problems = read_team_file(path)
+    if team is None or problems:
+        raise Refused(f"team file {path} does not load: " + "; ".join(str(p) for p in problems))
+    return team
+
+
+def find_job(team: Team, name: str) -> Job:
+    """The scheduled job `name` of `team`; Refused, naming the team's scheduled jobs, if none."""
+    for job in team.jobs:
+        if job.name == name:
+            return job
+    names = ", ".join(job.name for job in team.jobs) or "none"
+    event_job = any(job.name == name for job in team.event_jobs)
+    event = " (an event job: only scheduled runs can be re-run)" if event_job else ""
+    raise Refused(f"team {team.name!r} has no scheduled job {name!r}{event}; its scheduled jobs: {names}")
+
+
+def ledger_store(team: Team, job: Job) -> Store:
+    """The team's ledger (its project, database and collection), as the job's function uses it."""
+    from google.cloud import firestore
+
+    from runonce.store.firestore import Ledger, LedgerStore
+
+    client = firestore.Client(project=team.project, database=team.database)
+    lease, retention = timedelta(seconds=job.lease_seconds), timedelta(seconds=job.retention_seconds)
+    return LedgerStore(Ledger(client, team.collection, lease, retention))
+
+
+def _local_user() -> str:
+    """Who runs the command, as the operating system says (the --by default)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (some containers)
+        return "unknown"
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise Refused(f"--time {text!r} is not an RFC 3339 time like 2026-11-29T03:00:00Z") from None
+    if moment.tzinfo is None:
+        raise Refused(f"--time {text!r} needs a UTC offset, e.g. 2026-11-29T03:00:00Z")
+    return moment.astimezone(UTC)
+
+
+@click.command("rerun")
+@click.option("--team", "team_name", required=True, help="The team (its file teams/<team>.py).")
+@click.option("--job", "job_name", required=True, help="The scheduled job, as the team file names it.")
+@click.option("--time", "time_text", required=True, help="The run's schedule time (RFC 3339, with offset).")
+@click.option("--insist", is_flag=True, help="Re-run a completed run too (its effect happens again).")
+@click.option("--by", default=None, help="Who asks, recorded on the run (default: the local user).")
+@click.option(
+    "--wait",
+    "wait_seconds",
+    default=30,
+    show_default=True,
+    type=click.IntRange(0, 600),
+    help="Seconds to wait for the delivery to consume the request.",
+)
+@click.option(
+    "--teams-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=TEAMS_DIR,
+    hidden=True,
+    help="The folder of team files.",
+)
+def rerun(
+    team_name: str,
+    job_name: str,
+    time_text: str,
+    insist: bool,
+    by: str | None,
+    wait_seconds: int,
+    teams_dir: Path,
+) -> None:
+    """Run one finished run (failed; completed with --insist) again, keeping its history.
+
+    Writes a re-run request in the team's ledger, then asks Cloud Scheduler to run the job now;
+    the delivery consumes the request (docs/rerun.md). Exit 2: refused, nothing changed; exit 1:
+    Scheduler did not run the job (the request is withdrawn).
+    """
+    try:
+        team = load_team(team_name, teams_dir)
+        job = find_job(team, job_name)
+        target = Target.of(team, job)
+        store = ledger_store(team, job)
+        api = SchedulerApi(os.environ.get(SCHEDULER_URL_VARIABLE) or SCHEDULER_API)
+        done = request_rerun(
+            store, target, _parse_time(time_text), by or _local_user(), insist, api.run, wait_seconds
+        )
+    except Refused as exc:
+        click.echo(f"runonce rerun: refused: {exc} (nothing changed)", err=True)
+        raise click.exceptions.Exit(REFUSED_EXIT) from None
+    except NotDispatched as exc:
+        kept = "the request is withdrawn" if exc.withdrawn else "a delivery consumed the request meanwhile"
+        click.echo(f"runonce rerun: {exc}; {kept}", err=True)
+        raise click.exceptions.Exit(FAILED_EXIT if exc.withdrawn else 0) from None
+    except StoreError as exc:
+        click.echo(f"runonce rerun: the ledger cannot be used: {exc}", err=True)
+        raise click.exceptions.Exit(FAILED_EXIT) from None
+    request = done.request
+    click.echo(f"re-run of {target.job} at {request.schedule_time} (run {request.key}), by {request.by}")
+    if done.state == RequestState.CONSUMED.value:
+        click.echo(f"delivered: the forced delivery {done.consumed_by} reopened the run")
+    else:
+        click.echo(
+            f"not delivered yet ({done.state}); the request expires at {request.expires.isoformat()}; "
+            f"see `runonce show --team {target.team} --job {target.job} --time {request.schedule_time}`"
+        )
