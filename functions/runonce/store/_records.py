@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from .._text import MAX_ERROR_CHARS, clip
 from .._version import __version__
-from ..contract import VERSION_FIELD, RunStatus
-from ..core.store import Held, StoredResult
+from ..contract import ACTIONS_FIELD, VERSION_FIELD, RunStatus
+from ..core.store import Decision, Held, Refusal, StoredResult
 
 
 def lease_fields(attempt_id: str, now: datetime, lease: timedelta, retention: timedelta) -> dict[str, Any]:
@@ -57,3 +58,25 @@ def held(key: str, status: RunStatus, record: dict[str, Any]) -> Held:
         record.get("lease_expires"),
         stored,
     )
+
+
+def with_action(record: Mapping[str, Any] | None, action: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record's operator actions with `action` appended (the record keeps the whole list)."""
+    return [*((record or {}).get(ACTIONS_FIELD) or []), dict(action)]
+
+
+def release_decision(attempt_id: str, action: Mapping[str, Any], force: bool, now: datetime) -> Decision:
+    """`Store.release_held`'s change: the lease ends `now` if `attempt_id` still holds the run."""
+
+    def decide(record: dict[str, Any] | None) -> dict[str, Any] | Refusal:
+        if record is None:
+            return Refusal.NO_RECORD
+        if record.get("status") != RunStatus.IN_PROGRESS.value:
+            return Refusal.NOT_IN_PROGRESS
+        if record.get("attempt_id") != attempt_id:
+            return Refusal.TAKEN_OVER
+        if not force and record["lease_expires"] > now:
+            return Refusal.LEASE_LIVE
+        return {"lease_expires": now, ACTIONS_FIELD: with_action(record, action)}
+
+    return decide

@@ -23,23 +23,24 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_exception_type
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from .. import _clock as clock
 from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
 from ..contract import RunStatus
 from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
-from ..core.store import Claim, Held, StoredResult
+from ..core.store import Claim, Decision, Held, Refusal, StoredResult
 from ._budget import Budget
 from ._commit import Writes
-from ._records import finish_fields, held, hold_fields, lease_fields
+from ._records import finish_fields, held, hold_fields, lease_fields, release_decision
 
 # Transient store errors: a finishing write is retried on these, so a job that succeeded is not
 # run again because its completion write hiccuped.
@@ -205,6 +206,63 @@ class Ledger:
         budget = Budget(FINISH_SECONDS, self._finish_retry)
         self._collection.document(key).update(fields, **budget.call())
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored records of those of `keys` that have one, by key (one batched read)."""
+        refs = [self._collection.document(key) for key in keys]
+        budget = Budget(FINISH_SECONDS, self._claim_retry)
+        return {
+            snapshot.id: snapshot.to_dict() or {}
+            for snapshot in self._client.get_all(refs, **budget.call())
+            if snapshot.exists
+        }
+
+    def find(
+        self, equal: Mapping[str, Any], claimed_since: datetime | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The records whose fields equal `equal`, last claimed at or after `claimed_since`.
+
+        Equality filters alone are served by Firestore's single-field indexes; with `claimed_since`
+        the query needs a composite index on the equality fields and `claimed_at` (the stack
+        creates the one the operators' `runonce runs` uses: docs/operate.md).
+        """
+        query: Any = self._collection
+        for name, value in equal.items():
+            query = query.where(filter=FieldFilter(name, "==", value))
+        if claimed_since is not None:
+            query = query.where(filter=FieldFilter("claimed_at", ">=", claimed_since))
+        budget = Budget(FINISH_SECONDS, self._claim_retry)
+        return {snapshot.id: snapshot.to_dict() or {} for snapshot in query.stream(**budget.call())}
+
+    def amend(self, key: str, decide: Decision) -> dict[str, Any] | Refusal:
+        """Read the record and write what `decide` returns in one transaction (see `Store.amend`).
+
+        Firestore retries the transaction on contention, asking `decide` again with the record as
+        it is then; a write by anyone between the read and the commit makes the commit fail.
+        """
+        doc = self._collection.document(key)
+        budget = Budget(FINISH_SECONDS, self._finish_retry)
+
+        @firestore.transactional
+        def change(transaction: Any) -> dict[str, Any] | Refusal:
+            snapshot = doc.get(transaction=transaction, **budget.call())
+            record = (snapshot.to_dict() or {}) if snapshot.exists else None
+            decided = decide(None if record is None else dict(record))
+            if isinstance(decided, Refusal):
+                return decided
+            if record is None:
+                transaction.create(doc, dict(decided))
+            else:
+                transaction.update(doc, dict(decided))
+            return {**(record or {}), **decided}
+
+        return change(self._client.transaction())
+
+    def release_held(
+        self, key: str, attempt_id: str, action: Mapping[str, Any], force: bool = False
+    ) -> dict[str, Any] | Refusal:
+        """See `Store.release_held`."""
+        return self.amend(key, release_decision(attempt_id, action, force, clock.now()))
+
     def remove_if_ours(self, key: str, attempt_id: str) -> bool | None:
         """Delete the run's record if it is still `attempt_id`'s claim, in progress.
 
@@ -339,3 +397,27 @@ class LedgerStore:
         """See `Store.annotate`."""
         with _translated():
             self.ledger.annotate(key, fields)
+
+    def read_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """See `Store.read_many`."""
+        with _translated():
+            return self.ledger.get_many(keys)
+
+    def find(
+        self, equal: Mapping[str, Any], claimed_since: datetime | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """See `Store.find`."""
+        with _translated():
+            return self.ledger.find(equal, claimed_since)
+
+    def amend(self, key: str, decide: Decision) -> dict[str, Any] | Refusal:
+        """See `Store.amend`."""
+        with _translated():
+            return self.ledger.amend(key, decide)
+
+    def release_held(
+        self, key: str, attempt_id: str, action: Mapping[str, Any], force: bool = False
+    ) -> dict[str, Any] | Refusal:
+        """See `Store.release_held`."""
+        with _translated():
+            return self.ledger.release_held(key, attempt_id, action, force)
