@@ -1,0 +1,144 @@
+"""`runonce dead-letters` and `runonce replay` on the Pub/Sub emulator: copies listed without being
+acknowledged, replayed once, fenced and recorded on the original's record."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from operate import dead_letters, replay
+from runonce.contract import ACTIONS_FIELD, DEAD_LETTER_MESSAGE_ID_FIELD, DeadLetterReason
+from runonce.core.run import Event
+from runonce.core.store import Claim
+from runonce.events.deadletter import DeadLetters
+from tests.conftest import SCHEDULED
+
+ORIGINAL = {"order": "7"}
+
+
+def _forward(ops, topics, key: str = "event-run") -> str:
+    """Dead-letter an event the way the library does, its record marked failed; the copy's id."""
+    job = ops.team.event_jobs[0]
+    event = Event("m-1", job.push_subscription, SCHEDULED, dict(ORIGINAL), b'{"total": 12}')
+    fields = {"event_kind": "pubsub", "event_source": job.push_subscription, "event_id": "m-1"}
+    claim = ops.store.claim(key, fields)
+    if isinstance(claim, Claim):  # else failed already: the same event dead-lettered again
+        ops.store.fail(claim, "order 7 is invalid")
+    forwarded = DeadLetters(job.dead_letter_topic, topics.publisher).forward(
+        event, DeadLetterReason.PERMANENT_FAILURE, key, 1, "order 7 is invalid"
+    )
+    ops.store.annotate(key, {DEAD_LETTER_MESSAGE_ID_FIELD: forwarded.message_id})
+    return forwarded.message_id
+
+
+def _listed(ops) -> list[dict]:
+    result = ops.run("dead-letters", "--team", ops.team.name, "--json")
+    assert result.exit_code == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_dead_letters_lists_runonces_and_pubsubs_copies_with_their_reasons_and_acknowledges_none(ops, topics):
+    ours = _forward(ops, topics)
+    pubsubs = {
+        "CloudPubSubDeadLetterSourceDeliveryCount": "15",
+        "CloudPubSubDeadLetterSourceSubscription": "x",
+    }
+    theirs = topics.dead_letter(b"{}", {"a": "1", **pubsubs})
+    first = {row["copy_id"]: row for row in _listed(ops)}
+    assert set(first) == {ours, theirs}
+    assert (first[ours]["kind"], first[ours]["reason"], first[ours]["run_key"]) == (
+        "runonce",
+        "permanent_failure",
+        "event-run",
+    )
+    assert first[ours]["error"] == "order 7 is invalid" and first[ours]["original_attributes"] == ORIGINAL
+    assert (first[theirs]["kind"], first[theirs]["reason"], first[theirs]["delivery_count"]) == (
+        "pubsub",
+        "max_delivery_attempts",
+        "15",
+    )
+    assert first[theirs]["original_attributes"] == {"a": "1"}
+    assert {row["copy_id"] for row in _listed(ops)} == {ours, theirs}  # still there: none acknowledged
+
+
+def test_replay_publishes_the_original_once_records_it_and_acknowledges_the_copy(ops, topics):
+    copy_id = _forward(ops, topics)
+    result = ops.run("replay", copy_id, "--team", ops.team.name, "--by", "tester")
+    assert result.exit_code == 0, result.stderr
+    [published] = topics.drain(topics.replayed, expected=1)
+    assert (bytes(published.data), dict(published.attributes)) == (b'{"total": 12}', ORIGINAL)
+    steps = [(a["action"], a["by"], a["detail"]["copy"]) for a in ops.store.read("event-run")[ACTIONS_FIELD]]
+    assert steps == [("replay", "tester", copy_id), ("replay_published", "tester", copy_id)]
+    assert _listed(ops) == []
+    again = ops.run("replay", copy_id, "--team", ops.team.name, "--by", "tester")
+    assert again.exit_code == 2 and "COPY_ID" in again.stderr
+
+
+def test_a_second_replay_of_the_event_is_refused_unless_again(ops, topics):
+    _forward(ops, topics)
+    assert ops.run("replay", _listed(ops)[0]["copy_id"], "--team", ops.team.name, "--by", "t").exit_code == 0
+    second = _forward(ops, topics)  # the same event dead-lettered again (same run key)
+    topics.drain(topics.replayed)
+    refused = ops.run("replay", second, "--team", ops.team.name, "--by", "t")
+    assert refused.exit_code == 1 and "replayed already" in refused.stderr and "--again" in refused.stderr
+    assert topics.drain(topics.replayed) == []
+    assert [row["copy_id"] for row in _listed(ops)] == [second]
+    assert ops.run("replay", second, "--team", ops.team.name, "--by", "t", "--again").exit_code == 0
+    assert len(topics.drain(topics.replayed, expected=1)) == 1
+
+
+def test_a_crash_between_publish_and_record_leaves_the_copy_and_refuses_the_next_replay_as_unconfirmed(
+    ops, topics, monkeypatch
+):
+    copy_id = _forward(ops, topics)
+    monkeypatch.setattr(dead_letters, "HOLD_SECONDS", 1)
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("the operator's machine went down")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(replay, "confirm", crash)
+        with pytest.raises(RuntimeError, match="went down"):
+            ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t")
+    # Published; the copy's lease (1 s here) runs out meanwhile.
+    assert len(topics.drain(topics.replayed, expected=1)) == 1
+    assert [row["copy_id"] for row in _listed(ops)] == [copy_id]
+    refused = ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t")
+    assert refused.exit_code == 1 and "never confirmed" in refused.stderr
+    assert topics.drain(topics.replayed) == []
+    assert ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t", "--again").exit_code == 0
+    assert len(topics.drain(topics.replayed, expected=1)) == 1 and _listed(ops) == []
+
+
+def test_a_copy_whose_replay_was_recorded_but_not_acknowledged_is_acknowledged_without_publishing(
+    ops, topics, monkeypatch
+):
+    copy_id = _forward(ops, topics)
+    monkeypatch.setattr(dead_letters, "HOLD_SECONDS", 1)
+    with monkeypatch.context() as patch:
+        patch.setattr(dead_letters, "acknowledge", lambda *args: None)  # the acknowledgement is lost
+        assert ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t").exit_code == 0
+    assert len(topics.drain(topics.replayed, expected=1)) == 1
+    result = ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t")
+    assert result.exit_code == 0 and "nothing published" in result.stdout
+    assert topics.drain(topics.replayed) == [] and _listed(ops) == []
+
+
+def test_replay_of_pubsubs_own_copy_is_fenced_on_a_record_of_that_copy(ops, topics):
+    copy_id = topics.dead_letter(b"raw", {"a": "1", "CloudPubSubDeadLetterSourceDeliveryCount": "15"})
+    assert ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t").exit_code == 0
+    [published] = topics.drain(topics.replayed, expected=1)
+    assert (bytes(published.data), dict(published.attributes)) == (b"raw", {"a": "1"})
+    [record] = [r for r in ops.store.find({}).values() if ACTIONS_FIELD in r]
+    assert [a["action"] for a in record[ACTIONS_FIELD]] == ["replay", "replay_published"]
+    assert "expire_at" in record
+
+
+def test_show_of_a_dead_lettered_event_gives_its_copy_and_the_replay_command(ops, topics):
+    copy_id = _forward(ops, topics)
+    result = ops.run("show", "event-run", "--team", ops.team.name)
+    assert result.exit_code == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["job"] == "orders" and shown["dead_letter_copy"]["copy_id"] == copy_id
+    assert shown["next"][0].startswith(f"runonce replay {copy_id} --team {ops.team.name}")

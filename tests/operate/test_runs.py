@@ -1,0 +1,92 @@
+"""`runonce runs`, `runonce show` and the bad-input refusals, on real records in the emulator."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from runonce.core.store import StoredResult
+from tests.conftest import SCHEDULED
+
+
+def _rows(result) -> list[dict]:
+    assert result.exit_code == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_runs_lists_each_expected_run_with_its_record_or_a_row_saying_it_has_none_and_forced_runs(ops):
+    ops.store.complete(ops.claim_scheduled(SCHEDULED), StoredResult.of({"rows": 3}))
+    ops.store.fail(ops.claim_scheduled(SCHEDULED - timedelta(minutes=10)), "upstream said 400")
+    forced = ops.claim_scheduled(SCHEDULED - timedelta(minutes=5), forced=True)
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "report", "--since", "30m", "--json"))
+    by_time = {(row["time"], row["forced"]): row for row in rows}
+    assert [(row["time"][11:16], row["status"]) for row in rows] == [
+        ("02:40", "missing"),
+        ("02:50", "failed"),
+        ("02:55", "in_progress"),
+        ("03:00", "completed"),
+    ]
+    assert by_time[("2026-11-29T02:50:00+00:00", False)]["outcome"] == "upstream said 400"
+    assert by_time[("2026-11-29T02:55:00+00:00", True)]["key"] == forced.key
+    missing = by_time[("2026-11-29T02:40:00+00:00", False)]
+    assert missing["key"] == ops.scheduled_key(SCHEDULED - timedelta(minutes=20))
+    done = by_time[("2026-11-29T03:00:00+00:00", False)]
+    assert (done["attempts"], done["duration_seconds"]) == (1, 0.0)
+
+
+def test_runs_filters_by_status_and_prints_a_table(ops):
+    ops.store.fail(ops.claim_scheduled(SCHEDULED), "bad input")
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--since", "1h", "--status", "failed", "--json"))
+    assert [row["status"] for row in rows] == ["failed"]
+    table = ops.run("runs", "--team", ops.team.name, "--since", "1h")
+    assert table.exit_code == 0
+    assert "missing" in table.stdout and "bad input" in table.stdout
+
+
+def test_runs_of_an_event_job_are_found_by_its_push_subscription_and_claim_time(ops, clock):
+    job = ops.team.event_jobs[0]
+    fields = {"event_kind": "pubsub", "event_source": job.push_subscription, "event_id": "m-1"}
+    ops.store.claim("event-1", fields)
+    ops.store.claim("event-other", {**fields, "event_source": "projects/p/subscriptions/someone-else"})
+    clock.advance(3 * 3600)
+    ops.store.claim("event-late", {**fields, "event_id": "m-2"})
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "orders", "--since", "2h", "--json"))
+    assert [(row["key"], row["event_id"]) for row in rows] == [("event-late", "m-2")]
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "orders", "--since", "4h", "--json"))
+    assert [row["key"] for row in rows] == ["event-1", "event-late"]
+
+
+def test_an_unknown_team_exits_2_naming_the_known_ones_and_changes_nothing(ops):
+    result = ops.run("release", "some-key", "--team", "nosuchteam", "--by", "tester")
+    assert result.exit_code == 2
+    assert "--team" in result.stderr and ops.team.name in result.stderr
+    assert ops.store.find({}) == {}
+
+
+def test_an_unknown_job_a_bad_duration_and_a_bad_time_exit_2(ops):
+    job = ops.run("runs", "--team", ops.team.name, "--job", "nope")
+    assert job.exit_code == 2 and "report, orders" in job.stderr
+    since = ops.run("runs", "--team", ops.team.name, "--since", "two days")
+    assert since.exit_code == 2 and "--since" in since.stderr
+    time = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", "03:00")
+    assert time.exit_code == 2 and "--time" in time.stderr and "RFC 3339" in time.stderr
+
+
+def test_show_by_job_and_time_gives_the_record_and_the_next_step(ops, clock):
+    claim = ops.claim_scheduled(SCHEDULED)
+    clock.advance(200)
+    # The same instant as SCHEDULED, written with another offset.
+    at = "2026-11-29T04:00:00+01:00"
+    result = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", at)
+    assert result.exit_code == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert (shown["key"], shown["job"]) == (claim.key, "report")
+    assert shown["record"]["attempt_id"] == claim.attempt_id
+    assert shown["next"][0].startswith(f"runonce release {claim.key} --team {ops.team.name}")
+
+
+def test_show_of_a_run_with_no_record_says_it_was_never_delivered(ops):
+    result = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", "2026-11-29T02:00:00Z")
+    assert result.exit_code == 0
+    shown = json.loads(result.stdout)
+    assert shown["record"] is None and "never delivered" in shown["next"][0]
