@@ -88,12 +88,7 @@ def scheduled_rows(
 
 def event_rows(store: Store, job: EventJob, start: datetime, end: datetime) -> list[Row]:
     """The events of `job` last claimed in [start, end]."""
-    equal = (
-        {"event_consumer": job.function}
-        if not job.push_subscription
-        else {"event_source": job.push_subscription}
-    )
-    found = store.find(equal, claimed_since=start)
+    found = store.find(job.records, claimed_since=start)
     rows = [row(job.name, key, record, now=end) for key, record in found.items()]
     return sorted(rows, key=lambda r: (r.started or end, r.key))
 

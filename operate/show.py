@@ -17,9 +17,7 @@ def job_of(team: TeamView, record: dict[str, Any]) -> ScheduledJob | EventJob | 
         if record.get("job") == job.scheduler_job:
             return job
     for event_job in team.event_jobs:
-        if event_job.push_subscription and record.get("event_source") == event_job.push_subscription:
-            return event_job
-        if not event_job.push_subscription and record.get("event_consumer") == event_job.function:
+        if all(record.get(name) == value for name, value in event_job.records.items()):
             return event_job
     return None
 

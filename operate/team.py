@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from runonce.contract import EVENT_CONSUMER_FIELD, EVENT_SOURCE_FIELD
 from stacks import naming
 from stacks.config.team import EVENTARC, TEAMS_DIR, Team
 from stacks.config.team_files import read_team_folder
@@ -53,6 +54,14 @@ class EventJob:
     dead_letter_topic: str
     dead_letter_subscription: str
     """The pull subscription that keeps the job's dead letters (runonce's and Pub/Sub's)."""
+
+    @property
+    def records(self) -> dict[str, str]:
+        """The record field (and its value) that marks a run of this job: the push subscription,
+        or for Eventarc the function that consumed the CloudEvent."""
+        if self.push_subscription:
+            return {EVENT_SOURCE_FIELD: self.push_subscription}
+        return {EVENT_CONSUMER_FIELD: self.function}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from .._text import MAX_ERROR_CHARS, clip
 from .._version import __version__
-from ..contract import ACTIONS_FIELD, VERSION_FIELD, RunStatus
+from ..contract import ACTIONS_FIELD, CLAIMED_AT_FIELD, VERSION_FIELD, RunStatus
 from ..core.store import Decision, Held, Refusal, StoredResult
 
 
@@ -20,7 +20,7 @@ def lease_fields(attempt_id: str, now: datetime, lease: timedelta, retention: ti
         "attempt_id": attempt_id,
         "lease_expires": now + lease,
         "expire_at": now + retention,
-        "claimed_at": now,
+        CLAIMED_AT_FIELD: now,
     }
 
 

@@ -35,7 +35,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from .. import _clock as clock
 from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
-from ..contract import RunStatus
+from ..contract import CLAIMED_AT_FIELD, RunStatus
 from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
 from ..core.store import Claim, Decision, Held, Refusal, StoredResult
 from ._budget import Budget
@@ -229,7 +229,7 @@ class Ledger:
         for name, value in equal.items():
             query = query.where(filter=FieldFilter(name, "==", value))
         if claimed_since is not None:
-            query = query.where(filter=FieldFilter("claimed_at", ">=", claimed_since))
+            query = query.where(filter=FieldFilter(CLAIMED_AT_FIELD, ">=", claimed_since))
         budget = Budget(FINISH_SECONDS, self._claim_retry)
         return {snapshot.id: snapshot.to_dict() or {} for snapshot in query.stream(**budget.call())}
 
