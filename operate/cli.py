@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from operate import clients, dead_letters, release, replay, runs, show
+from operate.keys import checked_key
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView, resolve
 from runonce import _clock as clock
 from runonce._instant import parse_instant
@@ -28,6 +29,8 @@ from runonce.scheduler.expected import scheduled_key
 
 _DURATION = re.compile(r"([0-9]+)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_SINCE = timedelta(days=400)
+"""Longer than any record is kept (a job's retention), and far from the calendar's ends."""
 REFUSED = 1
 
 
@@ -43,7 +46,10 @@ class Duration(click.ParamType):
         parts = _DURATION.findall(text)
         if not parts or "".join(number + unit for number, unit in parts) != text:
             self.fail(f"{value!r} is not a duration like 90m, 6h, 2d or 1d12h", param, ctx)
-        return timedelta(seconds=sum(int(number) * _UNITS[unit] for number, unit in parts))
+        since = timedelta(seconds=sum(int(number) * _UNITS[unit] for number, unit in parts))
+        if since > MAX_SINCE:
+            self.fail(f"{value!r} is more than {MAX_SINCE.days}d; no record is kept that long", param, ctx)
+        return since
 
 
 @contextmanager
@@ -53,7 +59,7 @@ def _answers() -> Iterator[None]:
         yield
     except BadInput as exc:
         raise click.UsageError(str(exc)) from None
-    except (RunonceError, OSError) as exc:
+    except (RunonceError, clients.Unavailable, OSError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(REFUSED)
     except Exception as exc:  # a Google API error: its message says what the service refused
@@ -181,7 +187,7 @@ def _key(team: TeamView, key: str | None, job_name: str | None, schedule_time: s
     if key:
         if job_name or schedule_time:
             raise BadInput("KEY", "give either KEY or --job with --time, not both")
-        return key
+        return checked_key(key)
     if not (job_name and schedule_time):
         raise BadInput("KEY", "give the run's KEY, or --job and --time (its schedule time)")
     job = team.job(job_name)
@@ -209,7 +215,7 @@ def release_command(key: str, team_name: str, force: bool, by: str | None) -> No
     with _answers():
         team = resolve(team_name)
         who = clients.operator(by)
-        released = release.release(clients.store(team), key, who, force)
+        released = release.release(clients.store(team), checked_key(key), who, force)
     click.echo(released.message, err=not released.done)
     if not released.done:
         sys.exit(REFUSED)
@@ -274,8 +280,8 @@ def replay_command(copy_id: str, team_name: str, job_name: str | None, again: bo
         if letter is None:
             raise BadInput(
                 "COPY_ID",
-                f"no copy {copy_id!r} in team {team.name}'s dead letters; "
-                f"`runonce dead-letters --team {team.name}` lists them",
+                f"no copy {copy_id!r} in team {team.name}'s dead letters (or another reader holds it "
+                f"for a minute); `runonce dead-letters --team {team.name}` lists them",
             )
         job = next(job for job in jobs if job.name == letter.job)
         if not job.topic:

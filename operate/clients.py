@@ -28,6 +28,10 @@ _CREDENTIALS_FIX = (
 )
 
 
+class Unavailable(Exception):
+    """A Google service refused a call or did not answer; the message names the resource (exit 1)."""
+
+
 def store(team: TeamView) -> Store:
     """The team's ledger (its database and collection) as a Store."""
     from google.cloud import firestore

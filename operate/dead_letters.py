@@ -21,6 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.api_core import exceptions as gexc
+
+from operate.clients import Unavailable
 from operate.team import EventJob
 from runonce.contract import (
     DEAD_LETTER_ATTEMPT_ATTRIBUTE,
@@ -91,10 +94,18 @@ def pull_all(subscriber: Any, subscription: str) -> list[Any]:
     for _ in range(MAX_PULLS):
         with warnings.catch_warnings():  # returnImmediately is deprecated, and still what we need
             warnings.simplefilter("ignore", DeprecationWarning)
-            response = subscriber.pull(
-                request={"subscription": subscription, "max_messages": 100, "return_immediately": True},
-                timeout=30,
-            )
+            try:
+                response = subscriber.pull(
+                    request={"subscription": subscription, "max_messages": 100, "return_immediately": True},
+                    timeout=30,
+                )
+            except gexc.NotFound:
+                raise Unavailable(
+                    f"the dead-letter subscription {subscription} does not exist: is the team's stack "
+                    "deployed to that project (make deploy STACK=<team>)?"
+                ) from None
+            except gexc.GoogleAPICallError as exc:
+                raise Unavailable(f"pulling from {subscription}: {type(exc).__name__}: {exc}") from None
         fresh = [item for item in response.received_messages if item.message.message_id not in seen]
         if not fresh:
             break

@@ -14,8 +14,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfoNotFoundError
 
-from operate.team import EventJob, ScheduledJob, TeamView
+from cronsim import CronSimError
+
+from operate.team import BadInput, EventJob, ScheduledJob, TeamView
 from runonce._instant import parse_instant
 from runonce.contract import RunStatus
 from runonce.core.store import Store
@@ -25,6 +28,8 @@ MISSING = "missing"
 """The status of an expected run that has no record."""
 STATUSES = (*(status.value for status in RunStatus), MISSING)
 _OUTCOME_CHARS = 200
+MAX_EXPECTED = 20_000
+"""Expected runs of one job listed at once (two weeks of a job every minute)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ def scheduled_rows(
     """The expected runs of `job` in (start, end], recorded or not, and its forced runs there."""
     keys = {
         scheduled_key(job.scheduler_job, moment, team.project, team.region): moment
-        for moment in expected_times(job.schedule, job.time_zone, start, end)
+        for moment in _expected(job, start, end)
     }
     records = store.read_many(list(keys))
     rows = [
@@ -84,6 +89,24 @@ def scheduled_rows(
         if moment is not None and start < moment <= end:
             rows.append(row(job.name, key, record, now=end))
     return sorted(rows, key=lambda r: (r.time or end, r.key))
+
+
+def _expected(job: ScheduledJob, start: datetime, end: datetime) -> list[datetime]:
+    try:
+        times = expected_times(job.schedule, job.time_zone, start, end)
+    except (CronSimError, ValueError, ZoneInfoNotFoundError) as exc:
+        raise BadInput(
+            "--team",
+            f"job {job.name}'s schedule {job.schedule!r} in {job.time_zone!r} cannot be evaluated "
+            f"({exc}); `make synth` checks the team file",
+        ) from None
+    if len(times) > MAX_EXPECTED:
+        raise BadInput(
+            "--since",
+            f"{len(times)} expected runs of {job.name} in the window, more than the {MAX_EXPECTED} "
+            "listed at once: give a shorter --since",
+        )
+    return times
 
 
 def event_rows(store: Store, job: EventJob, start: datetime, end: datetime) -> list[Row]:

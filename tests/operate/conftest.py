@@ -31,7 +31,10 @@ team = Team(
     region="europe-west1",
     collection="{collection}",
     jobs=[Job(name="report", schedule="*/10 * * * *", source="report")],
-    event_jobs=[EventJob(name="orders", source="orders_events")],
+    event_jobs=[
+        EventJob(name="orders", source="orders_events"),
+        EventJob(name="paid", source="orders_events", trigger="eventarc"),
+    ],
 )
 """
 

@@ -33,7 +33,7 @@ def _forward(ops, topics, key: str = "event-run") -> str:
 
 
 def _listed(ops) -> list[dict]:
-    result = ops.run("dead-letters", "--team", ops.team.name, "--json")
+    result = ops.run("dead-letters", "--team", ops.team.name, "--job", "orders", "--json")
     assert result.exit_code == 0, result.stderr
     return [json.loads(line) for line in result.stdout.splitlines()]
 
@@ -64,27 +64,37 @@ def test_dead_letters_lists_runonces_and_pubsubs_copies_with_their_reasons_and_a
 
 def test_replay_publishes_the_original_once_records_it_and_acknowledges_the_copy(ops, topics):
     copy_id = _forward(ops, topics)
-    result = ops.run("replay", copy_id, "--team", ops.team.name, "--by", "tester")
+    result = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "tester")
     assert result.exit_code == 0, result.stderr
     [published] = topics.drain(topics.replayed, expected=1)
     assert (bytes(published.data), dict(published.attributes)) == (b'{"total": 12}', ORIGINAL)
     steps = [(a["action"], a["by"], a["detail"]["copy"]) for a in ops.store.read("event-run")[ACTIONS_FIELD]]
     assert steps == [("replay", "tester", copy_id), ("replay_published", "tester", copy_id)]
     assert _listed(ops) == []
-    again = ops.run("replay", copy_id, "--team", ops.team.name, "--by", "tester")
+    again = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "tester")
     assert again.exit_code == 2 and "COPY_ID" in again.stderr
 
 
 def test_a_second_replay_of_the_event_is_refused_unless_again(ops, topics):
     _forward(ops, topics)
-    assert ops.run("replay", _listed(ops)[0]["copy_id"], "--team", ops.team.name, "--by", "t").exit_code == 0
+    assert (
+        ops.run(
+            "replay", _listed(ops)[0]["copy_id"], "--team", ops.team.name, "--job", "orders", "--by", "t"
+        ).exit_code
+        == 0
+    )
     second = _forward(ops, topics)  # the same event dead-lettered again (same run key)
     topics.drain(topics.replayed)
-    refused = ops.run("replay", second, "--team", ops.team.name, "--by", "t")
+    refused = ops.run("replay", second, "--team", ops.team.name, "--job", "orders", "--by", "t")
     assert refused.exit_code == 1 and "replayed already" in refused.stderr and "--again" in refused.stderr
     assert topics.drain(topics.replayed) == []
     assert [row["copy_id"] for row in _listed(ops)] == [second]
-    assert ops.run("replay", second, "--team", ops.team.name, "--by", "t", "--again").exit_code == 0
+    assert (
+        ops.run(
+            "replay", second, "--team", ops.team.name, "--job", "orders", "--by", "t", "--again"
+        ).exit_code
+        == 0
+    )
     assert len(topics.drain(topics.replayed, expected=1)) == 1
 
 
@@ -100,14 +110,19 @@ def test_a_crash_between_publish_and_record_leaves_the_copy_and_refuses_the_next
     with monkeypatch.context() as patch:
         patch.setattr(replay, "confirm", crash)
         with pytest.raises(RuntimeError, match="went down"):
-            ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t")
+            ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
     # Published; the copy's lease (1 s here) runs out meanwhile.
     assert len(topics.drain(topics.replayed, expected=1)) == 1
     assert [row["copy_id"] for row in _listed(ops)] == [copy_id]
-    refused = ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t")
+    refused = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
     assert refused.exit_code == 1 and "never confirmed" in refused.stderr
     assert topics.drain(topics.replayed) == []
-    assert ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t", "--again").exit_code == 0
+    assert (
+        ops.run(
+            "replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t", "--again"
+        ).exit_code
+        == 0
+    )
     assert len(topics.drain(topics.replayed, expected=1)) == 1 and _listed(ops) == []
 
 
@@ -118,16 +133,18 @@ def test_a_copy_whose_replay_was_recorded_but_not_acknowledged_is_acknowledged_w
     monkeypatch.setattr(dead_letters, "HOLD_SECONDS", 1)
     with monkeypatch.context() as patch:
         patch.setattr(dead_letters, "acknowledge", lambda *args: None)  # the acknowledgement is lost
-        assert ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t").exit_code == 0
+        assert (
+            ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t").exit_code == 0
+        )
     assert len(topics.drain(topics.replayed, expected=1)) == 1
-    result = ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t")
+    result = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
     assert result.exit_code == 0 and "nothing published" in result.stdout
     assert topics.drain(topics.replayed) == [] and _listed(ops) == []
 
 
 def test_replay_of_pubsubs_own_copy_is_fenced_on_a_record_of_that_copy(ops, topics):
     copy_id = topics.dead_letter(b"raw", {"a": "1", "CloudPubSubDeadLetterSourceDeliveryCount": "15"})
-    assert ops.run("replay", copy_id, "--team", ops.team.name, "--by", "t").exit_code == 0
+    assert ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t").exit_code == 0
     [published] = topics.drain(topics.replayed, expected=1)
     assert (bytes(published.data), dict(published.attributes)) == (b"raw", {"a": "1"})
     [record] = [r for r in ops.store.find({}).values() if ACTIONS_FIELD in r]
@@ -142,3 +159,15 @@ def test_show_of_a_dead_lettered_event_gives_its_copy_and_the_replay_command(ops
     shown = json.loads(result.stdout)
     assert shown["job"] == "orders" and shown["dead_letter_copy"]["copy_id"] == copy_id
     assert shown["next"][0].startswith(f"runonce replay {copy_id} --team {ops.team.name}")
+
+
+def test_dead_letters_of_a_job_whose_subscription_does_not_exist_exits_1_with_pubsubs_reason(ops):
+    result = ops.run("dead-letters", "--team", ops.team.name, "--job", "orders")
+    assert result.exit_code == 1
+    assert f"{ops.team.event_jobs[0].dead_letter_subscription} does not exist" in result.stderr
+    assert "make deploy" in result.stderr
+
+
+def test_dead_letters_of_a_scheduled_job_exits_2(ops):
+    result = ops.run("dead-letters", "--team", ops.team.name, "--job", "report")
+    assert result.exit_code == 2 and "only event jobs have dead letters" in result.stderr

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
+
+import pytest
 
 from runonce.core.store import StoredResult
 from tests.conftest import SCHEDULED
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rows(result) -> list[dict]:
@@ -90,3 +98,51 @@ def test_show_of_a_run_with_no_record_says_it_was_never_delivered(ops):
     assert result.exit_code == 0
     shown = json.loads(result.stdout)
     assert shown["record"] is None and "never delivered" in shown["next"][0]
+
+
+def test_runs_of_an_eventarc_job_are_found_by_the_function_that_consumed_them(ops):
+    job = ops.team.job("paid")
+    fields = {"event_kind": "cloudevent", "event_source": "//storage", "event_id": "e-1"}
+    ops.store.claim("paid-1", {**fields, "event_consumer": job.function})
+    ops.store.claim("paid-other", {**fields, "event_consumer": "someone-else"})
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "paid", "--json"))
+    assert [(row["key"], row["job"]) for row in rows] == [("paid-1", "paid")]
+
+
+@pytest.mark.parametrize("key", ["a/b", "x" * 1501, "..", "__name__", " "])
+@pytest.mark.parametrize("verb", ["show", "release"])
+def test_a_key_that_cannot_be_a_record_id_exits_2_naming_key(ops, verb, key):
+    by = ["--by", "tester"] if verb == "release" else []
+    result = ops.run(verb, key, "--team", ops.team.name, *by)
+    assert result.exit_code == 2, result.output
+    assert "KEY" in result.stderr and "runonce runs" in result.stderr
+
+
+def test_a_window_longer_than_any_retention_exits_2(ops):
+    result = ops.run("runs", "--team", ops.team.name, "--since", "500d")
+    assert result.exit_code == 2 and "--since" in result.stderr and "400d" in result.stderr
+
+
+def test_a_team_whose_schedule_cannot_be_evaluated_exits_2_naming_the_job(ops):
+    broken = Path(ops.folder) / "broken.py"
+    broken.write_text(
+        "from stacks.team import Job, Team\n"
+        'team = Team(name="broken", project="p", region="europe-west1",\n'
+        '            jobs=[Job(name="late", schedule="61 * * * *", source="report")])\n'
+    )
+    result = ops.run("runs", "--team", "broken")
+    assert result.exit_code == 2
+    assert "late" in result.stderr and "61 * * * *" in result.stderr and "make synth" in result.stderr
+
+
+def test_python_m_operate_is_the_runonce_command(ops):
+    run = subprocess.run(
+        [sys.executable, "-m", "operate", "runs", "--team", "nosuchteam"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}"},
+        timeout=120,
+    )
+    assert run.returncode == 2
+    assert run.stderr.startswith("Usage: runonce runs") and ops.team.name in run.stderr
