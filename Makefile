@@ -17,8 +17,8 @@ install: $(STAMP) $(VENV)/bin/runonce
 # A script, not a console entry point: the repository is not an installed package, so the script
 # sets the same PYTHONPATH as every target here and runs `python -m operate`.
 $(VENV)/bin/runonce: $(STAMP)
-	printf '#!/bin/sh\nPYTHONPATH="%s:%s/functions$${PYTHONPATH:+:$$PYTHONPATH}" exec "%s/$(PY)" -m operate "$$@"\n' \
-		"$(CURDIR)" "$(CURDIR)" "$(CURDIR)" > $@
+	printf '#!/bin/sh\nPYTHONPATH="%s:%s/functions$${PYTHONPATH:+:$$PYTHONPATH}" exec "%s" -m operate "$$@"\n' \
+		"$(CURDIR)" "$(CURDIR)" "$(abspath $(PY))" > $@
 	chmod +x $@
 
 ## make runonce ARGS="runs --team example": the operators' command without the script.
