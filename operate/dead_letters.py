@@ -66,7 +66,9 @@ class DeadLetter:
     error: str
     delivery_count: str
     published: str
-    original: Original
+    original: Original | None
+    """The message to replay; None if the copy's data cannot be read (`unreadable` says why)."""
+    unreadable: str = ""
     note_ack_ids: list[str] = field(default_factory=list)
     """The notes that follow a bare copy: acknowledged with it."""
 
@@ -83,8 +85,9 @@ class DeadLetter:
             "error": self.error,
             "delivery_count": self.delivery_count,
             "published": self.published,
-            "original_attributes": self.original.attributes,
-            "original_bytes": len(self.original.data),
+            "original_attributes": self.original.attributes if self.original else None,
+            "original_bytes": len(self.original.data) if self.original else None,
+            "unreadable": self.unreadable,
         }
 
 
@@ -107,9 +110,11 @@ def pull_all(subscriber: Any, subscription: str) -> list[Any]:
             except gexc.GoogleAPICallError as exc:
                 raise Unavailable(f"pulling from {subscription}: {type(exc).__name__}: {exc}") from None
         fresh = [item for item in response.received_messages if item.message.message_id not in seen]
+        # A message delivered again (its ack deadline passed during the listing) keeps its latest
+        # ack id: an older one no longer acknowledges it.
+        seen.update((item.message.message_id, item) for item in response.received_messages)
         if not fresh:
             break
-        seen.update((item.message.message_id, item) for item in fresh)
     return list(seen.values())
 
 
@@ -152,6 +157,8 @@ def _letter(job: EventJob, item: Any, note: Any) -> DeadLetter:
     message = item.message
     attributes = dict(message.attributes)
     notes = dict(note.message.attributes) if note is not None else attributes
+    original: Original | None
+    unreadable = ""
     if note is not None:
         kind, form = RUNONCE, DeadLetterForm.BARE.value
         original = Original(bytes(message.data), attributes, message.ordering_key)
@@ -159,7 +166,10 @@ def _letter(job: EventJob, item: Any, note: Any) -> DeadLetter:
         kind = RUNONCE
         wrapped = DEAD_LETTER_WRAPPED_ATTRIBUTE in attributes
         form = (DeadLetterForm.WRAPPED if wrapped else DeadLetterForm.PLAIN).value
-        original = read_copy(bytes(message.data), attributes)
+        try:
+            original = read_copy(bytes(message.data), attributes)
+        except Exception as exc:  # a wrapped copy whose data is not a PubsubMessage
+            original, unreadable = None, f"its data is not a serialized PubsubMessage ({type(exc).__name__})"
     else:
         kind, form = PUBSUB, "pubsub"
         kept = {name: value for name, value in attributes.items() if not name.startswith(PUBSUB_PREFIX)}
@@ -179,6 +189,7 @@ def _letter(job: EventJob, item: Any, note: Any) -> DeadLetter:
         delivery_count=attributes.get(DELIVERY_COUNT_ATTRIBUTE, ""),
         published=message.publish_time.isoformat(),
         original=original,
+        unreadable=unreadable,
         note_ack_ids=[note.ack_id] if note is not None else [],
     )
 

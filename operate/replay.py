@@ -85,6 +85,12 @@ def replay(
 ) -> Replay:
     """Replay `letter` (taken from the subscription, leased) to `job`'s topic; see the module."""
     key = record_key(letter)
+    if letter.original is None:
+        dead_letters.put_back(subscriber, letter.subscription, [letter.ack_id, *letter.note_ack_ids])
+        return Replay(
+            "refused", key, f"copy {letter.copy_id} cannot be replayed: {letter.unreadable}; it stays"
+        )
+    original = letter.original
     detail = {"copy": letter.copy_id, "topic": job.topic, "subscription": letter.subscription, "run_key": key}
     begun = entry(REPLAY, by, {**detail, "again": again})
 
@@ -101,7 +107,7 @@ def replay(
         return _refused(store, subscriber, letter, key)
     log_change(f"replay of dead-letter copy {letter.copy_id} begun", begun, run_key=key)
     try:
-        message_id = publish(publisher, job.topic, letter.original)
+        message_id = publish(publisher, job.topic, original)
     except Exception as exc:
         failed = entry(FAILED, by, {**detail, "error": f"{type(exc).__name__}: {exc}"[:500]})
         store.amend(key, lambda record: {ACTIONS_FIELD: appended(record, failed)})

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from operate import dead_letters
+from operate.clients import Unavailable
 from operate.team import EventJob, ScheduledJob, TeamView
 from runonce.contract import ACTIONS_FIELD, DEAD_LETTER_MESSAGE_ID_FIELD, HISTORY_FIELD, RunStatus
 
@@ -27,7 +28,11 @@ def copy_of(subscriber: Callable[[], Any], job: EventJob, record: dict[str, Any]
     copy_id = record.get(DEAD_LETTER_MESSAGE_ID_FIELD)
     if not copy_id:
         return None
-    for letter in dead_letters.listing(subscriber(), [job]):
+    try:
+        letters = dead_letters.listing(subscriber(), [job])
+    except Unavailable as exc:  # the record is still worth showing
+        return {"copy_id": copy_id, "unavailable": str(exc)}
+    for letter in letters:
         if letter.copy_id == copy_id:
             return letter.json()
     return None

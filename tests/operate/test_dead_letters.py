@@ -171,3 +171,49 @@ def test_dead_letters_of_a_job_whose_subscription_does_not_exist_exits_1_with_pu
 def test_dead_letters_of_a_scheduled_job_exits_2(ops):
     result = ops.run("dead-letters", "--team", ops.team.name, "--job", "report")
     assert result.exit_code == 2 and "only event jobs have dead letters" in result.stderr
+
+
+def test_a_failed_publish_is_recorded_leaves_the_copy_and_does_not_refuse_the_next_replay(ops, topics):
+    copy_id = _forward(ops, topics)
+    topics.publisher.delete_topic(request={"topic": ops.team.event_jobs[0].topic})
+    failed = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
+    assert failed.exit_code == 1 and "publishing to" in failed.stderr
+    assert [a["action"] for a in ops.store.read("event-run")[ACTIONS_FIELD]] == ["replay", "replay_failed"]
+    assert [row["copy_id"] for row in _listed(ops)] == [copy_id]
+    topics.publisher.create_topic(request={"name": ops.team.event_jobs[0].topic})
+    topics.subscriber.delete_subscription(request={"subscription": topics.replayed})
+    topics.subscriber.create_subscription(
+        request={"name": topics.replayed, "topic": ops.team.event_jobs[0].topic}
+    )
+    assert ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t").exit_code == 0
+    assert len(topics.drain(topics.replayed, expected=1)) == 1 and _listed(ops) == []
+
+
+def test_a_wrapped_copy_whose_data_cannot_be_read_is_listed_and_not_replayed(ops, topics):
+    copy_id = topics.dead_letter(
+        b"\xff\xfe not a message",
+        {
+            "runonce_reason": "permanent_failure",
+            "runonce_run_key": "k",
+            "runonce_wrapped": "google.pubsub.v1.PubsubMessage",
+        },
+    )
+    [row] = _listed(ops)
+    assert row["copy_id"] == copy_id and "not a serialized PubsubMessage" in row["unreadable"]
+    refused = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
+    assert refused.exit_code == 1 and "cannot be replayed" in refused.stderr
+    assert topics.drain(topics.replayed) == [] and [r["copy_id"] for r in _listed(ops)] == [copy_id]
+    assert ops.store.read("k") is None
+
+
+def test_show_of_a_dead_lettered_event_whose_subscription_is_gone_still_shows_the_record(ops):
+    job = ops.team.event_jobs[0]
+    claim = ops.store.claim(
+        "gone", {"event_kind": "pubsub", "event_source": job.push_subscription, "event_id": "m"}
+    )
+    ops.store.fail(claim, "bad")
+    ops.store.annotate("gone", {DEAD_LETTER_MESSAGE_ID_FIELD: "123"})
+    result = ops.run("show", "gone", "--team", ops.team.name)
+    assert result.exit_code == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["record"]["error"] == "bad" and "does not exist" in shown["dead_letter_copy"]["unavailable"]
