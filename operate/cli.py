@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
+from google.api_core import exceptions as gexc
 from rich.console import Console
 from rich.table import Table
 
@@ -62,11 +63,9 @@ def _answers() -> Iterator[None]:
     except (RunonceError, clients.Unavailable, OSError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(REFUSED)
-    except Exception as exc:  # a Google API error: its message says what the service refused
-        if type(exc).__module__.startswith("google."):
-            click.echo(f"Error: {type(exc).__name__}: {exc}", err=True)
-            sys.exit(REFUSED)
-        raise
+    except (gexc.GoogleAPICallError, gexc.RetryError) as exc:  # its message says what the service refused
+        click.echo(f"Error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(REFUSED)
 
 
 def _dump(value: Any) -> None:
