@@ -31,7 +31,7 @@ from runonce.scheduler.expected import scheduled_key
 _DURATION = re.compile(r"([0-9]+)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SINCE = timedelta(days=400)
-"""Longer than any record is kept (a job's retention), and far from the calendar's ends."""
+"""How far back a listing reaches at most: a year and more, and far from the calendar's ends."""
 REFUSED = 1
 
 
@@ -49,7 +49,7 @@ class Duration(click.ParamType):
             self.fail(f"{value!r} is not a duration like 90m, 6h, 2d or 1d12h", param, ctx)
         since = timedelta(seconds=sum(int(number) * _UNITS[unit] for number, unit in parts))
         if since > MAX_SINCE:
-            self.fail(f"{value!r} is more than {MAX_SINCE.days}d; no record is kept that long", param, ctx)
+            self.fail(f"{value!r} is more than {MAX_SINCE.days}d, the longest window listed", param, ctx)
         return since
 
 
