@@ -217,3 +217,23 @@ def test_show_of_a_dead_lettered_event_whose_subscription_is_gone_still_shows_th
     assert result.exit_code == 0, result.stderr
     shown = json.loads(result.stdout)
     assert shown["record"]["error"] == "bad" and "does not exist" in shown["dead_letter_copy"]["unavailable"]
+
+
+def test_a_bare_copy_is_listed_with_its_notes_reason_and_replayed_with_the_note_acknowledged(ops, topics):
+    # The library's bare form: exactly the original, then a note naming it (runonce.events.deadletter).
+    copy_id = topics.dead_letter(b"big original", dict(ORIGINAL))
+    notes = {"runonce_reason": "too_old", "runonce_run_key": "bare-run", "runonce_attempt": "2"}
+    topics.dead_letter(b"", {**notes, "runonce_copy_message_id": copy_id})
+    [row] = _listed(ops)
+    assert (row["copy_id"], row["form"], row["reason"], row["run_key"], row["attempt"]) == (
+        copy_id,
+        "bare",
+        "too_old",
+        "bare-run",
+        "2",
+    )
+    assert ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t").exit_code == 0
+    [published] = topics.drain(topics.replayed, expected=1)
+    assert (bytes(published.data), dict(published.attributes)) == (b"big original", ORIGINAL)
+    assert _listed(ops) == []  # the note went with its copy
+    assert ops.store.read("bare-run")[ACTIONS_FIELD][-1]["action"] == "replay_published"
