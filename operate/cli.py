@@ -177,16 +177,19 @@ def show_command(key: str | None, team_name: str, job_name: str | None, schedule
     """A run's whole record, its history and operator actions, its dead-letter copy, and what to do next."""
     with _answers():
         team = resolve(team_name)
-        key = _key(team, key, job_name, schedule_time)
+        key, asked = _key(team, key, job_name, schedule_time)
         record = clients.store(team).read(key)
-        _dump(show.detail(team, key, record, clients.subscriber, clock.now()))
+        _dump(show.detail(team, key, record, clients.subscriber, clock.now(), asked))
 
 
-def _key(team: TeamView, key: str | None, job_name: str | None, schedule_time: str | None) -> str:
+def _key(
+    team: TeamView, key: str | None, job_name: str | None, schedule_time: str | None
+) -> tuple[str, tuple[ScheduledJob, str] | None]:
+    """The run key `show` is asked for, and the job and schedule time it was named by (if it was)."""
     if key:
         if job_name or schedule_time:
             raise BadInput("KEY", "give either KEY or --job with --time, not both")
-        return checked_key(key)
+        return checked_key(key), None
     if not (job_name and schedule_time):
         raise BadInput("KEY", "give the run's KEY, or --job and --time (its schedule time)")
     job = team.job(job_name)
@@ -199,7 +202,7 @@ def _key(team: TeamView, key: str | None, job_name: str | None, schedule_time: s
         instant = parse_instant(schedule_time)
     except ValueError as exc:
         raise BadInput("--time", str(exc)) from None
-    return scheduled_key(job.scheduler_job, instant.utc, team.project, team.region)
+    return scheduled_key(job.scheduler_job, instant.utc, team.project, team.region), (job, instant.rfc3339())
 
 
 @runonce.command(name="release")

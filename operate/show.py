@@ -38,13 +38,21 @@ def copy_of(subscriber: Callable[[], Any], job: EventJob, record: dict[str, Any]
     return None
 
 
-def next_steps(team: TeamView, key: str, record: dict[str, Any] | None, now: datetime) -> list[str]:
-    """What the operator can do about the run, as commands."""
+def rerun_command(team: TeamView, job: ScheduledJob | EventJob | None, schedule_time: Any) -> str:
+    """The `runonce rerun` command for a scheduled run (placeholders where it is not known)."""
+    name = job.name if isinstance(job, ScheduledJob) else "JOB"
+    return f"runonce rerun --team {team.name} --job {name} --time {schedule_time or 'TIME'}"
+
+
+def next_steps(
+    team: TeamView, key: str, record: dict[str, Any] | None, now: datetime, rerun: str
+) -> list[str]:
+    """What the operator can do about the run, as commands (`rerun`: its re-run command)."""
     where = f"--team {team.name}"
     if record is None:
         return [
             "no record: Scheduler never delivered this run, or not yet. Check the Scheduler job's "
-            "logs; `runonce rerun` makes it run"
+            f"logs; `{rerun}` makes it run"
         ]
     status = record.get("status")
     if status == RunStatus.IN_PROGRESS.value:
@@ -53,23 +61,30 @@ def next_steps(team: TeamView, key: str, record: dict[str, Any] | None, now: dat
             return [f"wait: attempt {record.get('attempts')} holds the run until {lease.isoformat()}"]
         return [
             f"runonce release {key} {where}: end the dead attempt's claim, so the next delivery runs it",
-            "if no delivery is coming (Scheduler's retries ran out), `runonce rerun` makes it run",
+            f"if no delivery is coming (Scheduler's retries ran out), `{rerun}` makes it run",
         ]
     steps = []
     if record.get(DEAD_LETTER_MESSAGE_ID_FIELD):
         steps.append(
             f"runonce replay {record[DEAD_LETTER_MESSAGE_ID_FIELD]} {where}: publish the event again, once"
         )
-    if status == RunStatus.FAILED.value and "job" in record:
-        steps.append("runonce rerun: run it again once the cause is fixed (its history is kept)")
+    if status == RunStatus.FAILED.value and "schedule_time" in record:
+        steps.append(f"{rerun}: run it again once the cause is fixed (its history is kept)")
     return steps or ["nothing to do: the run completed"]
 
 
 def detail(
-    team: TeamView, key: str, record: dict[str, Any] | None, subscriber: Callable[[], Any], now: datetime
+    team: TeamView,
+    key: str,
+    record: dict[str, Any] | None,
+    subscriber: Callable[[], Any],
+    now: datetime,
+    asked: tuple[ScheduledJob, str] | None = None,
 ) -> dict[str, Any]:
-    """Everything `show` tells about run `key` (`subscriber` makes a Pub/Sub client if one is needed)."""
-    job = job_of(team, record) if record else None
+    """Everything `show` tells about run `key` (`subscriber` makes a Pub/Sub client if one is
+    needed; `asked`: the job and schedule time the operator named it by, if they did)."""
+    job = job_of(team, record) if record else (asked[0] if asked else None)
+    schedule_time = (record or {}).get("schedule_time") or (asked[1] if asked else None)
     return {
         "key": key,
         "team": team.name,
@@ -80,5 +95,5 @@ def detail(
         "dead_letter_copy": copy_of(subscriber, job, record)
         if isinstance(job, EventJob) and record
         else None,
-        "next": next_steps(team, key, record, now),
+        "next": next_steps(team, key, record, now, rerun_command(team, job, schedule_time)),
     }

@@ -98,6 +98,19 @@ def test_show_of_a_run_with_no_record_says_it_was_never_delivered(ops):
     assert result.exit_code == 0
     shown = json.loads(result.stdout)
     assert shown["record"] is None and "never delivered" in shown["next"][0]
+    assert (
+        f"runonce rerun --team {ops.team.name} --job report --time 2026-11-29T02:00:00Z" in shown["next"][0]
+    )
+
+
+def test_show_of_a_failed_scheduled_run_gives_its_rerun_command(ops):
+    claim = ops.claim_scheduled(SCHEDULED)
+    ops.store.fail(claim, "bad input")
+    shown = json.loads(ops.run("show", claim.key, "--team", ops.team.name).stdout)
+    assert shown["next"] == [
+        f"runonce rerun --team {ops.team.name} --job report --time 2026-11-29T03:00:00Z: run it again "
+        "once the cause is fixed (its history is kept)"
+    ]
 
 
 def test_runs_of_an_eventarc_job_are_found_by_the_function_that_consumed_them(ops):
