@@ -65,6 +65,8 @@ class DeadLetter:
     attempt: str
     error: str
     delivery_count: str
+    """Pub/Sub's copies: the deliveries the message had, and the subscription it came from."""
+    source_subscription: str
     published: str
     original: Original | None
     """The message to replay; None if the copy's data cannot be read (`unreadable` says why)."""
@@ -84,6 +86,7 @@ class DeadLetter:
             "attempt": self.attempt,
             "error": self.error,
             "delivery_count": self.delivery_count,
+            "source_subscription": self.source_subscription,
             "published": self.published,
             "original_attributes": self.original.attributes if self.original else None,
             "original_bytes": len(self.original.data) if self.original else None,
@@ -187,6 +190,7 @@ def _letter(job: EventJob, item: Any, note: Any) -> DeadLetter:
         attempt=notes.get(DEAD_LETTER_ATTEMPT_ATTRIBUTE, ""),
         error=notes.get(DEAD_LETTER_ERROR_ATTRIBUTE, ""),
         delivery_count=attributes.get(DELIVERY_COUNT_ATTRIBUTE, ""),
+        source_subscription=attributes.get(SOURCE_SUBSCRIPTION_ATTRIBUTE, ""),
         published=message.publish_time.isoformat(),
         original=original,
         unreadable=unreadable,
@@ -208,6 +212,7 @@ def _orphan_note(job: EventJob, copy_id: str, note: Any) -> DeadLetter:
         attempt=attributes.get(DEAD_LETTER_ATTEMPT_ATTRIBUTE, ""),
         error=f"the note of copy {copy_id}, which is no longer in the subscription",
         delivery_count="",
+        source_subscription="",
         published=note.message.publish_time.isoformat(),
         original=Original(b"", {}),
     )

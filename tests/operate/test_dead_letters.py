@@ -58,7 +58,7 @@ def test_dead_letters_lists_runonces_and_pubsubs_copies_with_their_reasons_and_a
         "max_delivery_attempts",
         "15",
     )
-    assert first[theirs]["original_attributes"] == {"a": "1"}
+    assert first[theirs]["original_attributes"] == {"a": "1"} and first[theirs]["source_subscription"] == "x"
     assert {row["copy_id"] for row in _listed(ops)} == {ours, theirs}  # still there: none acknowledged
 
 
