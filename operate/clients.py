@@ -83,6 +83,9 @@ def operator(by: str | None) -> str:
         credentials, _ = google.auth.default()
     except auth_exceptions.GoogleAuthError as exc:
         raise BadInput("credentials", f"{exc}; {_CREDENTIALS_FIX}") from None
+    # A service account's credentials name it (`service_account_email`; "default" on a metadata
+    # server until refreshed); gcloud's user credentials carry `account` (google-auth's
+    # google.oauth2.credentials.Credentials(account=...), empty when the file has none).
     account = getattr(credentials, "service_account_email", None) or getattr(credentials, "account", None)
     if not account or account == "default":
         raise BadInput("--by", "the credentials do not name their account: pass --by you@example.com")
