@@ -30,7 +30,10 @@ team = Team(
     project="{project}",
     region="europe-west1",
     collection="{collection}",
-    jobs=[Job(name="report", schedule="*/10 * * * *", source="report")],
+    jobs=[
+        Job(name="report", schedule="*/10 * * * *", source="report"),
+        Job(name="nightly", schedule="30 2 * * *", time_zone="Europe/Berlin", source="report"),
+    ],
     event_jobs=[
         EventJob(name="orders", source="orders_events"),
         EventJob(name="paid", source="orders_events", trigger="eventarc"),

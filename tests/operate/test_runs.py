@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -73,7 +73,7 @@ def test_an_unknown_team_exits_2_naming_the_known_ones_and_changes_nothing(ops):
 
 def test_an_unknown_job_a_bad_duration_and_a_bad_time_exit_2(ops):
     job = ops.run("runs", "--team", ops.team.name, "--job", "nope")
-    assert job.exit_code == 2 and "report, orders" in job.stderr
+    assert job.exit_code == 2 and "report, nightly, orders, paid" in job.stderr
     since = ops.run("runs", "--team", ops.team.name, "--since", "two days")
     assert since.exit_code == 2 and "--since" in since.stderr
     time = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", "03:00")
@@ -159,3 +159,14 @@ def test_python_m_operate_is_the_runonce_command(ops):
     )
     assert run.returncode == 2
     assert run.stderr.startswith("Usage: runonce runs") and ops.team.name in run.stderr
+
+
+def test_runs_expects_a_daily_job_in_its_time_zone_and_once_as_the_spring_forward_gap_ends(ops, clock):
+    # Europe/Berlin skips 02:00-03:00 on 2027-03-28: cronsim's "30 2 * * *" fires at 03:00 local.
+    clock.current = datetime(2027, 3, 29, 12, 0, tzinfo=UTC)
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "nightly", "--since", "3d", "--json"))
+    assert [(row["time"], row["status"]) for row in rows] == [
+        ("2027-03-27T01:30:00+00:00", "missing"),
+        ("2027-03-28T01:00:00+00:00", "missing"),
+        ("2027-03-29T00:30:00+00:00", "missing"),
+    ]
