@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import _clock
 from .._text import MAX_ERROR_CHARS, clip
-from ..contract import RunStatus
+from ..contract import CLAIMED_AT_FIELD, RunStatus
 from ..core.errors import StoreRejected
 from ..core.store import Claim, Decision, Held, Refusal, StoredResult
 from ._records import finish_fields, held, hold_fields, lease_fields, release_decision
@@ -130,8 +130,7 @@ class MemoryStore:
                 key: copy.deepcopy(record)
                 for key, record in self._records.items()
                 if all(name in record and record[name] == value for name, value in equal.items())
-                and (claimed_since is None or record.get("claimed_at", claimed_since) >= claimed_since)
-                and (claimed_since is None or "claimed_at" in record)
+                and (claimed_since is None or _claimed_since(record, claimed_since))
             }
 
     def amend(self, key: str, decide: Decision) -> dict[str, Any] | Refusal:
@@ -181,3 +180,9 @@ class MemoryStore:
         self._records[key] = copy.deepcopy(record)
         self._written_at[key] = written_at
         return written_at
+
+
+def _claimed_since(record: dict[str, Any], since: datetime) -> bool:
+    """Whether the record was last claimed at or after `since` (as a Firestore range filter, a
+    record without the field never matches)."""
+    return CLAIMED_AT_FIELD in record and record[CLAIMED_AT_FIELD] >= since
