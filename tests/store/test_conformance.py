@@ -419,3 +419,6 @@ def test_read_many_and_find_by_fields_and_claim_time(store, clock):
     assert set(store.find({"job": "nightly-report", "forced": True})) == {"run-b"}
     assert set(store.find({"job": "nightly-report"}, START + timedelta(seconds=30))) == {"run-b"}
     assert store.find({"job": "nobody"}) == {}
+    store.amend("never-claimed", lambda record: {"job": "nightly-report"})
+    assert set(store.find({"job": "nightly-report"})) == {"run-a", "run-b", "never-claimed"}
+    assert set(store.find({"job": "nightly-report"}, START)) == {"run-a", "run-b"}
