@@ -5,10 +5,12 @@ Three steps, each recorded before the next begins:
 
 1. In one transaction on the record (the event's run record for runonce's copies; for Pub/Sub's
    own copies, whose original run key no attribute gives, a record of that copy's replays), refuse
-   if the record's last replay step is a `replay` or `replay_published` (unless `--again`), else
-   append a `replay` entry.
-2. Publish the original (data, attributes, ordering key). A failed publish appends
-   `replay_failed`: the copy is put back and a later replay is not refused.
+   if the record's last replay step is `replay`, `replay_unknown` or `replay_published` (unless
+   `--again`), else append a `replay` entry.
+2. Publish the original (data, attributes, ordering key). A publish Pub/Sub refused appends
+   `replay_failed`: the copy is put back and a later replay is not refused. A publish that ended
+   without an answer (a deadline, an unavailable service) may have landed: it appends
+   `replay_unknown`, the copy is put back, and a later replay is refused as for a crash.
 3. Append `replay_published` with the new messageId, then acknowledge the copy (and a bare
    copy's note).
 
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from google.api_core import exceptions as gexc
+
 from operate import dead_letters
 from operate.actions import appended, entry, log_change
 from operate.dead_letters import DeadLetter
@@ -42,7 +46,17 @@ from runonce.events.deadletter import Original
 REPLAY = "replay"
 PUBLISHED = "replay_published"
 FAILED = "replay_failed"
-REPLAY_STEPS = (REPLAY, PUBLISHED, FAILED)
+UNKNOWN = "replay_unknown"
+REPLAY_STEPS = (REPLAY, PUBLISHED, FAILED, UNKNOWN)
+# Answers by which Pub/Sub refused the publish: nothing was published. Any other error (a
+# deadline, an unavailable service, a lost connection) leaves it unknown whether it was.
+REFUSED_PUBLISH = (
+    gexc.NotFound,
+    gexc.PermissionDenied,
+    gexc.Unauthenticated,
+    gexc.InvalidArgument,
+    gexc.FailedPrecondition,
+)
 COPY_RECORD_RETENTION = timedelta(days=8)
 """How long the record of a Pub/Sub copy's replays is kept: past the dead-letter subscription's
 7 days, so the copy cannot outlive it."""
@@ -96,7 +110,7 @@ def replay(
 
     def decide(record: dict[str, Any] | None) -> dict[str, Any] | Refusal:
         last = last_step(record)
-        if last is not None and last["action"] != FAILED and not again:
+        if last is not None and last["action"] != FAILED and not again:  # replayed, or maybe replayed
             return Refusal.REPLAYED
         fields: dict[str, Any] = {ACTIONS_FIELD: appended(record, begun)}
         if record is None:
@@ -109,11 +123,23 @@ def replay(
     try:
         message_id = publish(publisher, job.topic, original)
     except Exception as exc:
-        failed = entry(FAILED, by, {**detail, "error": f"{type(exc).__name__}: {exc}"[:500]})
-        store.amend(key, lambda record: {ACTIONS_FIELD: appended(record, failed)})
-        log_change(f"replay of dead-letter copy {letter.copy_id} failed to publish", failed, run_key=key)
+        refused = isinstance(exc, REFUSED_PUBLISH)
+        ended = entry(
+            FAILED if refused else UNKNOWN, by, {**detail, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        )
+        store.amend(key, lambda record: {ACTIONS_FIELD: appended(record, ended)})
+        log_change(f"replay of dead-letter copy {letter.copy_id}: {ended['action']}", ended, run_key=key)
         dead_letters.put_back(subscriber, letter.subscription, [letter.ack_id, *letter.note_ack_ids])
-        return Replay("failed", key, f"publishing to {job.topic} failed: {exc}; the copy stays, try again")
+        if refused:
+            return Replay(
+                "failed", key, f"Pub/Sub refused the publish to {job.topic}: {exc}; the copy stays, try again"
+            )
+        return Replay(
+            "failed",
+            key,
+            f"the publish to {job.topic} ended without an answer ({type(exc).__name__}: {exc}): the event "
+            "may have been published. The copy stays; look for the replayed event before passing --again",
+        )
     confirm(store, key, entry(PUBLISHED, by, {**detail, "message_id": message_id}))
     dead_letters.acknowledge(subscriber, letter.subscription, [letter.ack_id, *letter.note_ack_ids])
     return Replay(
@@ -165,6 +191,6 @@ def _refused(store: Store, subscriber: Any, letter: DeadLetter, key: str) -> Rep
         "refused",
         key,
         f"a replay of copy {detail.get('copy')} began at {last.get('at')} by {last.get('by')} and was never "
-        "confirmed: it may have been published. Look for the replayed event first (runonce runs --team T "
-        "--job J --since ...); pass --again only if it did not run",
+        f"confirmed ({last.get('action')}): it may have been published. Look for the replayed event first "
+        "(runonce runs --team T --job J --since ...); pass --again only if it did not run",
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from google.api_core import exceptions as gexc
 
 from operate import dead_letters, replay
 from runonce.contract import ACTIONS_FIELD, DEAD_LETTER_MESSAGE_ID_FIELD, DeadLetterReason
@@ -177,7 +178,7 @@ def test_a_failed_publish_is_recorded_leaves_the_copy_and_does_not_refuse_the_ne
     copy_id = _forward(ops, topics)
     topics.publisher.delete_topic(request={"topic": ops.team.event_jobs[0].topic})
     failed = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
-    assert failed.exit_code == 1 and "publishing to" in failed.stderr
+    assert failed.exit_code == 1 and "Pub/Sub refused the publish" in failed.stderr
     assert [a["action"] for a in ops.store.read("event-run")[ACTIONS_FIELD]] == ["replay", "replay_failed"]
     assert [row["copy_id"] for row in _listed(ops)] == [copy_id]
     topics.publisher.create_topic(request={"name": ops.team.event_jobs[0].topic})
@@ -237,3 +238,24 @@ def test_a_bare_copy_is_listed_with_its_notes_reason_and_replayed_with_the_note_
     assert (bytes(published.data), dict(published.attributes)) == (b"big original", ORIGINAL)
     assert _listed(ops) == []  # the note went with its copy
     assert ops.store.read("bare-run")[ACTIONS_FIELD][-1]["action"] == "replay_published"
+
+
+def test_a_publish_without_an_answer_is_recorded_unknown_and_the_next_replay_is_refused(
+    ops, topics, monkeypatch
+):
+    copy_id = _forward(ops, topics)
+    sent = replay.publish
+
+    def lost_answer(*args):
+        sent(*args)  # it lands; only its answer is lost
+        raise gexc.DeadlineExceeded("the publish's deadline passed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(replay, "publish", lost_answer)
+        lost = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
+    assert lost.exit_code == 1 and "may have been published" in lost.stderr
+    assert [a["action"] for a in ops.store.read("event-run")[ACTIONS_FIELD]] == ["replay", "replay_unknown"]
+    assert len(topics.drain(topics.replayed, expected=1)) == 1
+    refused = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
+    assert refused.exit_code == 1 and "never confirmed (replay_unknown)" in refused.stderr
+    assert topics.drain(topics.replayed) == [] and [r["copy_id"] for r in _listed(ops)] == [copy_id]
