@@ -25,7 +25,7 @@ from operate.keys import checked_key
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView, resolve
 from runonce import _clock as clock
 from runonce._instant import parse_instant
-from runonce.core.errors import RunonceError
+from runonce.core.errors import RunonceError, StoreUnavailable
 from runonce.scheduler.expected import scheduled_key
 
 _DURATION = re.compile(r"([0-9]+)([smhd])")
@@ -54,12 +54,19 @@ class Duration(click.ParamType):
 
 
 @contextmanager
-def _answers() -> Iterator[None]:
-    """Bad input becomes a usage error (exit 2); a store or API failure exits 1 with its reason."""
+def _answers(changing: str = "") -> Iterator[None]:
+    """Bad input becomes a usage error (exit 2); a store or API failure exits 1 with its reason.
+
+    `changing`: for a verb that writes, how to tell whether a write whose answer never came landed.
+    """
     try:
         yield
     except BadInput as exc:
         raise click.UsageError(str(exc)) from None
+    except StoreUnavailable as exc:
+        unknown = f"; a change may have been written all the same: {changing}" if changing else ""
+        click.echo(f"Error: {exc}{unknown}", err=True)
+        sys.exit(REFUSED)
     except (RunonceError, clients.Unavailable, OSError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(REFUSED)
@@ -214,7 +221,7 @@ def _key(
 @by_option
 def release_command(key: str, team_name: str, force: bool, by: str | None) -> None:
     """Release the claim a dead attempt holds on run KEY, so its next delivery runs at once."""
-    with _answers():
+    with _answers(changing=f"`runonce show {key} --team {team_name}` shows the record's operator_actions"):
         team = resolve(team_name)
         who = clients.operator(by)
         released = release.release(clients.store(team), checked_key(key), who, force)
@@ -273,7 +280,9 @@ def dead_letters_command(team_name: str, job_name: str | None, as_json: bool) ->
 @by_option
 def replay_command(copy_id: str, team_name: str, job_name: str | None, again: bool, by: str | None) -> None:
     """Publish the original of dead-letter copy COPY_ID to its topic once, then acknowledge the copy."""
-    with _answers():
+    with _answers(
+        changing="the record's operator_actions (runonce show RUN_KEY) tell how far the replay got"
+    ):
         team = resolve(team_name)
         who = clients.operator(by)
         jobs = _event_jobs(team, job_name)

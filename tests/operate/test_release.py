@@ -65,3 +65,22 @@ def test_on_the_emulators_release_names_the_operator_by_user_without_by(ops, clo
     clock.advance(LEASE.total_seconds() + 1)
     assert ops.run("release", claim.key, "--team", ops.team.name).exit_code == 0
     assert ops.store.read(claim.key)[ACTIONS_FIELD][0]["by"] == "alice"
+
+
+def test_a_release_whose_answer_never_came_exits_1_saying_it_may_have_been_written(ops, clock, monkeypatch):
+    from runonce.core.errors import StoreUnavailable
+    from runonce.store.firestore import LedgerStore
+
+    claim = ops.claim_scheduled(SCHEDULED)
+    clock.advance(LEASE.total_seconds() + 1)
+    landed = LedgerStore.release_held
+
+    def lost(self, *args, **kwargs):
+        landed(self, *args, **kwargs)
+        raise StoreUnavailable("the store was unavailable (DeadlineExceeded)")
+
+    monkeypatch.setattr(LedgerStore, "release_held", lost)
+    result = ops.run("release", claim.key, "--team", ops.team.name, "--by", "tester")
+    assert result.exit_code == 1
+    assert "may have been written" in result.stderr and f"runonce show {claim.key}" in result.stderr
+    assert ops.store.read(claim.key)[ACTIONS_FIELD][0]["by"] == "tester"
