@@ -415,6 +415,8 @@ def test_read_many_and_find_by_fields_and_claim_time(store, clock):
     store.claim("run-b", {**FIELDS, "forced": True})
     store.claim("run-c", {**FIELDS, "job": "other"})
     assert set(store.read_many(["run-a", "run-b", "run-x"])) == {"run-a", "run-b"}
+    many = [f"absent-{number}" for number in range(700)] + ["run-c"]  # more than one batch of the ledger
+    assert list(store.read_many(many)) == ["run-c"]
     assert set(store.find({"job": "nightly-report"})) == {"run-a", "run-b"}
     assert set(store.find({"job": "nightly-report", "forced": True})) == {"run-b"}
     assert set(store.find({"job": "nightly-report"}, START + timedelta(seconds=30))) == {"run-b"}

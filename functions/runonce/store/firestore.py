@@ -64,6 +64,8 @@ RELEASE_SECONDS = 10.0
 # Seconds between the background looks for a claim that may land after its attempt gave up
 # (about a minute in all); the client's deadline makes a later landing implausible.
 ABANDONED_CLAIM_CHECKS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+# Records read per batched read (an operator's listing), so each read ends well within its deadline.
+READ_BATCH = 300
 
 
 class Ledger:
@@ -207,14 +209,18 @@ class Ledger:
         self._collection.document(key).update(fields, **budget.call())
 
     def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The stored records of those of `keys` that have one, by key (one batched read)."""
-        refs = [self._collection.document(key) for key in keys]
-        budget = Budget(FINISH_SECONDS, self._claim_retry)
-        return {
-            snapshot.id: snapshot.to_dict() or {}
-            for snapshot in self._client.get_all(refs, **budget.call())
-            if snapshot.exists
-        }
+        """The stored records of those of `keys` that have one, by key: batched reads of
+        `READ_BATCH` keys, each with its own deadline."""
+        found: dict[str, dict[str, Any]] = {}
+        for first in range(0, len(keys), READ_BATCH):
+            refs = [self._collection.document(key) for key in keys[first : first + READ_BATCH]]
+            budget = Budget(FINISH_SECONDS, self._claim_retry)
+            found.update(
+                (snapshot.id, snapshot.to_dict() or {})
+                for snapshot in self._client.get_all(refs, **budget.call())
+                if snapshot.exists
+            )
+        return found
 
     def find(
         self, equal: Mapping[str, Any], claimed_since: datetime | None = None
