@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from runonce.contract import ACTIONS_FIELD
-from runonce.core.store import Claim
+from runonce.core.store import Claim, StoredResult
 from tests.conftest import SCHEDULED
 from tests.operate.conftest import LEASE
 
@@ -84,3 +84,27 @@ def test_a_release_whose_answer_never_came_exits_1_saying_it_may_have_been_writt
     assert result.exit_code == 1
     assert "may have been written" in result.stderr and f"runonce show {claim.key}" in result.stderr
     assert ops.store.read(claim.key)[ACTIONS_FIELD][0]["by"] == "tester"
+
+
+def test_a_delivery_that_takes_the_run_over_between_the_read_and_the_release_is_not_released(
+    ops, clock, monkeypatch
+):
+    from runonce.store.firestore import LedgerStore
+
+    stale = ops.claim_scheduled(SCHEDULED)
+    clock.advance(LEASE.total_seconds() + 1)
+    read = LedgerStore.read
+    taken: list[Claim] = []
+
+    def read_then_taken_over(self, key):
+        record = read(self, key)
+        taken.append(ops.claim_scheduled(SCHEDULED))  # a retry claims the run right after the look
+        return record
+
+    monkeypatch.setattr(LedgerStore, "read", read_then_taken_over)
+    result = ops.run("release", stale.key, "--team", ops.team.name, "--by", "tester")
+    monkeypatch.undo()
+    assert result.exit_code == 1 and "another attempt took the run over" in result.stderr
+    record = ops.store.read(stale.key)
+    assert record["attempt_id"] == taken[0].attempt_id and ACTIONS_FIELD not in record
+    assert ops.store.complete(taken[0], StoredResult.of(1)) is not None  # the live attempt keeps it
