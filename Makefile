@@ -9,9 +9,21 @@ export CHECKPOINT_DISABLE := 1
 # jsii prints a banner on every synth because Node 20 is past its end of life; Node 20 is what our machines have.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: install test test-fast bench lint typecheck
+.PHONY: install test test-fast bench lint typecheck runonce
 
-install: $(STAMP)
+## make install: the environment, and .venv/bin/runonce, the operators' command (docs/operate.md).
+install: $(STAMP) $(VENV)/bin/runonce
+
+# A script, not a console entry point: the repository is not an installed package, so the script
+# sets the same PYTHONPATH as every target here and runs `python -m operate`.
+$(VENV)/bin/runonce: $(STAMP)
+	printf '#!/bin/sh\nPYTHONPATH="%s:%s/functions$${PYTHONPATH:+:$$PYTHONPATH}" exec "%s" -m operate "$$@"\n' \
+		"$(CURDIR)" "$(CURDIR)" "$(abspath $(PY))" > $@
+	chmod +x $@
+
+## make runonce ARGS="runs --team example": the operators' command without the script.
+runonce: $(STAMP)
+	$(PY) -m operate $(ARGS)
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +46,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m tests.import_contract
 
-## make typecheck: mypy on the library, the stacks, the policy pack, the local scheduler, the emulators and the benchmarks.
+## make typecheck: mypy on the library, the stacks, the policy pack, the local scheduler, the emulators, the benchmarks
+## and the operators' command.
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy functions/runonce stacks policy localscheduler emulator benchmarks
+	$(VENV)/bin/mypy functions/runonce stacks policy localscheduler emulator benchmarks operate
 
 ## make bench: runonce against the seed's two-transaction pattern, side by side, one emulator: store time,
 ## then the event path's round trips per outcome, then end to end over HTTP (functions-framework processes, floor subtracted),

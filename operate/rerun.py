@@ -10,25 +10,25 @@ refuses the call, the request is withdrawn (only if still pending).
 
 from __future__ import annotations
 
-import getpass
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import click
 
+from operate import clients
+from operate import team as team_file
+from operate.team import BadInput
 from runonce import _clock
 from runonce.core.errors import StoreError
 from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
 from runonce.core.store import REQUEST_STATE_FIELD, RequestState, RerunRefused, RerunRequest, Store
 from runonce.scheduler.expected import cron_instant, expected_times, forced_key, next_time, scheduled_key
 from runonce.scheduler.keys import rerun_slot
-from stacks.config.team import TEAMS_DIR, Job, Team
-from stacks.config.team_files import read_team_file
+from stacks.config.team import Job, Team
 from stacks.naming import scheduler_job_name
 
 REQUEST_TTL = timedelta(minutes=10)
@@ -217,19 +217,6 @@ class SchedulerApi:
             )
 
 
-def load_team(name: str, folder: Path = TEAMS_DIR) -> Team:
-    """The team file `teams/<name>.py`; Refused, naming the file and the teams there are, if it is
-    missing or does not load."""
-    path = folder / f"{name}.py"
-    if name.startswith("_") or not path.is_file():
-        known = sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith("_"))
-        raise Refused(f"no team {name!r}: no file {path}; the teams are: {', '.join(known) or 'none'}")
-    team, problems = read_team_file(path)
-    if team is None or problems:
-        raise Refused(f"team file {path} does not load: " + "; ".join(str(p) for p in problems))
-    return team
-
-
 def find_job(team: Team, name: str) -> Job:
     """The scheduled job `name` of `team`; Refused, naming the team's scheduled jobs, if none."""
     for job in team.jobs:
@@ -252,14 +239,6 @@ def ledger_store(team: Team, job: Job) -> Store:
     return LedgerStore(Ledger(client, team.collection, lease, retention))
 
 
-def _local_user() -> str:
-    """Who runs the command, as the operating system says (the --by default)."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no login name and no passwd entry (some containers)
-        return "unknown"
-
-
 def _parse_time(text: str) -> datetime:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
@@ -271,11 +250,13 @@ def _parse_time(text: str) -> datetime:
 
 
 @click.command("rerun")
-@click.option("--team", "team_name", required=True, help="The team (its file teams/<team>.py).")
+@click.option("--team", "team_name", required=True, help="The team: its name or its file in teams/.")
 @click.option("--job", "job_name", required=True, help="The scheduled job, as the team file names it.")
 @click.option("--time", "time_text", required=True, help="The run's schedule time (RFC 3339, with offset).")
 @click.option("--insist", is_flag=True, help="Re-run a completed run too (its effect happens again).")
-@click.option("--by", default=None, help="Who asks, recorded on the run (default: the local user).")
+@click.option(
+    "--by", help="Who you are, for the record (default: the credentials' account; $USER on the emulators)."
+)
 @click.option(
     "--wait",
     "wait_seconds",
@@ -284,13 +265,6 @@ def _parse_time(text: str) -> datetime:
     type=click.IntRange(0, 600),
     help="Seconds to wait for the delivery to consume the request.",
 )
-@click.option(
-    "--teams-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=TEAMS_DIR,
-    hidden=True,
-    help="The folder of team files.",
-)
 def rerun(
     team_name: str,
     job_name: str,
@@ -298,7 +272,6 @@ def rerun(
     insist: bool,
     by: str | None,
     wait_seconds: int,
-    teams_dir: Path,
 ) -> None:
     """Run one finished run (failed; completed with --insist) again, keeping its history.
 
@@ -307,14 +280,16 @@ def rerun(
     Scheduler did not run the job (the request is withdrawn).
     """
     try:
-        team = load_team(team_name, teams_dir)
+        team = team_file.load(team_name)
         job = find_job(team, job_name)
         target = Target.of(team, job)
         store = ledger_store(team, job)
         api = SchedulerApi(os.environ.get(SCHEDULER_URL_VARIABLE) or SCHEDULER_API)
         done = request_rerun(
-            store, target, _parse_time(time_text), by or _local_user(), insist, api.run, wait_seconds
+            store, target, _parse_time(time_text), clients.operator(by), insist, api.run, wait_seconds
         )
+    except BadInput as exc:
+        raise click.UsageError(str(exc)) from None
     except Refused as exc:
         click.echo(f"runonce rerun: refused: {exc} (nothing changed)", err=True)
         raise click.exceptions.Exit(REFUSED_EXIT) from None

@@ -11,7 +11,10 @@ purpose is named at the end.
 from __future__ import annotations
 
 from runonce.contract import (
+    CLAIMED_AT_FIELD,
     DEAD_LETTER_TOPIC_VARIABLE,
+    EVENT_CONSUMER_FIELD,
+    EVENT_SOURCE_FIELD,
     MAX_EVENT_AGE_VARIABLE,
     TARGET_GRACE_VARIABLE,
     TARGET_VARIABLE,
@@ -26,7 +29,10 @@ under the document's top-level `//` property, which Terraform ignores as a comme
 
 __all__ = [
     "ACKNOWLEDGED",
+    "CLAIMED_AT_FIELD",
     "DEAD_LETTER_TOPIC_VARIABLE",
+    "EVENT_CONSUMER_FIELD",
+    "EVENT_SOURCE_FIELD",
     "MAX_EVENT_AGE_VARIABLE",
     "RETIRING_ACCOUNT",
     "TARGET_GRACE_VARIABLE",

@@ -45,7 +45,7 @@ from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
 from stacks.constructs.scheduled_job import ScheduledJob, ScheduledJobProps
 from stacks.constructs.target_access import grant_target, target_apis
 from stacks.constructs.team_identity import TeamIdentity, TeamIdentityProps
-from stacks.contract import ACKNOWLEDGED
+from stacks.contract import ACKNOWLEDGED, EVENT_CONSUMER_FIELD, EVENT_SOURCE_FIELD
 
 
 class TeamStack(TerraformStack):
@@ -93,6 +93,14 @@ class TeamStack(TerraformStack):
                 apis=self.apis,
                 delete_protection=team.delete_protection,
                 point_in_time_recovery=team.point_in_time_recovery,
+                listed_by=tuple(
+                    sorted(
+                        {
+                            EVENT_CONSUMER_FIELD if job.trigger == EVENTARC else EVENT_SOURCE_FIELD
+                            for job in team.event_jobs
+                        }
+                    )
+                ),
             ),
         )
         """The team's run ledger."""

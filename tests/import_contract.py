@@ -9,9 +9,11 @@ package and of lower layers only, so every arrow points down and the core stays 
 3. `runonce.scheduler`, `runonce.events`, `runonce.downstream`;
 4. `runonce` itself (its `__init__`: the public names), which nothing in the library imports.
 
-On top of the layers, no module imports itself through others (no cycles). Every import counts:
-at module level, inside a function, under `TYPE_CHECKING`, and `importlib.import_module("...")`
-with a literal name. Exits 1 and prints one line per broken rule (file, line, what, which rule).
+On top of the layers, no module imports itself through others (no cycles), and no module imports
+the operators' command (`operate`), which runs on an operator's machine, never in a function.
+Every import counts: at module level, inside a function, under `TYPE_CHECKING`, and
+`importlib.import_module("...")` with a literal name. Exits 1 and prints one line per broken rule
+(file, line, what, which rule).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ LAYERS = {INTERNALS: 0, "core": 1, "store": 2, "targets": 2, "scheduler": 3, "ev
 TOP = 4
 FORBIDDEN_TOP_NAMES = {"core": {"google"}}
 """Third-party top-level names a layer must not import (the internals import the standard library only)."""
+OPERATORS_COMMAND = "operate"
+"""The operators' command (operate/): nothing of the library imports it."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,11 @@ def violations(root: Path = LIBRARY) -> list[str]:
                     problems.append(
                         f"{spot}: {module} imports {imported.target}; the internals import the "
                         "standard library only"
+                    )
+                if top_name == OPERATORS_COMMAND:
+                    problems.append(
+                        f"{spot}: {module} imports {imported.target}; the library never imports the "
+                        "operators' command, which is not in a function's source archive"
                     )
                 if top_name in FORBIDDEN_TOP_NAMES.get(where, set()):
                     problems.append(

@@ -95,6 +95,14 @@ DEAD_LETTER_COPY_ID_ATTRIBUTE = "runonce_copy_message_id"
 DEAD_LETTER_ATTRIBUTE_PREFIX = "runonce_"
 """Every attribute runonce adds starts with this; a plain copy's original has none that does."""
 
+CLAIMED_AT_FIELD = "claimed_at"
+"""On every record: when its last attempt claimed it (a first claim or a takeover)."""
+EVENT_SOURCE_FIELD = "event_source"
+"""On an event's record: its push subscription (`projects/P/subscriptions/S`) or CloudEvent source.
+`runonce runs` lists a push job's records by it and `claimed_at` (the stack's composite index)."""
+EVENT_CONSUMER_FIELD = "event_consumer"
+"""On a CloudEvent's record: the function (Cloud Run service) that consumed it. `runonce runs`
+lists an Eventarc job's records by it and `claimed_at` (the stack's composite index)."""
 ACTIONS_FIELD = "operator_actions"
 """On a record an operator changed (the `runonce` command): a list of {"action", "by", "at",
 "detail"} maps, oldest first; every release, re-run and replay appends one."""

@@ -30,6 +30,7 @@ APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
     "google_service_account_iam_member": ("iam.googleapis.com",),
     "google_firestore_database": ("firestore.googleapis.com",),
     "google_firestore_field": ("firestore.googleapis.com",),
+    "google_firestore_index": ("firestore.googleapis.com",),
     "google_storage_bucket": ("storage.googleapis.com",),
     "google_storage_bucket_object": ("storage.googleapis.com",),
     "google_storage_bucket_iam_member": ("storage.googleapis.com",),

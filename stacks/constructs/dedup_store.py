@@ -1,4 +1,5 @@
-"""The run ledger: a dedicated Firestore database with a TTL policy on its runs collection."""
+"""The run ledger: a dedicated Firestore database with a TTL policy on its runs collection, and
+the composite indexes the operators' `runonce runs` lists event jobs' runs with."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from stacks.constructs.provider import (
     FirestoreField,
     FirestoreFieldIndexConfig,
     FirestoreFieldTtlConfig,
+    FirestoreIndex,
+    FirestoreIndexFields,
 )
 from stacks.constructs.required_apis import RequiredApis
+from stacks.contract import CLAIMED_AT_FIELD
 
 # The field runonce writes on every run record; the TTL policy deletes records after it.
 EXPIRY_FIELD = EXPIRE_AT_FIELD
@@ -38,6 +42,10 @@ class DedupStoreProps:
     """Refuse to delete the database (and with it every run record). Default on."""
     point_in_time_recovery: bool = False
     """Keep 7 days of versions. Default off (costs storage)."""
+    listed_by: tuple[str, ...] = ()
+    """Record fields the operators' command lists event jobs' runs by, each from a claim time on
+    (`event_source` for push jobs, `event_consumer` for Eventarc): one composite index
+    (field, claimed_at) each."""
 
 
 class DedupStore(Construct):
@@ -83,6 +91,27 @@ class DedupStore(Construct):
             depends_on=firestore_api,
         )
         """The `google_firestore_field` holding the TTL policy on expire_at."""
+        # An equality filter on one field with a range on another needs a composite index
+        # (Firestore, "Index types": https://firebase.google.com/docs/firestore/query-data/index-overview);
+        # fields and order as google_firestore_index takes them (provider 6.50 docs,
+        # https://registry.terraform.io/providers/hashicorp/google/6.50.0/docs/resources/firestore_index).
+        self.listing_indexes = [
+            FirestoreIndex(
+                self,
+                f"listing-{field}",
+                project=props.project,
+                database=self.database.name,
+                collection=props.collection,
+                query_scope="COLLECTION",
+                fields=[
+                    FirestoreIndexFields(field_path=field, order="ASCENDING"),
+                    FirestoreIndexFields(field_path=CLAIMED_AT_FIELD, order="ASCENDING"),
+                ],
+                depends_on=firestore_api,
+            )
+            for field in props.listed_by
+        ]
+        """The `google_firestore_index` of each listing field."""
 
     @property
     def resource_name(self) -> str:

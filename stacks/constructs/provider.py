@@ -76,6 +76,7 @@ from cdktf_cdktf_provider_google.firestore_field import (  # noqa: E402
     FirestoreFieldIndexConfig,
     FirestoreFieldTtlConfig,
 )
+from cdktf_cdktf_provider_google.firestore_index import FirestoreIndex, FirestoreIndexFields  # noqa: E402
 from cdktf_cdktf_provider_google.project_iam_member import (  # noqa: E402
     ProjectIamMember,
     ProjectIamMemberCondition,
@@ -135,6 +136,8 @@ __all__ = [
     "FirestoreField",
     "FirestoreFieldIndexConfig",
     "FirestoreFieldTtlConfig",
+    "FirestoreIndex",
+    "FirestoreIndexFields",
     "GoogleProvider",
     "ProjectIamMember",
     "ProjectIamMemberCondition",

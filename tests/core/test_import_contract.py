@@ -55,6 +55,14 @@ def test_a_core_module_loading_google_by_name_breaks_it(library):
     assert any("runonce.core.run imports google.cloud.pubsub_v1" in problem for problem in problems)
 
 
+@pytest.mark.parametrize("module", [("store", "firestore.py"), ("events", "adapter.py"), ("__init__.py",)])
+def test_any_library_module_importing_the_operators_command_breaks_it(library, module):
+    add_line(library.joinpath(*module), "from operate.team import resolve")
+    assert any(
+        "imports operate.team; the library never imports" in problem for problem in violations(library)
+    )
+
+
 def test_the_core_importing_an_adapter_or_the_store_breaks_it(library):
     add_line(library / "core" / "handler.py", "from ..store.firestore import Ledger")
     add_line(library / "core" / "outcomes.py", "from ..events import adapter")

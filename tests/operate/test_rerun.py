@@ -150,13 +150,13 @@ def scheduler(deliver) -> Iterator[GoogleApisStandIn]:
 
 
 @pytest.fixture
-def command(scheduler, teams_dir) -> Callable[..., Result]:
+def command(scheduler, teams_dir, monkeypatch) -> Callable[..., Result]:
     """`runonce rerun --team acme --job nightly --time T ...` as an operator types it."""
 
     def invoke(*extra: str, time: str = "2026-11-29T03:00:00Z", team: str = TEAM, job: str = JOB) -> Result:
         arguments = ["--team", team, "--job", job, "--time", time, "--by", "ops@example.com", "--wait", "0"]
-        arguments += ["--teams-dir", str(teams_dir), *extra]
-        env = {SCHEDULER_URL_VARIABLE: scheduler.url}
+        arguments += [*extra]
+        env = {SCHEDULER_URL_VARIABLE: scheduler.url, "RUNONCE_TEAMS_DIR": str(teams_dir)}
         return CliRunner().invoke(rerun, arguments, env=env, catch_exceptions=False)
 
     return invoke
@@ -396,7 +396,7 @@ def test_a_rerun_within_the_skew_of_the_next_scheduled_time_is_refused(command, 
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("team", "nobody", "no team 'nobody'"),
+        ("team", "nobody", "no stack or team file is called 'nobody'"),
         ("job", "weekly", "no scheduled job 'weekly'"),
         ("time", "2026-11-29T03:30:00Z", "is not a past run"),
         ("time", "2026-11-29T03:00:00.500Z", "is not a past run"),

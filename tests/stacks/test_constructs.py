@@ -166,6 +166,7 @@ def test_a_team_without_event_jobs_does_not_enable_pubsub(payments):
     [
         ("google_firestore_database", {"name": "runonce"}, ["firestore"]),
         ("google_firestore_field", {"field": "expire_at"}, ["firestore"]),
+        ("google_firestore_index", {"collection": "scheduler_runs"}, ["firestore"]),
         ("google_storage_bucket", {"name": "runonce-example-example-sources"}, ["storage"]),
         ("google_storage_bucket_object", {}, ["storage"]),
         ("google_artifact_registry_repository", {"repository_id": "example-functions"}, ["artifactregistry"]),

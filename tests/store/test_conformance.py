@@ -21,9 +21,9 @@ import pytest
 
 from emulator.wire import Fault, TappedClient, WireTap
 from runonce import __version__
-from runonce.contract import VERSION_FIELD, RunStatus
+from runonce.contract import ACTIONS_FIELD, VERSION_FIELD, RunStatus
 from runonce.core.errors import StoreRejected
-from runonce.core.store import Claim, Held, Store, StoredResult
+from runonce.core.store import Claim, Held, Refusal, Store, StoredResult
 from runonce.store.memory import MemoryStore
 from tests.conftest import PROJECT, SCHEDULED, ManualClock
 
@@ -345,3 +345,82 @@ def test_a_record_read_or_claimed_is_the_stores_copy_changing_it_changes_nothing
     record["status"] = "failed"
     again = store.read(KEY)
     assert (again["labels"], again["status"]) == ({"team": "reports"}, "in_progress")
+
+
+# The operators' verbs (docs/operate.md): release, amend, batched reads and finds.
+
+ACTION = {"action": "release", "by": "operator@example.com", "at": START, "detail": {}}
+
+
+def test_release_held_ends_an_expired_lease_records_the_action_and_the_next_claim_takes_over(store, clock):
+    stale = _claim(store)
+    clock.advance(LEASE.total_seconds() + 1)
+    written = store.release_held(KEY, stale.attempt_id, ACTION)
+    assert isinstance(written, dict)
+    record = store.read(KEY)
+    assert record["lease_expires"] == START + LEASE + timedelta(seconds=1)
+    assert record[ACTIONS_FIELD] == [ACTION]
+    assert record["status"] == "in_progress" and record["attempt_id"] == stale.attempt_id
+    assert store.complete(stale, StoredResult.of(1)) is None  # the release moved the fence
+    fresh = _claim(store)
+    assert fresh.attempt == 2
+    assert store.read(KEY)[ACTIONS_FIELD] == [ACTION]
+
+
+def test_release_held_refuses_a_live_lease_unless_forced_and_the_refusal_writes_nothing(store, clock):
+    claim = _claim(store)
+    before = store.read(KEY)
+    assert store.release_held(KEY, claim.attempt_id, ACTION) is Refusal.LEASE_LIVE
+    assert store.read(KEY) == before
+    assert isinstance(store.release_held(KEY, claim.attempt_id, ACTION, force=True), dict)
+    assert store.read(KEY)["lease_expires"] == START
+    assert isinstance(store.claim(KEY, dict(FIELDS)), Claim)
+
+
+def test_release_held_refuses_when_another_attempt_took_the_run_over_since_the_operator_looked(store, clock):
+    stale = _claim(store)
+    clock.advance(LEASE.total_seconds())
+    seen = store.read(KEY)  # the operator looks: attempt 1, lease ended
+    fresh = _claim(store)  # a live delivery takes it over before the operator releases it
+    before = store.read(KEY)
+    assert store.release_held(KEY, seen["attempt_id"], ACTION, force=True) is Refusal.TAKEN_OVER
+    assert store.read(KEY) == before
+    assert fresh.attempt_id != stale.attempt_id
+    assert store.complete(fresh, StoredResult.of(1)) is not None  # the live attempt still holds it
+
+
+def test_release_held_refuses_a_finished_run_and_a_run_with_no_record(store):
+    claim = _claim(store)
+    assert store.fail(claim, "bad input")
+    before = store.read(KEY)
+    assert store.release_held(KEY, claim.attempt_id, ACTION, force=True) is Refusal.NOT_IN_PROGRESS
+    assert store.read(KEY) == before
+    assert store.release_held("no-such-run", claim.attempt_id, ACTION, force=True) is Refusal.NO_RECORD
+    assert store.read("no-such-run") is None
+
+
+def test_amend_creates_a_missing_record_and_a_refusal_writes_nothing(store):
+    def refuse_existing(record):
+        return Refusal.REPLAYED if record else {"note": "first", ACTIONS_FIELD: [ACTION]}
+
+    assert store.amend("replay-record", refuse_existing) == {"note": "first", ACTIONS_FIELD: [ACTION]}
+    assert store.read("replay-record") == {"note": "first", ACTIONS_FIELD: [ACTION]}
+    assert store.amend("replay-record", refuse_existing) is Refusal.REPLAYED
+    assert store.read("replay-record") == {"note": "first", ACTIONS_FIELD: [ACTION]}
+
+
+def test_read_many_and_find_by_fields_and_claim_time(store, clock):
+    _claim(store, "run-a")
+    clock.advance(60)
+    store.claim("run-b", {**FIELDS, "forced": True})
+    store.claim("run-c", {**FIELDS, "job": "other"})
+    assert set(store.read_many(["run-a", "run-b", "run-x"])) == {"run-a", "run-b"}
+    many = [f"absent-{number}" for number in range(700)] + ["run-c"]  # more than one batch of the ledger
+    assert list(store.read_many(many)) == ["run-c"]
+    assert set(store.find({"job": "nightly-report"})) == {"run-a", "run-b"}
+    assert set(store.find({"job": "nightly-report", "forced": True})) == {"run-b"}
+    assert set(store.find({"job": "nightly-report"}, START + timedelta(seconds=30))) == {"run-b"}
+    assert store.find({"job": "nobody"}) == {}
+    store.amend("never-claimed", lambda record: {"job": "nightly-report"})
+    assert set(store.find({"job": "nightly-report"})) == {"run-a", "run-b", "never-claimed"}
+    assert set(store.find({"job": "nightly-report"}, START)) == {"run-a", "run-b"}

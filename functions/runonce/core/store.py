@@ -16,6 +16,7 @@ told the same value: the one the stored text decodes to.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -109,6 +110,27 @@ class Held:
     """The result as stored (a completed run): the value, or why there is none."""
 
 
+class Refusal(str, Enum):
+    """Why a store refused an operator's change to a record (nothing was written)."""
+
+    NO_RECORD = "no_record"
+    """The run has no record."""
+    NOT_IN_PROGRESS = "not_in_progress"
+    """The run is finished: there is no claim to release."""
+    TAKEN_OVER = "taken_over"
+    """Another attempt holds the run than the one the operator looked at."""
+    LEASE_LIVE = "lease_live"
+    """The claim's lease has not ended: its attempt may be alive."""
+    REPLAYED = "replayed"
+    """The record says the event was replayed already."""
+
+
+Decision = Callable[[dict[str, Any] | None], Mapping[str, Any] | Refusal]
+"""What an operator's change writes, given the record as the store holds it (None: no record):
+the fields to write, or a Refusal. A store may ask it more than once (on contention), so it only
+computes."""
+
+
 class Store(Protocol):
     """Where runs are claimed under a lease and finished with fencing."""
 
@@ -143,6 +165,34 @@ class Store(Protocol):
 
     def annotate(self, key: str, fields: dict[str, Any]) -> None:
         """Add `fields` to a finished run's record."""
+        ...
+
+    # The operators' verbs (the `runonce` command, docs/operate.md).
+
+    def read_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The records of those of `keys` that have one, by key."""
+        ...
+
+    def find(
+        self, equal: Mapping[str, Any], claimed_since: datetime | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Every record whose fields equal `equal` (and last claimed at or after `claimed_since`),
+        by key."""
+        ...
+
+    def amend(self, key: str, decide: Decision) -> dict[str, Any] | Refusal:
+        """Read the record and write what `decide` returns, as one atomic step (a transaction): the
+        record as written, or `decide`'s Refusal. A record that does not exist is created. The
+        write moves the fence, so a claim that saw the record before can no longer finish it."""
+        ...
+
+    def release_held(
+        self, key: str, attempt_id: str, action: Mapping[str, Any], force: bool = False
+    ) -> dict[str, Any] | Refusal:
+        """End the lease of the claim `attempt_id` holds now, appending `action` to the record's
+        operator actions, so that the run's next delivery takes it over at once. Refused if the run
+        has no record, is finished, is held by another attempt, or (unless `force`) its lease is
+        live; the record as written otherwise."""
         ...
 
     # The re-run verbs (`runonce rerun`, docs/rerun.md).

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from .._instant import parse_instant
 from .._text import MAX_ERROR_CHARS, clip
 from .._version import __version__
-from ..contract import ACTIONS_FIELD, EXPIRE_AT_FIELD, HISTORY_FIELD, VERSION_FIELD, RunStatus
+from ..contract import (
+    ACTIONS_FIELD,
+    CLAIMED_AT_FIELD,
+    EXPIRE_AT_FIELD,
+    HISTORY_FIELD,
+    VERSION_FIELD,
+    RunStatus,
+)
 from ..core.store import (
     REQUEST_STATE_FIELD,
     RERUN_OF_FIELD,
     RERUN_TIME_FIELD,
     Claim,
+    Decision,
     Held,
+    Refusal,
     RequestState,
     Rerun,
     RerunRefused,
@@ -31,7 +41,7 @@ def lease_fields(attempt_id: str, now: datetime, lease: timedelta, retention: ti
         "attempt_id": attempt_id,
         "lease_expires": now + lease,
         "expire_at": now + retention,
-        "claimed_at": now,
+        CLAIMED_AT_FIELD: now,
     }
 
 
@@ -273,3 +283,25 @@ def rerun_claim(request: dict[str, Any], reopened: dict[str, Any], written_at: d
     key = request["rerun_key"]
     claim = Claim(key, reopened["attempt_id"], reopened["attempts"], written_at, reopened=True)
     return Rerun(key, request["schedule_time"], claim)
+
+
+def with_action(record: Mapping[str, Any] | None, action: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record's operator actions with `action` appended (the record keeps the whole list)."""
+    return [*((record or {}).get(ACTIONS_FIELD) or []), dict(action)]
+
+
+def release_decision(attempt_id: str, action: Mapping[str, Any], force: bool, now: datetime) -> Decision:
+    """`Store.release_held`'s change: the lease ends `now` if `attempt_id` still holds the run."""
+
+    def decide(record: dict[str, Any] | None) -> dict[str, Any] | Refusal:
+        if record is None:
+            return Refusal.NO_RECORD
+        if record.get("status") != RunStatus.IN_PROGRESS.value:
+            return Refusal.NOT_IN_PROGRESS
+        if record.get("attempt_id") != attempt_id:
+            return Refusal.TAKEN_OVER
+        if not force and record["lease_expires"] > now:
+            return Refusal.LEASE_LIVE
+        return {"lease_expires": now, ACTIONS_FIELD: with_action(record, action)}
+
+    return decide

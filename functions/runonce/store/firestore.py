@@ -23,24 +23,25 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_exception_type
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from .. import _clock as clock
 from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
-from ..contract import HISTORY_FIELD, RunStatus
+from ..contract import CLAIMED_AT_FIELD, HISTORY_FIELD, RunStatus
 from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
-from ..core.store import Claim, Held, Rerun, RerunRefused, RerunRequest, StoredResult
+from ..core.store import Claim, Decision, Held, Refusal, Rerun, RerunRefused, RerunRequest, StoredResult
 from . import _records
 from ._budget import Budget
 from ._commit import Writes
-from ._records import finish_fields, held, hold_fields, lease_fields
+from ._records import finish_fields, held, hold_fields, lease_fields, release_decision
 
 # Transient store errors: a finishing write is retried on these, so a job that succeeded is not
 # run again because its completion write hiccuped.
@@ -64,6 +65,8 @@ RELEASE_SECONDS = 10.0
 # Seconds between the background looks for a claim that may land after its attempt gave up
 # (about a minute in all); the client's deadline makes a later landing implausible.
 ABANDONED_CLAIM_CHECKS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+# Records read per batched read (an operator's listing), so each read ends well within its deadline.
+READ_BATCH = 300
 
 
 class Ledger:
@@ -210,6 +213,67 @@ class Ledger:
         """Add `fields` to a finished run's record (nothing takes a finished run over, so no guard)."""
         budget = Budget(FINISH_SECONDS, self._finish_retry)
         self._collection.document(key).update(fields, **budget.call())
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored records of those of `keys` that have one, by key: batched reads of
+        `READ_BATCH` keys, each with its own deadline."""
+        found: dict[str, dict[str, Any]] = {}
+        for first in range(0, len(keys), READ_BATCH):
+            refs = [self._collection.document(key) for key in keys[first : first + READ_BATCH]]
+            budget = Budget(FINISH_SECONDS, self._claim_retry)
+            found.update(
+                (snapshot.id, snapshot.to_dict() or {})
+                for snapshot in self._client.get_all(refs, **budget.call())
+                if snapshot.exists
+            )
+        return found
+
+    def find(
+        self, equal: Mapping[str, Any], claimed_since: datetime | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The records whose fields equal `equal`, last claimed at or after `claimed_since`.
+
+        Equality filters alone are served by Firestore's single-field indexes; with `claimed_since`
+        the query needs a composite index on the equality fields and `claimed_at` (the stack
+        creates the one the operators' `runonce runs` uses: docs/operate.md).
+        """
+        query: Any = self._collection
+        for name, value in equal.items():
+            query = query.where(filter=FieldFilter(name, "==", value))
+        if claimed_since is not None:
+            query = query.where(filter=FieldFilter(CLAIMED_AT_FIELD, ">=", claimed_since))
+        budget = Budget(FINISH_SECONDS, self._claim_retry)
+        return {snapshot.id: snapshot.to_dict() or {} for snapshot in query.stream(**budget.call())}
+
+    def amend(self, key: str, decide: Decision) -> dict[str, Any] | Refusal:
+        """Read the record and write what `decide` returns in one transaction (see `Store.amend`).
+
+        Firestore retries the transaction on contention, asking `decide` again with the record as
+        it is then; a write by anyone between the read and the commit makes the commit fail.
+        """
+        doc = self._collection.document(key)
+        budget = Budget(FINISH_SECONDS, self._finish_retry)
+
+        @firestore.transactional
+        def change(transaction: Any) -> dict[str, Any] | Refusal:
+            snapshot = doc.get(transaction=transaction, **budget.call())
+            record = (snapshot.to_dict() or {}) if snapshot.exists else None
+            decided = decide(None if record is None else dict(record))
+            if isinstance(decided, Refusal):
+                return decided
+            if record is None:
+                transaction.create(doc, dict(decided))
+            else:
+                transaction.update(doc, dict(decided))
+            return {**(record or {}), **decided}
+
+        return change(self._client.transaction())
+
+    def release_held(
+        self, key: str, attempt_id: str, action: Mapping[str, Any], force: bool = False
+    ) -> dict[str, Any] | Refusal:
+        """See `Store.release_held`."""
+        return self.amend(key, release_decision(attempt_id, action, force, clock.now()))
 
     def remove_if_ours(self, key: str, attempt_id: str) -> bool | None:
         """Delete the run's record if it is still `attempt_id`'s claim, in progress.
@@ -451,3 +515,27 @@ class LedgerStore:
         """See `Store.take_rerun`."""
         with _translated():
             return self.ledger.take_rerun(slot, key, fields)
+
+    def read_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """See `Store.read_many`."""
+        with _translated():
+            return self.ledger.get_many(keys)
+
+    def find(
+        self, equal: Mapping[str, Any], claimed_since: datetime | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """See `Store.find`."""
+        with _translated():
+            return self.ledger.find(equal, claimed_since)
+
+    def amend(self, key: str, decide: Decision) -> dict[str, Any] | Refusal:
+        """See `Store.amend`."""
+        with _translated():
+            return self.ledger.amend(key, decide)
+
+    def release_held(
+        self, key: str, attempt_id: str, action: Mapping[str, Any], force: bool = False
+    ) -> dict[str, Any] | Refusal:
+        """See `Store.release_held`."""
+        with _translated():
+            return self.ledger.release_held(key, attempt_id, action, force)

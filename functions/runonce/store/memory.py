@@ -17,17 +17,17 @@ from __future__ import annotations
 import copy
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .. import _clock
 from .._text import MAX_ERROR_CHARS, clip
-from ..contract import HISTORY_FIELD, RunStatus
+from ..contract import CLAIMED_AT_FIELD, HISTORY_FIELD, RunStatus
 from ..core.errors import StoreRejected
-from ..core.store import Claim, Held, Rerun, RerunRefused, RerunRequest, StoredResult
+from ..core.store import Claim, Decision, Held, Refusal, Rerun, RerunRefused, RerunRequest, StoredResult
 from . import _records
-from ._records import finish_fields, held, hold_fields, lease_fields
+from ._records import finish_fields, held, hold_fields, lease_fields, release_decision
 
 _TICK = timedelta(microseconds=1)
 
@@ -120,6 +120,40 @@ class MemoryStore:
                 raise StoreRejected(f"the store rejected it: no record of run {key!r} to annotate")
             self._write(key, {**record, **fields})
 
+    def read_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """See `Store.read_many`."""
+        with self._lock:
+            return {key: copy.deepcopy(self._records[key]) for key in keys if key in self._records}
+
+    def find(
+        self, equal: Mapping[str, Any], claimed_since: datetime | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """See `Store.find`."""
+        with self._lock:
+            return {
+                key: copy.deepcopy(record)
+                for key, record in self._records.items()
+                if all(name in record and record[name] == value for name, value in equal.items())
+                and (claimed_since is None or _claimed_since(record, claimed_since))
+            }
+
+    def amend(self, key: str, decide: Decision) -> dict[str, Any] | Refusal:
+        """See `Store.amend`."""
+        with self._lock:
+            record = self._records.get(key)
+            decided = decide(copy.deepcopy(record))
+            if isinstance(decided, Refusal):
+                return decided
+            written = {**(record or {}), **decided}
+            self._write(key, written)
+            return copy.deepcopy(written)
+
+    def release_held(
+        self, key: str, attempt_id: str, action: Mapping[str, Any], force: bool = False
+    ) -> dict[str, Any] | Refusal:
+        """See `Store.release_held`."""
+        return self.amend(key, release_decision(attempt_id, action, force, self._clock()))
+
     def records(self) -> list[dict[str, Any]]:
         """A copy of every record held, in the order the runs were first claimed."""
         with self._lock:
@@ -196,3 +230,9 @@ class MemoryStore:
         self._records[key] = copy.deepcopy(record)
         self._written_at[key] = written_at
         return written_at
+
+
+def _claimed_since(record: dict[str, Any], since: datetime) -> bool:
+    """Whether the record was last claimed at or after `since` (as a Firestore range filter, a
+    record without the field never matches)."""
+    return CLAIMED_AT_FIELD in record and record[CLAIMED_AT_FIELD] >= since

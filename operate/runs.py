@@ -1,0 +1,161 @@
+"""`runonce runs`: one row per run of a job in a window.
+
+A scheduled job's rows come from its cron and time zone: every expected time in the window gets
+its scheduled run's key (`runonce.scheduler.expected`) and all those records are read in one
+batch, with no index; an expected time with no record gets a row that says so. Its forced runs
+are found by a query on `job` and `forced` (equality filters alone, which Firestore serves from
+its single-field indexes), kept when their schedule time is in the window. An event job's rows
+come from a query on the field naming its subscription (push: `event_source`) or function
+(Eventarc: `event_consumer`) and on `claimed_at`, served by the composite index the stack creates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfoNotFoundError
+
+from cronsim import CronSimError
+
+from operate.team import BadInput, EventJob, ScheduledJob, TeamView
+from runonce._instant import parse_instant
+from runonce.contract import RunStatus
+from runonce.core.store import Store
+from runonce.scheduler.expected import expected_times, scheduled_key
+
+MISSING = "missing"
+"""The status of an expected run that has no record."""
+STATUSES = (*(status.value for status in RunStatus), MISSING)
+_OUTCOME_CHARS = 200
+MAX_EXPECTED = 20_000
+"""Expected runs of one job listed at once (two weeks of a job every minute)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One run as `runonce runs` shows it."""
+
+    job: str
+    key: str
+    time: datetime | None
+    """The schedule time (scheduled jobs) or the event's time."""
+    forced: bool | None
+    status: str
+    attempts: int | None
+    outcome: str
+    started: datetime | None
+    """When its last attempt claimed it."""
+    finished: datetime | None
+    duration_seconds: float | None
+    event_id: str | None = None
+
+    def json(self) -> dict[str, Any]:
+        """The row as JSON-ready values (times in RFC 3339)."""
+        return {
+            name: value.isoformat() if isinstance(value, datetime) else value
+            for name, value in asdict(self).items()
+        }
+
+
+def scheduled_rows(
+    store: Store, team: TeamView, job: ScheduledJob, start: datetime, end: datetime
+) -> list[Row]:
+    """The expected runs of `job` in (start, end], recorded or not, and its forced runs there."""
+    keys = {
+        scheduled_key(job.scheduler_job, moment, team.project, team.region): moment
+        for moment in _expected(job, start, end)
+    }
+    records = store.read_many(list(keys))
+    rows = [
+        row(job.name, key, records[key], now=end)
+        if key in records
+        else Row(
+            job.name,
+            key,
+            moment,
+            False,
+            MISSING,
+            None,
+            "no record: never delivered (or not yet)",
+            None,
+            None,
+            None,
+        )
+        for key, moment in keys.items()
+    ]
+    for key, record in store.find({"job": job.scheduler_job, "forced": True}).items():
+        moment = _time(record.get("schedule_time"))
+        if moment is not None and start < moment <= end:
+            rows.append(row(job.name, key, record, now=end))
+    return sorted(rows, key=lambda r: (r.time or end, r.key))
+
+
+def _expected(job: ScheduledJob, start: datetime, end: datetime) -> list[datetime]:
+    try:
+        times = expected_times(job.schedule, job.time_zone, start, end)
+    except (CronSimError, ValueError, ZoneInfoNotFoundError) as exc:
+        raise BadInput(
+            "--team",
+            f"job {job.name}'s schedule {job.schedule!r} in {job.time_zone!r} cannot be evaluated "
+            f"({exc}); `make synth` checks the team file",
+        ) from None
+    if len(times) > MAX_EXPECTED:
+        raise BadInput(
+            "--since",
+            f"{len(times)} expected runs of {job.name} in the window, more than the {MAX_EXPECTED} "
+            "listed at once: give a shorter --since",
+        )
+    return times
+
+
+def event_rows(store: Store, job: EventJob, start: datetime, end: datetime) -> list[Row]:
+    """The events of `job` last claimed in [start, end]."""
+    found = store.find(job.records, claimed_since=start)
+    rows = [row(job.name, key, record, now=end) for key, record in found.items()]
+    return sorted(rows, key=lambda r: (r.started or end, r.key))
+
+
+def row(job: str, key: str, record: dict[str, Any], now: datetime) -> Row:
+    """The row of one record."""
+    started, finished = record.get("claimed_at"), record.get("finished_at")
+    event_id = record.get("event_id")
+    return Row(
+        job=job,
+        key=key,
+        time=_time(record.get("schedule_time")) if event_id is None else record.get("event_time"),
+        forced=record.get("forced"),
+        status=str(record.get("status")),
+        attempts=record.get("attempts"),
+        outcome=outcome(record, now),
+        started=started,
+        finished=finished,
+        duration_seconds=(finished - started).total_seconds() if started and finished else None,
+        event_id=event_id,
+    )
+
+
+def outcome(record: dict[str, Any], now: datetime) -> str:
+    """What became of the run, in a phrase: its error, its lease, its dead letter."""
+    status = record.get("status")
+    if status == RunStatus.IN_PROGRESS.value:
+        lease = record.get("lease_expires")
+        if lease is not None and lease > now:
+            return f"held by attempt {record.get('attempts')} until {lease.astimezone(UTC).isoformat()}"
+        return "lease ended: its attempt died or its retries ran out (runonce show KEY)"
+    parts = [str(record.get("error") or status)]
+    if record.get("result_stored") is False:
+        parts.append(f"result not stored: {record.get('result_dropped')}")
+    if record.get("dead_letter_reason"):
+        parts.append(f"dead-lettered ({record['dead_letter_reason']})")
+    text = "; ".join(parts)
+    return text if len(text) <= _OUTCOME_CHARS else text[: _OUTCOME_CHARS - 1] + "…"
+
+
+def _time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return parse_instant(text).utc
+    except ValueError:
+        return None

@@ -1,0 +1,172 @@
+"""`runonce runs`, `runonce show` and the bad-input refusals, on real records in the emulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from runonce.core.store import StoredResult
+from tests.conftest import SCHEDULED
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rows(result) -> list[dict]:
+    assert result.exit_code == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_runs_lists_each_expected_run_with_its_record_or_a_row_saying_it_has_none_and_forced_runs(ops):
+    ops.store.complete(ops.claim_scheduled(SCHEDULED), StoredResult.of({"rows": 3}))
+    ops.store.fail(ops.claim_scheduled(SCHEDULED - timedelta(minutes=10)), "upstream said 400")
+    forced = ops.claim_scheduled(SCHEDULED - timedelta(minutes=5), forced=True)
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "report", "--since", "30m", "--json"))
+    by_time = {(row["time"], row["forced"]): row for row in rows}
+    assert [(row["time"][11:16], row["status"]) for row in rows] == [
+        ("02:40", "missing"),
+        ("02:50", "failed"),
+        ("02:55", "in_progress"),
+        ("03:00", "completed"),
+    ]
+    assert by_time[("2026-11-29T02:50:00+00:00", False)]["outcome"] == "upstream said 400"
+    assert by_time[("2026-11-29T02:55:00+00:00", True)]["key"] == forced.key
+    missing = by_time[("2026-11-29T02:40:00+00:00", False)]
+    assert missing["key"] == ops.scheduled_key(SCHEDULED - timedelta(minutes=20))
+    done = by_time[("2026-11-29T03:00:00+00:00", False)]
+    assert (done["attempts"], done["duration_seconds"]) == (1, 0.0)
+
+
+def test_runs_filters_by_status_and_prints_a_table(ops):
+    ops.store.fail(ops.claim_scheduled(SCHEDULED), "bad input")
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--since", "1h", "--status", "failed", "--json"))
+    assert [row["status"] for row in rows] == ["failed"]
+    table = ops.run("runs", "--team", ops.team.name, "--since", "1h")
+    assert table.exit_code == 0
+    assert "missing" in table.stdout and "bad input" in table.stdout
+
+
+def test_runs_of_an_event_job_are_found_by_its_push_subscription_and_claim_time(ops, clock):
+    job = ops.team.event_jobs[0]
+    fields = {"event_kind": "pubsub", "event_source": job.push_subscription, "event_id": "m-1"}
+    ops.store.claim("event-1", fields)
+    ops.store.claim("event-other", {**fields, "event_source": "projects/p/subscriptions/someone-else"})
+    clock.advance(3 * 3600)
+    ops.store.claim("event-late", {**fields, "event_id": "m-2"})
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "orders", "--since", "2h", "--json"))
+    assert [(row["key"], row["event_id"]) for row in rows] == [("event-late", "m-2")]
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "orders", "--since", "4h", "--json"))
+    assert [row["key"] for row in rows] == ["event-1", "event-late"]
+
+
+def test_an_unknown_team_exits_2_naming_the_known_ones_and_changes_nothing(ops):
+    result = ops.run("release", "some-key", "--team", "nosuchteam", "--by", "tester")
+    assert result.exit_code == 2
+    assert "--team" in result.stderr and ops.team.name in result.stderr
+    assert ops.store.find({}) == {}
+
+
+def test_an_unknown_job_a_bad_duration_and_a_bad_time_exit_2(ops):
+    job = ops.run("runs", "--team", ops.team.name, "--job", "nope")
+    assert job.exit_code == 2 and "report, nightly, orders, paid" in job.stderr
+    since = ops.run("runs", "--team", ops.team.name, "--since", "two days")
+    assert since.exit_code == 2 and "--since" in since.stderr
+    time = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", "03:00")
+    assert time.exit_code == 2 and "--time" in time.stderr and "RFC 3339" in time.stderr
+
+
+def test_show_by_job_and_time_gives_the_record_and_the_next_step(ops, clock):
+    claim = ops.claim_scheduled(SCHEDULED)
+    clock.advance(200)
+    # The same instant as SCHEDULED, written with another offset.
+    at = "2026-11-29T04:00:00+01:00"
+    result = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", at)
+    assert result.exit_code == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert (shown["key"], shown["job"]) == (claim.key, "report")
+    assert shown["record"]["attempt_id"] == claim.attempt_id
+    assert shown["next"][0].startswith(f"runonce release {claim.key} --team {ops.team.name}")
+
+
+def test_show_of_a_run_with_no_record_says_it_was_never_delivered(ops):
+    result = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", "2026-11-29T02:00:00Z")
+    assert result.exit_code == 0
+    shown = json.loads(result.stdout)
+    assert shown["record"] is None and "never delivered" in shown["next"][0]
+    assert (
+        f"runonce rerun --team {ops.team.name} --job report --time 2026-11-29T02:00:00Z" in shown["next"][0]
+    )
+
+
+def test_show_of_a_failed_scheduled_run_gives_its_rerun_command(ops):
+    claim = ops.claim_scheduled(SCHEDULED)
+    ops.store.fail(claim, "bad input")
+    shown = json.loads(ops.run("show", claim.key, "--team", ops.team.name).stdout)
+    assert shown["next"] == [
+        f"runonce rerun --team {ops.team.name} --job report --time 2026-11-29T03:00:00Z: run it again "
+        "once the cause is fixed (its history is kept)"
+    ]
+
+
+def test_runs_of_an_eventarc_job_are_found_by_the_function_that_consumed_them(ops):
+    job = ops.team.job("paid")
+    fields = {"event_kind": "cloudevent", "event_source": "//storage", "event_id": "e-1"}
+    ops.store.claim("paid-1", {**fields, "event_consumer": job.function})
+    ops.store.claim("paid-other", {**fields, "event_consumer": "someone-else"})
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "paid", "--json"))
+    assert [(row["key"], row["job"]) for row in rows] == [("paid-1", "paid")]
+
+
+@pytest.mark.parametrize("key", ["a/b", "x" * 1501, "..", "__name__", " "])
+@pytest.mark.parametrize("verb", ["show", "release"])
+def test_a_key_that_cannot_be_a_record_id_exits_2_naming_key(ops, verb, key):
+    by = ["--by", "tester"] if verb == "release" else []
+    result = ops.run(verb, key, "--team", ops.team.name, *by)
+    assert result.exit_code == 2, result.output
+    assert "KEY" in result.stderr and "runonce runs" in result.stderr
+
+
+def test_a_window_longer_than_any_retention_exits_2(ops):
+    result = ops.run("runs", "--team", ops.team.name, "--since", "500d")
+    assert result.exit_code == 2 and "--since" in result.stderr and "400d" in result.stderr
+
+
+def test_a_team_whose_schedule_cannot_be_evaluated_exits_2_naming_the_job(ops):
+    broken = Path(ops.folder) / "broken.py"
+    broken.write_text(
+        "from stacks.team import Job, Team\n"
+        'team = Team(name="broken", project="p", region="europe-west1",\n'
+        '            jobs=[Job(name="late", schedule="61 * * * *", source="report")])\n'
+    )
+    result = ops.run("runs", "--team", "broken")
+    assert result.exit_code == 2
+    assert "late" in result.stderr and "61 * * * *" in result.stderr and "make synth" in result.stderr
+
+
+def test_python_m_operate_is_the_runonce_command(ops):
+    run = subprocess.run(
+        [sys.executable, "-m", "operate", "runs", "--team", "nosuchteam"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}"},
+        timeout=120,
+    )
+    assert run.returncode == 2
+    assert run.stderr.startswith("Usage: runonce runs") and ops.team.name in run.stderr
+
+
+def test_runs_expects_a_daily_job_in_its_time_zone_and_once_as_the_spring_forward_gap_ends(ops, clock):
+    # Europe/Berlin skips 02:00-03:00 on 2027-03-28: cronsim's "30 2 * * *" fires at 03:00 local.
+    clock.current = datetime(2027, 3, 29, 12, 0, tzinfo=UTC)
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "nightly", "--since", "3d", "--json"))
+    assert [(row["time"], row["status"]) for row in rows] == [
+        ("2027-03-27T01:30:00+00:00", "missing"),
+        ("2027-03-28T01:00:00+00:00", "missing"),
+        ("2027-03-29T00:30:00+00:00", "missing"),
+    ]
