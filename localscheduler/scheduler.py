@@ -190,7 +190,7 @@ class LocalScheduler:
                 )
                 if shape.kill and not is_copy:
                     watcher.start()
-                process = instance.process
+                process = instance.process if dies_holding_claim else None  # replaced once it dies
                 answer = post(instance.url, headers, body, deadline - (time.monotonic() - started))
                 done.set()
                 if watcher.is_alive():
