@@ -70,6 +70,9 @@ class Mark(Enum):
 
 # Hollow markers take their colour from the edge.
 EDGES = {Mark.ANSWER_LOST: "#2ca02c", Mark.NOT_DELIVERED: "#d62728", Mark.EFFECT: "#000000"}
+# Kills and effects over the deliveries; Scheduler giving up comes right after a last attempt's
+# kill, so it goes over that.
+LAYERS = {Mark.KILLED: 3, Mark.EFFECT: 3, Mark.GAVE_UP: 4}
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,7 @@ def figure(runs: Sequence[Lane], title: str) -> Figure:
             edgecolors=EDGES.get(mark),
             linewidths=0.9,
             label=mark.label,
-            zorder=3 if mark in (Mark.KILLED, Mark.EFFECT) else 2,
+            zorder=LAYERS.get(mark, 2),
         )
     ax.set_xscale("symlog", linthresh=LINEAR_SECONDS, linscale=0.7)
     ticks = [(at, text) for at, text in TICKS if at <= latest * 1.5] or TICKS[:3]
