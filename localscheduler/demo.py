@@ -158,7 +158,7 @@ def _report(result: Result, sim: Simulation, args: argparse.Namespace) -> None:
         )
     for line in guarantee_summary(result.verdicts):
         print(line)
-    print(f"timeline of every delivery: {_timeline(result, args)}")
+    print(_timeline(result, sim, args))
     print(f"logs: {sim.log_dir}")
 
 
@@ -197,14 +197,18 @@ def watch_missed_runs(
     )
 
 
-def _timeline(result: Result, args: argparse.Namespace) -> Path:
-    """The picture of every delivery of every run, from the scheduler's journal and the store."""
+def _timeline(result: Result, sim: Simulation, args: argparse.Namespace) -> str:
+    """Draw every delivery of every run (from the scheduler's journal and the store); say where it
+    went, or why it could not be written (the verdict does not depend on it)."""
     runs = lanes(result.plan, result.journal, result.bodies, result.writers)
     title = (
         f"make demo: {len(result.journal.sent())} deliveries of {len(runs)} runs, {args.hours:g} h from "
-        f"{args.start[:16].replace('T', ' ')} UTC, seed {args.seed}"
+        f"{sim.start:%Y-%m-%d %H:%M} UTC, seed {args.seed}"
     )
-    return save(runs, title, args.timeline)
+    try:
+        return f"timeline of every delivery: {save(runs, title, args.timeline)}"
+    except OSError as exc:
+        return f"timeline not written: {exc} (--timeline PATH picks another place)"
 
 
 def _watch(sim: Simulation, result: Result) -> None:

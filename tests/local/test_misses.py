@@ -14,6 +14,7 @@ import pytest
 from google.cloud import firestore
 
 from localscheduler.demo import FirestoreSettings, watch_missed_runs
+from localscheduler.demo import main as demo_main
 from localscheduler.faults import FaultMix
 from localscheduler.misses import PlannedMisses
 from localscheduler.plan import planned_runs
@@ -182,3 +183,10 @@ def test_the_demo_s_hook_says_what_the_watchdog_should_report_for_the_team(capsy
     assert "should report 2 missed runs in 01:00-01:08Z" in line
     assert "`runonce runs --team misses --job report`" in line
     assert "ledger scheduler_runs of runonce-local on 127.0.0.1:8080, simulated now 01:16Z" in line
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("option", ["--never-delivered", "--stuck-claims"])
+def test_the_demo_refuses_a_negative_count_before_starting_anything(option, capsys):
+    assert demo_main([option, "-1"]) == 2
+    assert f"{option[2:].replace('-', '_')}=-1" in capsys.readouterr().err

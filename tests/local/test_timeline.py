@@ -165,3 +165,8 @@ def test_a_hundred_runs_get_a_taller_picture_with_one_tick_per_lane(journal):
     fig = figure(lanes(many, Journal(), {}, {}), "demo")
     assert len(fig.axes[0].get_yticks()) == 100
     assert fig.get_figheight() > figure(lanes(PLAN, journal, BODIES, WRITERS), "demo").get_figheight() * 3
+
+
+def test_a_window_without_runs_gives_an_empty_picture_without_a_legend():
+    fig = figure([], "demo")
+    assert (len(fig.axes[0].get_yticks()), fig.legends) == (0, [])
