@@ -108,8 +108,9 @@ bench-synth: $(STAMP)
 	$(PY) -m benchmarks.synth
 
 ## make demo: the team files' jobs on the Firestore emulator, delivered by the local Cloud
-## Scheduler with faults on an accelerated clock, then an event job pushed by the Pub/Sub emulator
-## with faults, each ending with a verdict table (see docs/demo.md).
+## Scheduler with faults on an accelerated clock (one run never delivered and one claim left stuck
+## on purpose), then an event job pushed by the Pub/Sub emulator with faults, each ending with a
+## verdict table; the picture of every delivery goes to build/demo-timeline.png (see docs/demo.md).
 .PHONY: demo
 demo: $(STAMP)
 	$(PY) -m localscheduler $(DEMO_ARGS)

@@ -2,13 +2,18 @@
 then the event jobs on the Pub/Sub emulator, published with faults, judged.
 
 Starts the emulator and a pool of functions-framework instances per job, plays the schedule on
-an accelerated clock with the fault mix, prints progress, then the table. Then starts the Pub/Sub
+an accelerated clock with the fault mix and two runs lost on purpose (one never delivered, one
+left with a stuck claim: see localscheduler.misses), prints progress, then the table, and draws
+every delivery of every run (localscheduler.timeline) to build/demo-timeline.png. Then starts the Pub/Sub
 emulator and, side by side, the example event function and every push `EventJob` of the team
 files, each with its own instances, publishes messages with an event fault mix (see
 localscheduler.events_demo) and prints the event table, a row per event job. Exits 1 if any run broke the
 guarantee (see localscheduler.report), never finished within its retry window, any message did
 not end with exactly one effect or one dead letter (see localscheduler.event_verdict), or any
-process it started outlived it; 130 on Ctrl-C, after stopping everything.
+process it started outlived it; 130 on Ctrl-C, after stopping everything. The runs lost on
+purpose are expected misses: each must go exactly as planned, and then does not fail the demo.
+Last, while the Firestore emulator still runs, `watch_missed_runs` is called once per team: the
+place for the watchdog's report and `runonce runs`.
 """
 
 from __future__ import annotations
@@ -22,20 +27,26 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
 from emulator.pubsub import PubSubEmulator
-from stacks.team import PUSH, TEAMS_DIR, Team, load_teams
+from runonce.contract import MissedRun
+from stacks.team import PUSH, REPO_ROOT, TEAMS_DIR, Team, load_teams
 
 from .event_verdict import event_summary, render_events
 from .events_demo import DEMO_MIX, EXAMPLE, TEAM_CONFIG, TEAM_MIX, EventFunction, EventHarness, EventResult
 from .faults import FaultMix
 from .folder_file import FolderFileError
+from .misses import PlannedMisses
 from .proxy_demo import ProxyHarness, ProxyResult
 from .report import fault_summary, guarantee_summary, render
+from .scheduler import Trigger
 from .simulation import Result, Simulation
+from .store import RUNS_COLLECTION
+from .timeline import lanes, save
 
 PROJECT = "runonce-local"
 DEFAULT_FAULTS = (
@@ -46,6 +57,7 @@ PROGRESS_SECONDS = 5.0
 EVENT_JOB = "events-example"
 EVENT_TIMEOUT_SECONDS = 120.0
 PROXY_RUNS = 10
+TIMELINE = REPO_ROOT / "build" / "demo-timeline.png"
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -69,8 +81,27 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--seed", type=int, default=7, help="seed of the fault choice (same seed, same faults)"
     )
-    parser.add_argument("--instances", type=int, default=2, help="instances per function (default 2)")
+    # Three, the team file's default max_instances: with two, the seed's kills of both instances
+    # of sync two minutes apart left no instance for a whole retry window when a restart was slow.
+    parser.add_argument(
+        "--instances", type=int, default=3, help="instances per function, at most max_instances (default 3)"
+    )
     parser.add_argument("--teams", type=Path, default=TEAMS_DIR, help="folder of team files (default teams/)")
+    parser.add_argument(
+        "--never-delivered",
+        type=int,
+        default=1,
+        help="scheduled runs the local Scheduler skips on purpose (default 1)",
+    )
+    parser.add_argument(
+        "--stuck-claims",
+        type=int,
+        default=1,
+        help="runs whose every claiming attempt dies, left in_progress once the retries ran out (default 1)",
+    )
+    parser.add_argument(
+        "--timeline", type=Path, default=TIMELINE, help="the picture's path (default build/demo-timeline.png)"
+    )
     return parser.parse_args(argv)
 
 
@@ -116,7 +147,7 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _report(result: Result, sim: Simulation) -> None:
+def _report(result: Result, sim: Simulation, args: argparse.Namespace) -> None:
     print()
     print(render(result.rows))
     print(fault_summary(result.journal) + f"; instances replaced: {result.restarts}")
@@ -131,7 +162,69 @@ def _report(result: Result, sim: Simulation) -> None:
         )
     for line in guarantee_summary(result.verdicts):
         print(line)
+    print(_timeline(result, sim, args))
     print(f"logs: {sim.log_dir}")
+
+
+@dataclass(frozen=True)
+class FirestoreSettings:
+    """Where the demo's ledger is: the emulator, the project the instances run as, the collection."""
+
+    emulator_host: str
+    project: str
+    collection: str = RUNS_COLLECTION
+
+
+def watch_missed_runs(
+    team: Team,
+    window: tuple[datetime, datetime],
+    now: datetime,
+    firestore: FirestoreSettings,
+    expected: list[Trigger],
+) -> None:
+    """The demo's hook for the operators' tools, called once per team with scheduled jobs while
+    the Firestore emulator still runs: the watchdog's report on `team` over the schedule's
+    `window` (start, end] at the simulated time `now`, and `runonce runs` for the job of the
+    runs lost on purpose. `expected` are those runs; the watchdog should report each one, with
+    the `MissedRun` it is labelled with, and nothing else. Neither tool is called here: it
+    prints what they should report."""
+    missed = ", ".join(
+        f"{t.run.job.name} {t.run.schedule_time:%H:%M}Z {t.miss.value}" for t in expected if t.miss
+    )
+    jobs = sorted({t.run.job.name for t in expected})
+    runs = f"; then `runonce runs --team {team.name} --job {jobs[0]}`" if jobs else ""
+    print(
+        f"watchdog for team {team.name} (not run by the demo; see localscheduler.demo.watch_missed_runs): "
+        f"should report {len(expected)} missed runs in {window[0]:%H:%M}-{window[1]:%H:%M}Z"
+        f"{': ' + missed if missed else ''}{runs} (ledger {firestore.collection} of {firestore.project} "
+        f"on {firestore.emulator_host}, simulated now {now:%H:%M}Z)"
+    )
+
+
+def _timeline(result: Result, sim: Simulation, args: argparse.Namespace) -> str:
+    """Draw every delivery of every run (from the scheduler's journal and the store); say where it
+    went, or why it could not be written (the verdict does not depend on it)."""
+    runs = lanes(result.plan, result.journal, result.bodies, result.writers)
+    title = (
+        f"make demo: {len(result.journal.sent())} deliveries of {len(runs)} runs, {args.hours:g} h from "
+        f"{sim.start:%Y-%m-%d %H:%M} UTC, seed {args.seed}"
+    )
+    try:
+        return f"timeline of every delivery: {save(runs, title, args.timeline)}"
+    except OSError as exc:
+        return f"timeline not written: {exc} (--timeline PATH picks another place)"
+
+
+def _watch(sim: Simulation, result: Result) -> None:
+    """Call the operators' hook for every team whose scheduled jobs were served."""
+    assert sim.scheduler is not None, "the schedule was played"
+    now = sim.scheduler.clock.now()
+    settings = FirestoreSettings(sim.emulator_host, sim.project)
+    served = {team for team, _ in sim.pools}
+    for team in sim.teams:
+        if team.name in served:
+            expected = [t for t in result.plan if t.miss and t.run.team.name == team.name]
+            watch_missed_runs(team, (sim.start, sim.start + sim.span), now, settings, expected)
 
 
 def _event_harnesses(teams: list[Team], seed: int, log_dir: Path) -> list[EventHarness]:
@@ -196,7 +289,12 @@ def _report_events(results: list[EventResult], harnesses: list[EventHarness]) ->
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; the exit code is the verdict."""
     args = arguments(argv)
-    faults = FaultMix.parse(args.faults, args.seed)
+    try:
+        faults = FaultMix.parse(args.faults, args.seed)
+        misses = PlannedMisses(args.never_delivered, args.stuck_claims, args.seed)
+    except ValueError as exc:
+        print(f"cannot run the demo: {exc}", file=sys.stderr)
+        return 2
     start = datetime.fromisoformat(args.start)
     emulator = FirestoreEmulator()
     sim = Simulation(
@@ -209,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         PROJECT,
         emulator.host,
         args.instances,
+        misses,
     )
     pubsub = PubSubEmulator()
     try:
@@ -260,7 +359,11 @@ def main(argv: list[str] | None = None) -> int:
         for (team, job), runs in sim.runs().items():
             if not runs:
                 print(f"  {team}/{job}: no run scheduled in this window")
-        planned = len(sim.plan())
+        try:
+            planned = sum(trigger.miss is not MissedRun.NEVER_DELIVERED for trigger in sim.plan())
+        except ValueError as exc:  # the planned misses do not fit the window
+            print(f"cannot run the demo: {exc}", file=sys.stderr)
+            return 2
         runner = threading.Thread(target=play, daemon=True)
         began = time.monotonic()
         runner.start()
@@ -283,6 +386,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             proxy.start()
             proxy_outcome.append(proxy.run())
+            _report(outcome[0], sim, args)
+            _report_events(event_outcome[0], events)
+            print()
+            print(proxy_outcome[0].render())
+            print(f"logs: {proxy.log_dir}")
+            _watch(sim, outcome[0])
     except KeyboardInterrupt:
         print("\ninterrupted: stopping everything", file=sys.stderr)
         stop_everything()
@@ -295,11 +404,6 @@ def main(argv: list[str] | None = None) -> int:
     alive = _leftovers(started_pids, [emulator, pubsub])
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
-    _report(outcome[0], sim)
-    _report_events(event_outcome[0], events)
-    print()
-    print(proxy_outcome[0].render())
-    print(f"logs: {proxy.log_dir}")
     if alive:
         print(f"FAIL: processes still running after stop: {alive}", file=sys.stderr)
     events_ok = all(result.ok for result in event_outcome[0])

@@ -14,9 +14,9 @@ google.auth.default() then answers anonymous credentials, so the proxy calls the
 with no token and never asks a metadata server; the library itself is unchanged).
 
 A request with the `instances.KILL_HEADER` header (the push proxy's "killed holding the claim"
-fault) SIGKILLs the instance right after the runonce core logs that the body of the run named by
-the header started: the claim is held, the body never runs, nothing is released, as when an
-instance crashes mid-run. The job's code is not involved.
+fault, the local scheduler's stuck claim) SIGKILLs the instance right after the runonce core
+logs that the body of the run named by the header started: the claim is held, the body never
+runs, nothing is released, as when an instance crashes mid-run. The job's code is not involved.
 """
 
 import functools

@@ -55,15 +55,30 @@ class GaveUp:
     at: datetime
 
 
+@dataclass(frozen=True)
+class NotDelivered:
+    """Scheduler skipped a run on purpose at its time (see `misses`): nothing was sent."""
+
+    team: str
+    job: str
+    schedule_time: datetime
+    forced: bool
+    at: datetime
+
+
+Entry = Sent | GaveUp | NotDelivered
+"""Anything the journal records."""
+
+
 class Journal:
     """Thread-safe, append-only; optionally mirrored to a JSON-lines file."""
 
     def __init__(self, path: Path | None = None):
         self._lock = threading.Lock()
-        self._entries: list[Sent | GaveUp] = []
+        self._entries: list[Entry] = []
         self._file = open(path, "a", encoding="utf-8") if path else None
 
-    def add(self, entry: Sent | GaveUp) -> None:
+    def add(self, entry: Entry) -> None:
         """Record one entry."""
         with self._lock:
             self._entries.append(entry)
@@ -82,6 +97,11 @@ class Journal:
         """Every run Scheduler gave up on."""
         with self._lock:
             return [entry for entry in self._entries if isinstance(entry, GaveUp)]
+
+    def not_delivered(self) -> list[NotDelivered]:
+        """Every run Scheduler skipped on purpose."""
+        with self._lock:
+            return [entry for entry in self._entries if isinstance(entry, NotDelivered)]
 
     def close(self) -> None:
         """Close the mirror file."""

@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.cloud import pubsub_v1
+import google.cloud.pubsub_v1 as pubsub_v1
 
 from runonce.contract import DEAD_LETTER_COPY_ID_ATTRIBUTE
 from runonce.events.deadletter import Original, read_copy

@@ -7,7 +7,10 @@ and be finished by the attempt that ran its last body; where the job's folder de
 effects (see `effects`), a completed run must have exactly one and a failed run none, written by
 one of the run's own bodies. No two bodies of a run may have run at the same time (a killed body
 ends when its instance died), and a body may start again only after the previous one was killed
-or ended retryably. The per-job table adds what the deliveries went through.
+or ended retryably. A planned miss (see `misses`) is judged by its plan instead: a run never
+delivered has no delivery, no record, no body and no effect; a stuck claim has an `in_progress`
+record claimed once per body, every body killed holding it, no effect, and no 2xx seen by
+Scheduler. The per-job table adds what the deliveries went through.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from runonce.contract import BodyEnd
+from runonce.contract import BodyEnd, MissedRun, RunStatus
 
 from .bodies import Body, succession_problems
 from .journal import Journal, Sent
@@ -44,8 +47,14 @@ class RunVerdict:
 
     @property
     def ok(self) -> bool:
-        """The run took effect exactly once (or failed permanently once) within its window."""
+        """The run took effect exactly once (or failed permanently once) within its window, or,
+        for a planned miss, was missed exactly as planned."""
         return not self.problems
+
+    @property
+    def miss(self) -> MissedRun | None:
+        """The miss the run was planned to be, if any."""
+        return self.trigger.miss
 
 
 def judge(
@@ -60,6 +69,10 @@ def judge(
     start order) and its deliveries."""
     effects = None if writers is None else len(writers)
     found = _found_effect(writers or [], bodies)
+    if trigger.miss is not None:
+        planned = _miss_problems(trigger.miss, record, effects, bodies, sent)
+        status = None if record is None else record.get("status")
+        return RunVerdict(trigger, status, effects, len(bodies), found, planned)
     if record is None:
         return RunVerdict(trigger, None, effects, len(bodies), found, ("never ran: no ledger record",))
     status = record.get("status")
@@ -84,6 +97,41 @@ def judge(
     return RunVerdict(trigger, status, effects, len(bodies), found, tuple(problems))
 
 
+def _miss_problems(
+    miss: MissedRun, record: dict | None, effects: int | None, bodies: Sequence[Body], sent: Sequence[Sent]
+) -> tuple[str, ...]:
+    """What contradicts the plan of a run lost on purpose."""
+    problems = [f"executed {effects} times"] if effects else []
+    if miss is MissedRun.NEVER_DELIVERED:
+        if sent:
+            problems.append(f"planned never delivered, yet delivered {len(sent)} times")
+        if record is not None:
+            problems.append("planned never delivered, yet it has a ledger record")
+        if bodies:
+            problems.append(f"planned never delivered, yet {len(bodies)} bodies started")
+        return tuple(problems)
+    if record is None:
+        return (*problems, "planned to stay held, yet it has no ledger record")
+    status = record.get("status")
+    if status != RunStatus.IN_PROGRESS.value:
+        problems.append(f"planned to stay held, yet {status}")
+    if record.get("attempts") != len(bodies):
+        problems.append(f"{record.get('attempts')} claims on the record, {len(bodies)} bodies started")
+    problems += [
+        f"body {body.attempt_id} ended {body.end.value}, though every body was to die holding the claim"
+        for body in bodies
+        if body.end is not None
+    ]
+    acknowledged = [s.attempt for s in sent if s.acknowledged]
+    if acknowledged:
+        problems.append(f"Scheduler saw a 2xx for attempt {acknowledged[0]}: its retries did not run out")
+    if bodies and bodies[-1].end is None and instance_death(bodies[-1], sent) is None:
+        problems.append(f"body {bodies[-1].attempt_id} never ended and its instance was not killed")
+    if "expire_at" not in record:
+        problems.append("ledger record has no expire_at")
+    return tuple(problems + _body_problems(status, bodies, sent))
+
+
 def _found_effect(writers: Sequence[str | None], bodies: Sequence[Body]) -> int:
     """Bodies that succeeded after the body that wrote the effect started (so found it written)."""
     starts = [index for index, body in enumerate(bodies) if body.attempt_id in writers]
@@ -96,7 +144,7 @@ def _body_problems(status: str | None, bodies: Sequence[Body], sent: Sequence[Se
     """What the bodies' own story contradicts: overlap, unexplained restarts, the ending."""
     if not bodies:
         return ["no job body started"]
-    problems = succession_problems(bodies, lambda body: _death(body, sent))
+    problems = succession_problems(bodies, lambda body: instance_death(body, sent))
     last = bodies[-1]
     if status == "completed" and last.end is not BodyEnd.SUCCEEDED:
         problems.append(f"completed, but its last body ended {_ending(last)}")
@@ -109,7 +157,7 @@ def _ending(body: Body) -> str:
     return "killed" if body.end is None else body.end.value
 
 
-def _death(body: Body, sent: Sequence[Sent]) -> datetime | None:
+def instance_death(body: Body, sent: Sequence[Sent]) -> datetime | None:
     """When the instance running `body` died for one of this run's attempts (None: it did not)."""
     deaths = [
         s.answered_at
@@ -136,6 +184,8 @@ class JobRow:
     """Runs whose effects could not be counted (the job's folder declares none)."""
     permanent_failures: int = 0
     """Runs that failed permanently (recorded once, no effect)."""
+    missed: int = 0
+    """Runs lost on purpose (see `misses`): never delivered, or their claim left stuck."""
     duplicates_skipped: int = 0
     conflicts: int = 0
     retries: int = 0
@@ -155,6 +205,7 @@ COLUMNS = [
     ("bodies", "bodies started"),
     ("effects", "effects"),
     ("permanent_failures", "perm. failed"),
+    ("missed", "missed"),
     ("duplicates_skipped", "dup. skipped"),
     ("conflicts", "409s"),
     ("retries", "retries"),
@@ -176,6 +227,7 @@ def job_rows(verdicts: list[RunVerdict], journal: Journal) -> list[JobRow]:
         row.effects += verdict.effects or 0
         row.unobserved += verdict.effects is None
         row.permanent_failures += verdict.status == "failed"
+        row.missed += verdict.miss is not None
         if not verdict.ok:
             row.bad.append(verdict)
     for sent in journal.sent():
@@ -223,29 +275,53 @@ def fault_summary(journal: Journal) -> str:
 
 
 def guarantee_summary(verdicts: list[RunVerdict]) -> list[str]:
-    """The verdict in words: what the runs and their bodies show about the guarantee."""
+    """The verdict in words: what the runs and their bodies show about the guarantee, then the
+    runs missed on purpose."""
     runs = len(verdicts)
     bad = sum(not v.ok for v in verdicts)
     if bad:
         return [f"{bad} of {runs} runs broke the guarantee (see FAIL lines)"]
-    observed = [v for v in verdicts if v.effects is not None]
+    played = [v for v in verdicts if v.miss is None]
+    observed = [v for v in played if v.effects is not None]
     effects = sum(v.effects or 0 for v in observed)
     failed = sum(v.status == "failed" for v in observed)
-    bodies = sum(v.bodies for v in verdicts)
-    again = sum(v.bodies > 1 for v in verdicts)
-    found = sum(v.found_effect for v in verdicts)
+    bodies = sum(v.bodies for v in played)
+    again = sum(v.bodies > 1 for v in played)
+    found = sum(v.found_effect for v in played)
     lines = [
         f"every run with observed effects had exactly one effect or one recorded permanent failure "
         f"({effects} effects + {failed} failed = {len(observed)} runs), each within its retry window",
-        f"{bodies} job bodies for {runs} runs, never two of one run at a time; {again} runs started "
+        f"{bodies} job bodies for {len(played)} runs, never two of one run at a time; {again} runs started "
         "their body again, each after a kill or a retryable error",
         f"{found} bodies run again after a failure that followed the effect found the effect already "
         "written, and did not write it again",
     ]
-    unobserved = sorted({_job_name(v) for v in verdicts if v.effects is None})
+    unobserved = sorted({_job_name(v) for v in played if v.effects is None})
     if unobserved:
         lines.append(
             f"effects not observed for {', '.join(unobserved)} (no [effects] in the folder's "
             "local_demo.toml, see localscheduler.effects): judged on the ledger and the job bodies only"
         )
-    return lines
+    return lines + miss_summary(verdicts)
+
+
+MISS_WORDS = {
+    MissedRun.NEVER_DELIVERED: "never delivered: no ledger record",
+    MissedRun.STILL_HELD: "claim left stuck: in_progress after Scheduler's retries ran out",
+}
+
+
+def miss_summary(verdicts: list[RunVerdict]) -> list[str]:
+    """One line per run lost on purpose, saying it went as planned (nothing if none was planned)."""
+    lines = []
+    for verdict in verdicts:
+        miss = verdict.miss
+        if miss is None:
+            continue
+        run = verdict.trigger.run
+        claims = f", {verdict.bodies} claims, every body killed holding it" if verdict.bodies else ""
+        when = f"{run.schedule_time:%Y-%m-%d %H:%M}Z"
+        lines.append(f"  {_job_name(verdict)} {when} {miss.value}: {MISS_WORDS[miss]}{claims}")
+    if not lines:
+        return []
+    return [f"{len(lines)} runs missed on purpose, each as planned (expected misses, not failures):", *lines]

@@ -3,13 +3,15 @@
 Each scheduled run (and each forced run the fault mix adds) is a `Trigger`. At its time the
 scheduler sends the first attempt to an instance of the job's function, with that run's fault,
 then retries by the job's retry_config until an attempt is answered 2xx, the retries are used
-up, or the job's next scheduled time comes.
+up, or the job's next scheduled time comes. A trigger marked as a planned miss (see `misses`) is
+either not delivered at all or delivered so that every attempt holding its claim dies.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -17,11 +19,13 @@ from datetime import datetime
 
 from google.cloud import firestore
 
+from runonce.contract import MissedRun
+
 from .clock import AcceleratedClock
 from .delivery import Answer, post, scheduler_headers
 from .faults import AttemptShape, Fault, FaultMix, shape
-from .instances import Instance, InstancePool
-from .journal import GaveUp, Journal, Sent
+from .instances import DYING_SECONDS, KILL_HEADER, Instance, InstancePool
+from .journal import GaveUp, Journal, NotDelivered, Sent
 from .plan import PlannedRun
 from .retry import RetryPolicy
 from .store import claimed, key_of
@@ -41,6 +45,9 @@ class Trigger:
     """When the first attempt is sent."""
     stop: datetime
     """Retries stop here: the job's next scheduled time."""
+    miss: MissedRun | None = None
+    """A planned miss (see `misses`): NEVER_DELIVERED is not sent; STILL_HELD is sent without
+    its fault, and every attempt that starts the job body dies holding the claim."""
 
     @property
     def key(self) -> str:
@@ -117,7 +124,11 @@ class LocalScheduler:
         policy = RetryPolicy(job.retry)
         lease = self.leases[(team.name, job.name)]
         first = self.clock.now()
-        fault = self.faults.fault_for(trigger.run, trigger.forced)
+        if trigger.miss is MissedRun.NEVER_DELIVERED:
+            skipped = NotDelivered(team.name, job.name, trigger.run.schedule_time, trigger.forced, first)
+            self.journal.add(skipped)
+            return
+        fault = Fault.NONE if trigger.miss else self.faults.fault_for(trigger.run, trigger.forced)
         attempt = 1
         while True:
             current = shape(fault if attempt == 1 else Fault.NONE, job.attempt_deadline_seconds, lease)
@@ -160,6 +171,9 @@ class LocalScheduler:
         run = trigger.run
         pool = self.pools[(run.team.name, run.job.name)]
         headers = scheduler_headers(run.team, run.job, run.schedule_time)
+        dies_holding_claim = trigger.miss is MissedRun.STILL_HELD
+        if dies_holding_claim:
+            headers[KILL_HEADER] = trigger.key
         deadline = self.clock.wall_seconds(shape.deadline)
         sent_at = self.clock.now()
         started = time.monotonic()
@@ -176,12 +190,15 @@ class LocalScheduler:
                 )
                 if shape.kill and not is_copy:
                     watcher.start()
+                process = instance.process if dies_holding_claim else None  # replaced once it dies
                 answer = post(instance.url, headers, body, deadline - (time.monotonic() - started))
                 done.set()
                 if watcher.is_alive():
                     watcher.join()
                 if shape.kill_after_effect and not is_copy and answer.error == "connection":
                     killed.set()  # the job killed its own instance after its effect
+                if dies_holding_claim and answer.status is None and self._dies(process, trigger):
+                    killed.set()
         answered_at = self.clock.now()
         acknowledged = answer.ok and not shape.lose_response
         self.journal.add(
@@ -203,6 +220,19 @@ class LocalScheduler:
             )
         )
         return acknowledged
+
+    def _dies(self, process: subprocess.Popen | None, trigger: Trigger) -> bool:
+        """The instance serving an attempt of a stuck claim died under it. A slow claim can outlast
+        the attempt deadline, and the body start (and the kill) then come after it: wait up to the
+        run's lease for the process to end."""
+        lease = self.leases[(trigger.run.team.name, trigger.run.job.name)]
+        if process is None:
+            return False
+        try:
+            process.wait(timeout=max(DYING_SECONDS, self.clock.wall_seconds(lease)))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def _kill_when_claimed(
         self,

@@ -29,6 +29,7 @@ from .effects import Effects, StartedAtStandIn, declared_effects
 from .faults import FaultMix
 from .instances import InstancePool
 from .journal import Journal, Sent
+from .misses import PlannedMisses
 from .plan import PlannedRun, planned_runs
 from .proxy_demo import proxy_env
 from .report import JobRow, RunVerdict, job_rows, judge
@@ -73,6 +74,9 @@ class Result:
     leases: dict[tuple[str, str], int]
     bodies: dict[str, list[Body]]
     """The job bodies the instance logs show, by run key, in start order."""
+    writers: dict[str, list[str | None]]
+    """The attempts that wrote each run's effects, by run key (None: writer not recorded), for
+    the jobs whose effects are observed."""
 
     @property
     def ok(self) -> bool:
@@ -100,6 +104,8 @@ class Simulation:
     """FIRESTORE_EMULATOR_HOST."""
     instances_per_job: int = 2
     """Instances per function, at most the job's max_instances."""
+    misses: PlannedMisses = field(default_factory=PlannedMisses)
+    """The runs lost on purpose (none by default)."""
     pools: dict[tuple[str, str], InstancePool] = field(default_factory=dict)
     scheduler: LocalScheduler | None = None
     stand_in: GoogleApisStandIn | None = None
@@ -165,13 +171,15 @@ class Simulation:
         return self.log_dir / "clock"
 
     def plan(self) -> list[Trigger]:
-        """The scheduled runs of the jobs being served, plus the forced runs of the fault mix."""
-        return [
+        """The scheduled runs of the jobs being served, plus the forced runs of the fault mix,
+        with the planned misses marked."""
+        plan = [
             trigger
             for key, job_runs in self.runs().items()
             if key in self.pools
             for trigger in triggers(job_runs, self.faults, DEFAULT_FORCED_SKEW_SECONDS)
         ]
+        return self.misses.place(plan, self.start, self.start + self.span)
 
     def run(self) -> Result:
         """Play the schedule with faults and judge every run; instances must be started."""
@@ -203,7 +211,8 @@ class Simulation:
             for trigger in sorted(plan, key=lambda t: t.at)
         ]
         restarts = sum(pool.restarts for pool in self.pools.values())
-        return Result(plan, verdicts, journal, job_rows(verdicts, journal), restarts, leases, bodies)
+        writers = {key: view.effects.get(key, []) for key in {t.key for t in plan if _job_of(t) in declared}}
+        return Result(plan, verdicts, journal, job_rows(verdicts, journal), restarts, leases, bodies, writers)
 
     def declared_effects(self) -> dict[tuple[str, str], Effects]:
         """Where each served job's effects are: what the stand-in started for a job with a target,

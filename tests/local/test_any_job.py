@@ -15,10 +15,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from localscheduler.faults import FaultMix
-from localscheduler.report import guarantee_summary, render
+from localscheduler.report import guarantee_summary
 from localscheduler.simulation import Result, Simulation
 from stacks.targets import Workflow
 from stacks.team import Job, Retry, Team
+from tests.local.played import play
 
 MAILER = """
 import functions_framework
@@ -102,15 +103,7 @@ def others(firestore_emulator, tmp_path_factory) -> Result:
         firestore_emulator.host,
         instances_per_job=2,
     )
-    try:
-        sim.start_instances()
-        result = sim.run()
-    finally:
-        sim.stop()
-    print()
-    print(render(result.rows))
-    print("\n".join(guarantee_summary(result.verdicts)))
-    return result
+    return play(sim)
 
 
 def _verdicts(result: Result, job: str) -> list:

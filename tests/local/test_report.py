@@ -1,6 +1,7 @@
 """The verdict and the table: judged from the ledger, the job's declared effects and the body lines
 the runonce core logged, the same way for any job."""
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from localscheduler.bodies import Body
@@ -8,7 +9,7 @@ from localscheduler.journal import Journal, Sent
 from localscheduler.plan import PlannedRun
 from localscheduler.report import guarantee_summary, job_rows, judge, render
 from localscheduler.scheduler import Trigger
-from runonce.contract import BodyEnd
+from runonce.contract import BodyEnd, MissedRun
 from stacks.team import Job, Team
 
 T0 = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
@@ -215,3 +216,93 @@ def test_the_table_says_when_a_job_s_effects_were_not_observed():
     assert rows[0].unobserved == 1
     assert "n/a" in render(rows).splitlines()[2]
     assert "effects not observed for demo/sync" in guarantee_summary([verdict])[-1]
+
+
+def _planned(minute: int, miss: MissedRun) -> Trigger:
+    return dataclasses.replace(_trigger(minute), miss=miss)
+
+
+def _stuck_record(claims: int) -> dict:
+    return {"status": "in_progress", "attempt_id": "a20", "attempts": claims, "expire_at": T0}
+
+
+def _stuck_bodies(trigger: Trigger) -> tuple[list[Body], list[Sent]]:
+    bodies = [_body(trigger, 1, None, None), _body(trigger, 20, None, None, instance="i-1")]
+    return bodies, [_killed(trigger, "i-0", 2), _killed(trigger, "i-1", 21)]
+
+
+def test_a_run_never_delivered_as_planned_is_an_expected_miss():
+    verdict = judge(_planned(0, MissedRun.NEVER_DELIVERED), None, [], [], [])
+    assert (verdict.ok, verdict.miss) == (True, MissedRun.NEVER_DELIVERED)
+
+
+def test_a_run_planned_never_delivered_that_has_a_record_or_an_effect_fails_the_verdict():
+    trigger = _planned(0, MissedRun.NEVER_DELIVERED)
+    verdict = judge(trigger, _completed(), ["a1"], [_body(trigger, 1, 2, OK)], [])
+    assert verdict.problems == (
+        "executed 1 times",
+        "planned never delivered, yet it has a ledger record",
+        "planned never delivered, yet 1 bodies started",
+    )
+
+
+def test_a_claim_left_held_by_killed_bodies_as_planned_is_an_expected_miss():
+    trigger = _planned(0, MissedRun.STILL_HELD)
+    bodies, sent = _stuck_bodies(trigger)
+    verdict = judge(trigger, _stuck_record(2), [], bodies, sent)
+    assert (verdict.ok, verdict.status, verdict.bodies) == (True, "in_progress", 2)
+
+
+def test_a_run_planned_to_stay_held_that_finished_fails_the_verdict():
+    trigger = _planned(0, MissedRun.STILL_HELD)
+    bodies = [_body(trigger, 1, 2, OK)]
+    verdict = judge(trigger, _completed(), ["a1"], bodies, [])
+    assert verdict.problems == (
+        "executed 1 times",
+        "planned to stay held, yet completed",
+        "body a1 ended succeeded, though every body was to die holding the claim",
+    )
+
+
+def test_a_stuck_claim_whose_body_was_not_killed_or_whose_2xx_reached_scheduler_fails_the_verdict():
+    trigger = _planned(0, MissedRun.STILL_HELD)
+    bodies, sent = _stuck_bodies(trigger)
+    acknowledged = dataclasses.replace(sent[1], killed=False, status=200, acknowledged=True, attempt=2)
+    verdict = judge(trigger, _stuck_record(2), [], bodies, [sent[0], acknowledged])
+    assert verdict.problems == (
+        "Scheduler saw a 2xx for attempt 2: its retries did not run out",
+        "body a20 never ended and its instance was not killed",
+    )
+
+
+def test_a_stuck_claim_needs_one_claim_per_body_and_a_record():
+    trigger = _planned(0, MissedRun.STILL_HELD)
+    bodies, sent = _stuck_bodies(trigger)
+    assert judge(trigger, _stuck_record(3), [], bodies, sent).problems == (
+        "3 claims on the record, 2 bodies started",
+    )
+    assert judge(trigger, None, [], [], []).problems == ("planned to stay held, yet it has no ledger record",)
+
+
+def test_the_table_counts_the_misses_and_the_summary_names_them_apart_from_the_guarantee():
+    done, never, stuck = (
+        _trigger(0),
+        _planned(2, MissedRun.NEVER_DELIVERED),
+        _planned(4, MissedRun.STILL_HELD),
+    )
+    bodies, sent = _stuck_bodies(stuck)
+    verdicts = [
+        judge(done, _completed(), ["a1"], [_body(done, 1, 2, OK)], []),
+        judge(never, None, [], [], []),
+        judge(stuck, _stuck_record(2), [], bodies, sent),
+    ]
+    [row] = job_rows(verdicts, Journal())
+    assert (row.scheduled, row.effects, row.missed, row.verdict) == (3, 1, 2, "ok")
+    summary = guarantee_summary(verdicts)
+    assert "(1 effects + 0 failed = 1 runs)" in summary[0]
+    assert summary[-3:] == [
+        "2 runs missed on purpose, each as planned (expected misses, not failures):",
+        "  demo/sync 2026-03-29 01:02Z never_delivered: never delivered: no ledger record",
+        "  demo/sync 2026-03-29 01:04Z still_held: claim left stuck: in_progress after Scheduler's retries "
+        "ran out, 2 claims, every body killed holding it",
+    ]
