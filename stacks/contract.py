@@ -18,7 +18,14 @@ from stacks.config.team import FUNCTIONS_DIR
 if str(FUNCTIONS_DIR) not in sys.path:
     sys.path.append(str(FUNCTIONS_DIR))
 
-from runonce.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE, TARGET_GRACE_VARIABLE
+from runonce.contract import (
+    DEAD_LETTER_MESSAGE_ID_FIELD,
+    DEAD_LETTER_TOPIC_VARIABLE,
+    MAX_EVENT_AGE_VARIABLE,
+    MISSED_RUN_FIELD,
+    TARGET_GRACE_VARIABLE,
+    WATCHDOG_LOGGER,
+)
 
 RETIRING_ACCOUNT = "runonce: retiring per-job account, removed by the next apply (docs/stacks.md, Migration)"
 """The description of a per-job account kept for one apply during the migration to shared
@@ -29,8 +36,11 @@ under the document's top-level `//` property, which Terraform ignores as a comme
 
 __all__ = [
     "ACKNOWLEDGED",
+    "DEAD_LETTER_MESSAGE_ID_FIELD",
     "DEAD_LETTER_TOPIC_VARIABLE",
     "MAX_EVENT_AGE_VARIABLE",
+    "MISSED_RUN_FIELD",
     "RETIRING_ACCOUNT",
     "TARGET_GRACE_VARIABLE",
+    "WATCHDOG_LOGGER",
 ]
