@@ -12,10 +12,14 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from cdktf import TerraformStack
+from cdktf import Testing as CdktfTesting
 from google.cloud.monitoring_dashboard_v1.types import Dashboard
 from google.cloud.monitoring_v3.types import AlertPolicy
 from google.protobuf import json_format
 
+from stacks.constructs.monitoring import Monitoring, MonitoringProps, WatchedEvents
+from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
 from stacks.team import AlertThresholds, EventJob, Team
 from tests.stacks.conftest import Synthesized, synthesize
 
@@ -368,3 +372,33 @@ def test_the_thresholds_come_from_the_team_file(example, archive_dir):
     sustained = found["misconfigured or store unavailable for 10 min"]["conditions"][0]["condition_threshold"]
     assert sustained["duration"] == "600s"
     assert found["a run failed permanently"]["alert_strategy"]["notification_rate_limit"]["period"] == "1800s"
+
+
+def test_monitoring_alone_watches_only_the_services_and_subscriptions_it_is_given():
+    stack = TerraformStack(CdktfTesting.app(), "alone")
+    apis = RequiredApis(stack, "apis", RequiredApisProps(project="acme-alone-1"))
+    props = MonitoringProps(
+        project="acme-alone-1",
+        team="orders",
+        services={"receipts": "orders-receipts"},
+        event_services=["orders-receipts"],
+        scheduler_jobs={},
+        events=[WatchedEvents(job="receipts", dead_letter_subscription="orders-receipts-dead-letter")],
+        apis=apis,
+        channels=["projects/acme-alone-1/notificationChannels/42"],
+    )
+    Monitoring(stack, "monitoring", props)
+    document = json.loads(CdktfTesting.synth(stack))["resource"]
+    metrics = {config["name"]: config for config in document["google_logging_metric"].values()}
+    assert set(metrics) == {"runonce-orders-answers", "runonce-orders-dead-letters"}
+    assert 'resource.labels.service_name="orders-receipts"' in metrics["runonce-orders-answers"]["filter"]
+    titles = {config["display_name"] for config in document["google_monitoring_alert_policy"].values()}
+    assert titles == {
+        "runonce orders: a run failed permanently",
+        "runonce orders: an event was dead-lettered",
+        "runonce orders: misconfigured or store unavailable for 5 min",
+        "runonce orders: dead letters waiting for receipts",
+    }
+    for config in document["google_monitoring_alert_policy"].values():
+        assert config["notification_channels"] == ["projects/acme-alone-1/notificationChannels/42"]
+    assert "google_monitoring_notification_channel" not in document
