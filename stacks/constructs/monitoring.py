@@ -47,6 +47,8 @@ LOG_METRIC_PREFIX = "logging.googleapis.com/user/"
 """A log-based metric's type in Cloud Monitoring is this prefix and the metric's name."""
 RUN_REVISION = "cloud_run_revision"
 DEAD_LETTER_OUTCOMES = ("dead_letter_failed",)
+NOT_RUN_OUTCOMES = ("failed", "too_old")
+"""The answers after which no delivery runs the job again (docs/library.md's status tables)."""
 RETRY_OUTCOMES = ("retry", "error", "store_unavailable", "misconfigured", "dead_letter_failed")
 """The answers (5xx) after which Scheduler or Pub/Sub delivers the run again."""
 SUSTAINED_OUTCOMES = ("misconfigured", "store_unavailable")
@@ -360,10 +362,11 @@ class Monitoring(Construct):
             "failed",
             "a run failed permanently",
             "ERROR",
-            f'{runonce_lines(services)} AND {ANSWERED} AND jsonPayload.outcome="failed"',
-            ["job"],
-            f"A run of job `JOB` (the notification's `job` label) failed permanently: its job "
-            f"raised PermanentError or returned a 4xx, and it will not run again by itself.\n\n"
+            f"{runonce_lines(services)} AND {ANSWERED} AND {any_of('jsonPayload.outcome', NOT_RUN_OUTCOMES)}",
+            ["job", "outcome"],
+            f"A run of job `JOB` (the notification's `job` label) will not run again by itself: it "
+            f"failed permanently (`failed`: its job raised PermanentError or returned a 4xx), or it "
+            f"came too late to be deduplicated and was not run (`too_old`).\n\n"
             f"1. List the failed runs: `runonce runs --team {team} --job JOB --status failed`.\n"
             f"2. Read one with its error: `runonce show KEY`.\n"
             f"3. Once the cause is fixed, run it again: `runonce rerun --job JOB --time SCHEDULE_TIME`.",
@@ -441,10 +444,10 @@ class Monitoring(Construct):
                 f"2. Replay each once its cause is fixed: `runonce replay COPY_ID`.",
             )
             if events.push_subscription:
-                hours = events.oldest_unacked_seconds / 3600
+                age = _duration(events.oldest_unacked_seconds)
                 policy(
                     f"{events.job}-push-backlog",
-                    f"events of {events.job} unacknowledged for {hours:g} h",
+                    f"events of {events.job} unacknowledged for {age}",
                     "CRITICAL",
                     [
                         _threshold(
@@ -457,7 +460,7 @@ class Monitoring(Construct):
                         )
                     ],
                     f"The push subscription `{events.push_subscription}` has a message unacknowledged "
-                    f"for over {hours:g} h: half of the time Pub/Sub keeps redelivering it is gone, and "
+                    f"for over {age}: half of the time Pub/Sub keeps redelivering it is gone, and "
                     f"it is lost when the rest is.\n\n"
                     f"1. See the job's recent runs and their answers: "
                     f"`runonce runs --team {team} --job {events.job}`.\n"
@@ -558,6 +561,11 @@ class Monitoring(Construct):
                 ],
             },
         }
+
+
+def _duration(seconds: int) -> str:
+    """Whole hours as "12 h", anything else in minutes ("90 min"), for titles."""
+    return f"{seconds // 3600} h" if seconds % 3600 == 0 else f"{seconds / 60:g} min"
 
 
 def _subscription_filter(metric: str, subscription: str) -> str:

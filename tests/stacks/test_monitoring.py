@@ -140,11 +140,17 @@ def test_every_alert_names_the_runonce_command_to_run_for_its_team(example):
         assert "--team example" in documentation["content"] or "runonce show KEY" in documentation["content"]
 
 
-def test_the_failed_alert_matches_failed_answers_of_the_teams_functions(example):
+def test_the_failed_alert_matches_runs_that_will_not_run_again_on_the_teams_functions(example):
     (condition,) = policies(example)["a run failed permanently"]["conditions"]
     matched = condition["condition_matched_log"]["filter"]
     assert set(SERVICE.findall(matched)) == set(resources(example, "google_cloudfunctions2_function"))
-    assert matched.endswith('AND jsonPayload.latency_ms:* AND jsonPayload.outcome="failed"')
+    assert matched.endswith(
+        'AND jsonPayload.latency_ms:* AND (jsonPayload.outcome="failed" OR jsonPayload.outcome="too_old")'
+    )
+    assert condition["condition_matched_log"]["label_extractors"] == {
+        "job": "EXTRACT(jsonPayload.job)",
+        "outcome": "EXTRACT(jsonPayload.outcome)",
+    }
 
 
 def test_the_dead_lettered_alert_matches_copies_and_failed_forwarding(example):
