@@ -408,3 +408,17 @@ def test_monitoring_alone_watches_only_the_services_and_subscriptions_it_is_give
     for config in document["google_monitoring_alert_policy"].values():
         assert config["notification_channels"] == ["projects/acme-alone-1/notificationChannels/42"]
     assert "google_monitoring_notification_channel" not in document
+
+
+def test_only_the_alerts_on_log_based_metrics_wait_and_the_dashboard_follows_the_metrics(example):
+    metrics = {f"google_logging_metric.{name}" for name in resources(example, "google_logging_metric")}
+    waiting = {
+        title
+        for title, config in policies(example).items()
+        if any(
+            address.startswith("time_sleep.monitoring_metrics-settled") for address in config["depends_on"]
+        )
+    }
+    assert waiting == {"misconfigured or store unavailable for 5 min"}
+    (dashboard,) = resources(example, "google_monitoring_dashboard").values()
+    assert metrics <= set(dashboard["depends_on"])
