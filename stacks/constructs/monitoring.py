@@ -11,7 +11,9 @@ can be added but not changed, so both are fixed here, once.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,6 +157,22 @@ def watchdog_lines(scheduler_jobs: Sequence[str]) -> str:
     )
 
 
+def metric_filter(metric: str, resource: str = RUN_REVISION, **labels: str) -> str:
+    """A Monitoring filter for a log-based metric, by its name: its time series are of the
+    monitored resource its log entries are of ("" for any), with these label values."""
+    clauses = [f'metric.type="{LOG_METRIC_PREFIX}{metric}"']
+    clauses += [f'resource.type="{resource}"'] if resource else []
+    clauses += [f'metric.labels.{key}="{value}"' for key, value in labels.items()]
+    return " AND ".join(clauses)
+
+
+def channel_id(address: str) -> str:
+    """The construct id of an address's e-mail channel: the same for the same address wherever it
+    is listed (reordering the list changes no channel), distinct for distinct addresses."""
+    digest = hashlib.sha256(address.encode()).hexdigest()[:6]
+    return f"email-{re.sub(r'[^a-z0-9]+', '-', address.lower()).strip('-')}-{digest}"
+
+
 def _threshold(filter_: str, name: str, duration: str, above: float, aligner: str, period: str) -> Any:
     return MonitoringAlertPolicyConditions(
         display_name=name,
@@ -185,10 +203,12 @@ class Monitoring(Construct):
         super().__init__(scope, id)
         self.props = props
         """The props it was built from."""
-        team, services = props.team, list(props.services.values())
+        self.metric_names: list[str] = []
+        """The names of the team's log-based metrics (what Monitoring's metric types end with)."""
+        services = list(props.services.values())
         self.answers = self._metric(
             "answers",
-            f"runonce-{team}-answers",
+            self.answers_name,
             f"{runonce_lines(services)} AND {ANSWERED}",
             "runonce answers",
             {"job": "The job the run belongs to", "outcome": "The answer's outcome"},
@@ -210,7 +230,7 @@ class Monitoring(Construct):
         self.dead_letters = (
             self._metric(
                 "dead-letters",
-                f"runonce-{team}-dead-letters",
+                self.dead_letters_name,
                 f"{runonce_lines(list(props.event_services))} AND {DEAD_LETTERED}",
                 "runonce dead-letter copies",
                 {"job": "The event job", "outcome": "The event's outcome (failed or too_old)"},
@@ -222,16 +242,6 @@ class Monitoring(Construct):
         outcome; None for a team without event jobs."""
         self.metrics = [m for m in (self.answers, self.missed_runs, self.dead_letters) if m is not None]
         """Every log-based metric of the team."""
-        self.metric_names = [
-            name
-            for name, metric in zip(
-                (self.answers_name, self.missed_runs_name, f"runonce-{team}-dead-letters"),
-                (self.answers, self.missed_runs, self.dead_letters),
-                strict=True,
-            )
-            if metric is not None
-        ]
-        """Their names, as Monitoring's metric types end."""
         self.channels: list[MonitoringNotificationChannel] = []
         """The e-mail channels the stack creates."""
         self.policies: list[MonitoringAlertPolicy] = []
@@ -254,6 +264,7 @@ class Monitoring(Construct):
     ) -> LoggingMetric:
         """A counter (DELTA, INT64) of the log entries matching the filter, with STRING labels
         extracted from the entries' JSON payload fields of the same names."""
+        self.metric_names.append(name)
         return LoggingMetric(
             self,
             id,
@@ -275,27 +286,19 @@ class Monitoring(Construct):
             depends_on=self.props.apis.of(defaults.API_LOGGING),
         )
 
-    def metric_filter(self, metric: str, resource: str = RUN_REVISION, **labels: str) -> str:
-        """A Monitoring filter for one of the team's log-based metrics, by its name: its time series
-        are of the monitored resource its log entries are of ("" for any)."""
-        clauses = [f'metric.type="{LOG_METRIC_PREFIX}{metric}"']
-        clauses += [f'resource.type="{resource}"'] if resource else []
-        clauses += [f'metric.labels.{key}="{value}"' for key, value in labels.items()]
-        return " AND ".join(clauses)
-
     def _alerts(self) -> None:
         props, team = self.props, self.props.team
         self.channels = [
             MonitoringNotificationChannel(
                 self,
-                f"email-{index}",
+                channel_id(address),
                 project=props.project,
                 type=EMAIL_CHANNEL,
                 display_name=f"runonce {team}: {address}",
                 labels={"email_address": address},
                 depends_on=props.apis.of(defaults.API_MONITORING),
             )
-            for index, address in enumerate(props.emails)
+            for address in props.emails
         ]
         notify = [*props.channels, *(channel.name for channel in self.channels)]
         self.metrics_settled = Sleep(
@@ -407,7 +410,7 @@ class Monitoring(Construct):
             "CRITICAL",
             [
                 _threshold(
-                    self.metric_filter(self.answers_name, outcome=outcome),
+                    metric_filter(self.answers_name, outcome=outcome),
                     f"{outcome} answers for {sustained // 60} min",
                     f"{sustained}s",
                     0,
@@ -473,6 +476,11 @@ class Monitoring(Construct):
         return f"runonce-{self.props.team}-answers"
 
     @property
+    def dead_letters_name(self) -> str:
+        """The dead-letter copies metric's name."""
+        return f"runonce-{self.props.team}-dead-letters"
+
+    @property
     def missed_runs_name(self) -> str:
         """The missed runs metric's name (the watchdog's lines may come from any resource type)."""
         return f"runonce-{self.props.team}-missed-runs"
@@ -485,21 +493,21 @@ class Monitoring(Construct):
         charts: list[tuple[str, list[dict[str, Any]]]] = [
             (
                 "Runs per job by outcome",
-                [_series(self.metric_filter(answers), ["metric.label.job", "metric.label.outcome"])],
+                [_series(metric_filter(answers), ["metric.label.job", "metric.label.outcome"])],
             ),
             (
                 "Duplicates skipped (duplicate)",
-                [_series(self.metric_filter(answers, outcome="duplicate"), by_job)],
+                [_series(metric_filter(answers, outcome="duplicate"), by_job)],
             ),
             (
                 "Held by another attempt (409 in_progress)",
-                [_series(self.metric_filter(answers, outcome="in_progress"), by_job)],
+                [_series(metric_filter(answers, outcome="in_progress"), by_job)],
             ),
             (
                 "Answers that ask for a retry (5xx)",
-                [_series(self.metric_filter(answers, outcome=outcome), by_job) for outcome in RETRY_OUTCOMES],
+                [_series(metric_filter(answers, outcome=outcome), by_job) for outcome in RETRY_OUTCOMES],
             ),
-            ("Permanent failures (failed)", [_series(self.metric_filter(answers, outcome="failed"), by_job)]),
+            ("Permanent failures (failed)", [_series(metric_filter(answers, outcome="failed"), by_job)]),
         ]
         if self.props.scheduler_jobs:
             charts.append(
@@ -507,7 +515,7 @@ class Monitoring(Construct):
                     "Missed runs (watchdog)",
                     [
                         _series(
-                            self.metric_filter(self.missed_runs_name, ""),
+                            metric_filter(self.missed_runs_name, ""),
                             [*by_job, "metric.label.missed_run"],
                         )
                     ],

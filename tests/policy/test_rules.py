@@ -187,8 +187,8 @@ CASES = [
     Case(
         "RO-MON-1",
         "google_monitoring_notification_channel",
-        "monitoring_email-0",
-        set_at("google_monitoring_notification_channel", "monitoring_email-0", "type", "webhook_tokenauth"),
+        "monitoring_email-",
+        set_at("google_monitoring_notification_channel", "monitoring_email-", "type", "webhook_tokenauth"),
     ),
     Case(
         "RO-MON-2",

@@ -422,3 +422,18 @@ def test_only_the_alerts_on_log_based_metrics_wait_and_the_dashboard_follows_the
     assert waiting == {"misconfigured or store unavailable for 5 min"}
     (dashboard,) = resources(example, "google_monitoring_dashboard").values()
     assert metrics <= set(dashboard["depends_on"])
+
+
+def test_an_email_keeps_its_channel_when_the_list_is_reordered(example, archive_dir):
+    team = replace(example.team, alert_emails=["second@example.com", "platform-oncall@example.com"])
+    reordered = synthesize(replace(team, alert_emails=list(reversed(team.alert_emails))), archive_dir)
+    first = synthesize(team, archive_dir)
+    addresses = {
+        name: config["labels"]["email_address"]
+        for name, config in resources(first, "google_monitoring_notification_channel").items()
+    }
+    assert len(addresses) == 2
+    assert addresses == {
+        name: config["labels"]["email_address"]
+        for name, config in resources(reordered, "google_monitoring_notification_channel").items()
+    }
