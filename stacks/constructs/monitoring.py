@@ -233,7 +233,10 @@ class Monitoring(Construct):
                 self.dead_letters_name,
                 f"{runonce_lines(list(props.event_services))} AND {DEAD_LETTERED}",
                 "runonce dead-letter copies",
-                {"job": "The event job", "outcome": "The event's outcome (failed or too_old)"},
+                {
+                    "job": "The event job",
+                    "outcome": "The answer that sent it: failed, too_old, or duplicate (sent late)",
+                },
             )
             if props.event_services
             else None
