@@ -48,18 +48,23 @@ RUNONCE_LOGGER = "runonce"
 LOG_METRIC_PREFIX = "logging.googleapis.com/user/"
 """A log-based metric's type in Cloud Monitoring is this prefix and the metric's name."""
 RUN_REVISION = "cloud_run_revision"
+"""The monitored resource a Cloud Run function (gen2) logs under (docs/monitoring.md)."""
 DEAD_LETTER_OUTCOMES = ("dead_letter_failed",)
+"""The answer of an event whose copy could not be forwarded (it is redelivered)."""
 NOT_RUN_OUTCOMES = ("failed", "too_old")
 """The answers after which no delivery runs the job again (docs/library.md's status tables)."""
 RETRY_OUTCOMES = ("retry", "error", "store_unavailable", "misconfigured", "dead_letter_failed")
 """The answers (5xx) after which Scheduler or Pub/Sub delivers the run again."""
 SUSTAINED_OUTCOMES = ("misconfigured", "store_unavailable")
+"""The answers that alert once they keep coming for `AlertThresholds.sustained_seconds`."""
 EMAIL_CHANNEL = "email"
+"""The only channel type the stack creates (policy rule RO-MON-1)."""
 ANSWERED = "jsonPayload.latency_ms:*"
 """Only the line that answers a delivery carries `latency_ms` (docs/library.md, "Logs")."""
 DEAD_LETTERED = f"jsonPayload.{DEAD_LETTER_MESSAGE_ID_FIELD}:*"
 """Only the line about a copy runonce published carries its messageId."""
 ALIGNMENT = "60s"
+"""Charts and backlog conditions take one point per minute."""
 
 
 @dataclass(frozen=True)
