@@ -57,6 +57,9 @@ RETRY_OUTCOMES = ("retry", "error", "store_unavailable", "misconfigured", "dead_
 """The answers (5xx) after which Scheduler or Pub/Sub delivers the run again."""
 SUSTAINED_OUTCOMES = ("misconfigured", "store_unavailable")
 """The answers that alert once they keep coming for `AlertThresholds.sustained_seconds`."""
+SUSTAINED_ABOVE = 1
+"""More than one such answer in every sliding window of `sustained_seconds`, for that long: a
+lone answer, or two close together, stays below; a run whose retries keep answering so does not."""
 EMAIL_CHANNEL = "email"
 """The only channel type the stack creates (policy rule RO-MON-1)."""
 ANSWERED = "jsonPayload.latency_ms:*"
@@ -421,7 +424,7 @@ class Monitoring(Construct):
                     metric_filter(self.answers_name, outcome=outcome),
                     f"{outcome} answers for {sustained // 60} min",
                     f"{sustained}s",
-                    0,
+                    SUSTAINED_ABOVE,
                     "ALIGN_SUM",
                     f"{sustained}s",
                 )

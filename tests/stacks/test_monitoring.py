@@ -187,7 +187,7 @@ def test_the_sustained_alert_counts_each_outcome_over_the_sustained_window(examp
         )
         assert (threshold["comparison"], threshold["threshold_value"], threshold["duration"]) == (
             "COMPARISON_GT",
-            0,
+            1,
             "300s",
         )
         assert threshold["aggregations"] == [{"alignment_period": "300s", "per_series_aligner": "ALIGN_SUM"}]
