@@ -33,7 +33,15 @@ PER_RUN_FIELDS = {
 """Log fields with a new value for every run, event or attempt (docs/library.md, "Logs"; the
 watchdog's line): a metric label of one of them makes one time series per run."""
 EXTRACTED_FIELD = re.compile(r"jsonPayload\.([A-Za-z0-9_./\"-]+)")
-LOG_METRIC_TYPE = re.compile(r'metric\.type\s*=\s*"logging\.googleapis\.com/user/([^"]+)"')
+# A log-based metric in a Monitoring filter, by a reference to a metric of the stack or by name.
+LOG_METRIC_TYPE = re.compile(
+    r'logging\.googleapis\.com/user/(?:\$\{google_logging_metric\.([^.}]+)\.name\}|([^"\s]+))'
+)
+METRIC_FILTERS = (
+    ("conditions", "condition_threshold", "filter"),
+    ("conditions", "condition_threshold", "denominator_filter"),
+    ("conditions", "condition_absent", "filter"),
+)
 METRIC_SETTLE_SECONDS = 600
 """Monitoring can refuse a policy on a log-based metric for up to 10 minutes after the metric was
 created (provider issue 11102: "it could take up to 10 minutes to become available")."""
@@ -116,22 +124,21 @@ def policy_waits_for_its_metrics(resource: Resource, stack: Stack) -> Verdict:
     policy is refused ("Cannot find metric(s)", provider issue 11102)."""
     if resource.type != ALERT_POLICY:
         return Verdict.NOT_APPLICABLE
-    filters = [
-        str(value) for value in values_at(resource.config, ("conditions", "condition_threshold", "filter"))
+    found = [
+        match.groups()
+        for path in METRIC_FILTERS
+        for text in values_at(resource.config, path)
+        for match in LOG_METRIC_TYPE.finditer(str(text))
     ]
-    names = {name for text in filters for name in LOG_METRIC_TYPE.findall(text)}
-    if not names:
+    if not found:
         return Verdict.NOT_APPLICABLE
-    metrics = {
-        f"google_logging_metric.{address}": config.get("name")
-        for address, config in stack.configs("google_logging_metric").items()
-    }
-    needed = {address for address, name in metrics.items() if name in names}
-    if {metrics[address] for address in needed} != names:
+    by_name = {config.get("name"): name for name, config in stack.configs("google_logging_metric").items()}
+    referenced = {f"google_logging_metric.{name}" for name, _ in found if name}
+    named = {metric for _, metric in found if metric}
+    if not named <= set(by_name):
         return Verdict.NON_COMPLIANT  # a metric of another stack, or of none: its order is unknown
-    waited = all(
-        needed_one in resource.depends_on
-        and stack.sleeps_after(resource, {needed_one}, METRIC_SETTLE_SECONDS)
-        for needed_one in needed
+    depended = {f"google_logging_metric.{by_name[metric]}" for metric in named}
+    waited = depended <= set(resource.depends_on) and all(
+        stack.sleeps_after(resource, {address}, METRIC_SETTLE_SECONDS) for address in depended | referenced
     )
     return Verdict.COMPLIANT if waited else Verdict.NON_COMPLIANT

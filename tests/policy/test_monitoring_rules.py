@@ -123,3 +123,20 @@ def test_a_policy_on_a_built_in_metric_needs_no_wait():
     built_in = 'metric.type="pubsub.googleapis.com/subscription/num_undelivered_messages"'
     resource = policy(conditions=[{"condition_threshold": {"filter": built_in}}])
     assert monitoring.policy_waits_for_its_metrics(resource, stack()) is Verdict.NOT_APPLICABLE
+
+
+def test_a_policy_naming_its_metric_by_reference_still_waits_ten_minutes():
+    reference = 'metric.type="logging.googleapis.com/user/${google_logging_metric.answers.name}"'
+    resource = policy(conditions=[{"condition_threshold": {"filter": reference}}], depends_on=[])
+    both = stack(google_logging_metric={"answers": METRIC}, time_sleep={"settled": SETTLED})
+    assert monitoring.policy_waits_for_its_metrics(resource, both) is Verdict.NON_COMPLIANT
+    waited = policy(
+        conditions=[{"condition_threshold": {"filter": reference}}], depends_on=["time_sleep.settled"]
+    )
+    assert monitoring.policy_waits_for_its_metrics(waited, both) is Verdict.COMPLIANT
+
+
+def test_an_absence_condition_on_a_new_metric_must_wait_too():
+    absent = {"condition_absent": {"duration": "3600s", "filter": METRIC_FILTER}}
+    both = stack(google_logging_metric={"answers": METRIC}, time_sleep={"settled": SETTLED})
+    assert monitoring.policy_waits_for_its_metrics(policy(conditions=[absent]), both) is Verdict.NON_COMPLIANT
