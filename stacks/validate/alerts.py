@@ -1,5 +1,6 @@
-"""A team's alert settings: who its alerts reach (`alerts`, `notification_channels`,
-`alert_emails`) and when they fire (`alert_thresholds`); docs/monitoring.md describes them."""
+"""A team's monitoring settings: who its alerts reach (`alerts`, `notification_channels`,
+`alert_emails`), when they fire (`alert_thresholds`), and whether its log filters fit Cloud
+Logging's length limit; docs/monitoring.md describes them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 
+from stacks import naming
 from stacks.config.problem import Problem
+from stacks.config.sharing import shared_functions
 from stacks.config.team import Team
 
 # The full name Cloud Monitoring gives a channel (the alert policy's `notification_channels`
@@ -15,6 +18,15 @@ from stacks.config.team import Team
 CHANNEL_NAME = re.compile(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
 # One address, no display name or list: what the e-mail channel's `email_address` label takes.
 EMAIL = re.compile(r"^[^@\s,;<>\"]+@[^@\s,;<>\"]+\.[A-Za-z]{2,}$")
+MAX_LOG_FILTER = 20000
+"""Cloud Logging's longest filter, in characters ("The maximum length of the filter is 20000
+characters", the LogMetric reference)."""
+SERVICE_CLAUSE = len('resource.labels.service_name="" OR ') + naming.MAX_FUNCTION_NAME
+"""The most one function adds to a filter naming the team's services (a service is named like its
+function, at most 49 characters)."""
+FILTER_REST = 200
+"""The rest of the longest filter: the resource type, the logger and the outcome clauses."""
+MAX_FUNCTIONS = (MAX_LOG_FILTER - FILTER_REST) // SERVICE_CLAUSE
 SUSTAINED_RANGE = (60, 3600)
 NOTIFICATION_PERIOD_RANGE = (60, 86400)
 
@@ -61,6 +73,15 @@ def alert_settings(team: Team) -> Iterator[Problem]:
         repeated = sorted(value for value, count in Counter(values).items() if count > 1)
         if repeated:
             yield problem(field, f"{repeated[0]!r} is listed twice", "list each one once")
+    functions = len(shared_functions(team)) + len(team.event_jobs)
+    if functions > MAX_FUNCTIONS:
+        yield problem(
+            "jobs",
+            f"the team runs {functions} functions: the log filters of its monitoring name each one's "
+            f"service and would pass Cloud Logging's {MAX_LOG_FILTER} characters",
+            f"keep it to {MAX_FUNCTIONS} functions: let jobs with the same code and settings share one "
+            "(share_functions=True), or split the team",
+        )
     thresholds = team.alert_thresholds
     for field, value, (low, high) in (
         ("sustained_seconds", thresholds.sustained_seconds, SUSTAINED_RANGE),

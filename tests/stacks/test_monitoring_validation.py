@@ -9,6 +9,7 @@ from pathlib import Path
 from stacks.config.team_files import read_team_file
 from stacks.team import AlertThresholds, EventJob, Job, Team
 from stacks.validate import find_problems
+from stacks.validate.alerts import MAX_FUNCTIONS
 
 TEAM = Team(
     name="acme",
@@ -94,3 +95,17 @@ def test_a_threshold_of_the_wrong_type_is_named_in_the_team_file(tmp_path: Path)
     (problem,) = found
     assert problem.field == "alert_thresholds.sustained_seconds"
     assert "'300' is a str" in problem.message
+
+
+def test_a_team_whose_log_filters_would_pass_cloud_loggings_limit_is_refused():
+    jobs = [
+        Job(name=f"job-{n:03d}", schedule=f"{n % 60} * * * *", source="report") for n in range(MAX_FUNCTIONS)
+    ]
+    quotas = {"service_accounts": 1000}
+    assert "jobs" not in [
+        field for field, _, _ in problems(jobs=jobs[:-1], share_functions=False, quotas=quotas)
+    ]
+    found = problems(jobs=jobs, share_functions=False, quotas=quotas)
+    ((_, message, fix),) = [problem for problem in found if problem[0] == "jobs"]
+    assert f"{MAX_FUNCTIONS + 1} functions" in message and "20000 characters" in message
+    assert "share_functions=True" in fix
