@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy import stack_set
-from policy.rules import deploy, iam, network, pubsub, storage
+from policy.rules import deploy, iam, monitoring, network, pubsub, storage
 from policy.stack_set import Offenders
 from policy.synthesized import Resource, Stack
 from policy.verdict import Verdict
@@ -143,6 +143,49 @@ LEAST_PRIVILEGE = [
         "Make every Scheduler job and push subscription depend on its signer's run.invoker grant on "
         "the service it calls and on a time_sleep of at least 120s after that grant (IAM changes "
         "typically take 2 minutes to propagate); until then every call is refused.",
+    ),
+    Rule(
+        "RO-MON-1",
+        monitoring.private_channels,
+        "error",
+        'Create only e-mail notification channels (type = "email", labels.email_address): any other '
+        "type sends alerts to a URL or a third-party workspace; create such a channel outside the "
+        "stack, reviewed, and list it in the team's notification_channels.",
+    ),
+    Rule(
+        "RO-MON-2",
+        monitoring.no_per_run_labels,
+        "error",
+        "Label log-based metrics (and log-match conditions) by job and outcome only, never by run "
+        "key, event or message id, attempt, time or trace: each value of a label is a time series.",
+    ),
+    Rule(
+        "RO-MON-3",
+        monitoring.alert_names_a_command,
+        "error",
+        'Give every alert policy documentation { mime_type = "text/markdown" } whose content names '
+        "the `runonce ...` command to run (docs/monitoring.md).",
+    ),
+    Rule(
+        "RO-MON-4",
+        monitoring.log_match_is_rate_limited,
+        "error",
+        "Set alert_strategy.notification_rate_limit.period on every policy with a "
+        "condition_matched_log, and give that policy no other condition.",
+    ),
+    Rule(
+        "RO-MON-5",
+        monitoring.no_absence_conditions,
+        "error",
+        "Do not use condition_absent: it lasts at most 23.5 hours and needs a data point after it "
+        "is created; missed runs are reported by the watchdog.",
+    ),
+    Rule(
+        "RO-MON-6",
+        monitoring.policy_waits_for_its_metrics,
+        "error",
+        "Make every alert policy on a log-based metric depend on that google_logging_metric of the "
+        "stack and on a time_sleep of at least 600s after it (provider issue 11102).",
     ),
     Rule(
         "RO-NET-1",

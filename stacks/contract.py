@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from runonce.contract import (
     CLAIMED_AT_FIELD,
+    DEAD_LETTER_MESSAGE_ID_FIELD,
     DEAD_LETTER_TOPIC_VARIABLE,
     EVENT_CONSUMER_FIELD,
     EVENT_SOURCE_FIELD,
     MAX_EVENT_AGE_VARIABLE,
+    MISSED_RUN_FIELD,
     TARGET_GRACE_VARIABLE,
     TARGET_VARIABLE,
+    WATCHDOG_LOGGER,
 )
 
 RETIRING_ACCOUNT = "runonce: retiring per-job account, removed by the next apply (docs/stacks.md, Migration)"
@@ -30,11 +33,14 @@ under the document's top-level `//` property, which Terraform ignores as a comme
 __all__ = [
     "ACKNOWLEDGED",
     "CLAIMED_AT_FIELD",
+    "DEAD_LETTER_MESSAGE_ID_FIELD",
     "DEAD_LETTER_TOPIC_VARIABLE",
     "EVENT_CONSUMER_FIELD",
     "EVENT_SOURCE_FIELD",
     "MAX_EVENT_AGE_VARIABLE",
+    "MISSED_RUN_FIELD",
     "RETIRING_ACCOUNT",
     "TARGET_GRACE_VARIABLE",
     "TARGET_VARIABLE",
+    "WATCHDOG_LOGGER",
 ]

@@ -34,6 +34,7 @@ from stacks.constructs.event_job import (
 from stacks.constructs.eventarc_agent import declare_beta_provider, eventarc_agent
 from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.constructs.legacy_accounts import keep_job_accounts
+from stacks.constructs.monitoring import Monitoring, MonitoringProps
 from stacks.constructs.provider import (
     DataGoogleProject,
     DataGoogleStorageProjectServiceAccount,
@@ -342,3 +343,11 @@ class TeamStack(TerraformStack):
         for name in pushes:
             after = [invoker_grants[name], *token_grants, self.invoker_settled]
             self.events[name].subscribe(self.functions[name], after=after)
+        run_services = {name: function.service for name, function in self.functions.items()}
+        self.monitoring = (
+            Monitoring(self, "monitoring", MonitoringProps.of(team, run_services, self.apis))
+            if run_services
+            else None
+        )
+        """The team's log-based metrics, alert policies, e-mail channels and dashboard
+        (docs/monitoring.md); None for a team without functions."""

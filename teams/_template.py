@@ -19,6 +19,8 @@ team = Team(
     project="my-gcp-project",  # set: the GCP project id to deploy into
     region="europe-west1",  # set: region of the functions and Scheduler jobs
     labels={"owner": "my-team"},
+    alert_emails=["my-team-oncall@example.com"],  # set: who gets the alerts (docs/monitoring.md);
+    # or notification_channels=["projects/P/notificationChannels/ID"], or alerts=False on purpose
     jobs=[
         Job(
             name="nightly-export",  # set: lowercase, hyphens; unique within the team

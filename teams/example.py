@@ -7,6 +7,8 @@ team = Team(
     project="runonce-example",
     region="europe-west1",
     labels={"owner": "platform", "cost-center": "demo"},
+    # Every alert (docs/monitoring.md) e-mails the platform team; the stack creates the channel.
+    alert_emails=["platform-oncall@example.com"],
     jobs=[
         Job(
             name="report",

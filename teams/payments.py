@@ -7,6 +7,9 @@ team = Team(
     project="runonce-payments",
     region="us-central1",
     labels={"owner": "payments", "cost-center": "finance"},
+    # The payments team's existing on-call channel, and an e-mail channel the stack creates.
+    notification_channels=["projects/runonce-payments/notificationChannels/4017293846123456789"],
+    alert_emails=["payments-oncall@example.com"],
     point_in_time_recovery=True,
     jobs=[
         Job(

@@ -48,6 +48,10 @@ APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
     "google_pubsub_subscription": ("pubsub.googleapis.com",),
     "google_pubsub_topic_iam_member": ("pubsub.googleapis.com",),
     "google_pubsub_subscription_iam_member": ("pubsub.googleapis.com",),
+    "google_logging_metric": ("logging.googleapis.com",),
+    "google_monitoring_alert_policy": ("monitoring.googleapis.com",),
+    "google_monitoring_notification_channel": ("monitoring.googleapis.com",),
+    "google_monitoring_dashboard": ("monitoring.googleapis.com",),
 }
 GCF_SOURCE_READER_ROLES = {"roles/storage.objectViewer", "roles/storage.objectAdmin"}
 ACCOUNT_REFERENCE = re.compile(r"\$\{google_service_account\.([^.}]+)\.email\}")

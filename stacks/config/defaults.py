@@ -62,6 +62,12 @@ IAM_SETTLE = "60s"
 INVOKER_SETTLE = "120s"
 INVOKER_SETTLE_SECONDS = 120
 
+# An alert policy on a log-based metric created in the same apply is refused until Monitoring
+# knows the metric: "Cannot find metric(s) ... If a metric was created recently, it could take up
+# to 10 minutes to become available" (provider issue 11102, cloud-foundation-fabric PR 3739).
+# The policies wait that long after their metrics, on create only (docs/monitoring.md).
+METRIC_SETTLE = "600s"
+
 # Source archives are named by digest, so every changed deploy deletes the previous object
 # and the versioned bucket keeps it as a noncurrent version: delete those after this long
 # (long enough to restore one by hand after a bad deploy).
@@ -87,6 +93,10 @@ API_SCHEDULER = "cloudscheduler.googleapis.com"
 API_PUBSUB = "pubsub.googleapis.com"
 # Enabled only by teams with an Eventarc event job.
 API_EVENTARC = "eventarc.googleapis.com"
+# Every team's log-based metrics (Cloud Logging) and its alerts, channels and dashboard
+# (Cloud Monitoring): docs/monitoring.md.
+API_LOGGING = "logging.googleapis.com"
+API_MONITORING = "monitoring.googleapis.com"
 REQUIRED_APIS = (
     API_IAM,
     API_FIRESTORE,
@@ -96,6 +106,8 @@ REQUIRED_APIS = (
     API_FUNCTIONS,
     API_RUN,
     API_SCHEDULER,
+    API_LOGGING,
+    API_MONITORING,
 )
 
 # The label naming a function by the job it is named after (its first job; several jobs may

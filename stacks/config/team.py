@@ -284,6 +284,20 @@ class EventJob:
 
 
 @dataclass(frozen=True)
+class AlertThresholds:
+    """When a team's alert policies fire (docs/monitoring.md lists every policy)."""
+
+    sustained_seconds: int = 300
+    """How long `misconfigured` or `store_unavailable` answers must keep coming before their alert
+    fires: the answers of every sliding window this long are counted, and the count must stay
+    above zero this long. A multiple of 60 (Cloud Monitoring's rule for a condition's duration),
+    60-3600."""
+    notification_period_seconds: int = 300
+    """The log-match alerts (a failed run, a dead-lettered event, a missed run) notify at most once
+    per this period: Cloud Monitoring requires a rate limit on them. A multiple of 60, 60-86400."""
+
+
+@dataclass(frozen=True)
 class Team:
     """A team: one GCP project and region, one Firestore database, many jobs. One stack each."""
 
@@ -334,6 +348,19 @@ class Team:
     `stacks.validate.quotas.QUOTAS` (e.g. {"service_accounts": 300} after an increase was granted, or
     lower, to leave room for what else the project holds). Synth fails when the teams of one
     project would need more than this."""
+    alerts: bool = True
+    """Create the team's alert policies (docs/monitoring.md) and send them to
+    `notification_channels` and `alert_emails`, at least one of which must then be given; False,
+    on purpose, creates no alert policy and no channel. The log-based metrics and the dashboard
+    are created either way."""
+    notification_channels: list[str] = field(default_factory=list)
+    """Existing Cloud Monitoring notification channels every alert of the team notifies, by full
+    name: `projects/PROJECT/notificationChannels/ID` (`gcloud beta monitoring channels list`)."""
+    alert_emails: list[str] = field(default_factory=list)
+    """E-mail addresses every alert of the team notifies: the stack creates one e-mail
+    notification channel for each."""
+    alert_thresholds: AlertThresholds = field(default_factory=AlertThresholds)
+    """When the alerts fire; the defaults suit most teams."""
     acknowledge: dict[str, str] = field(default_factory=dict)
     """Policy findings the team accepts, each with its reason, which `make policy` shows instead
     of failing (docs/stacks.md, "Acknowledging a finding"): a rule id of the pack (`"RO-IAM-3"`)

@@ -22,7 +22,17 @@ from typing import Any
 
 from stacks.config.problem import Problem
 from stacks.config.targets import TARGET_CLASSES
-from stacks.config.team import REPO_ROOT, TEAMS_DIR, EventJob, Job, PushRetry, Retry, Team, team_file_paths
+from stacks.config.team import (
+    REPO_ROOT,
+    TEAMS_DIR,
+    AlertThresholds,
+    EventJob,
+    Job,
+    PushRetry,
+    Retry,
+    Team,
+    team_file_paths,
+)
 
 CONFIG_CLASSES: dict[str, type] = {
     "Team": Team,
@@ -30,12 +40,14 @@ CONFIG_CLASSES: dict[str, type] = {
     "Retry": Retry,
     "EventJob": EventJob,
     "PushRetry": PushRetry,
+    "AlertThresholds": AlertThresholds,
     **{target.__name__: target for target in TARGET_CLASSES},
 }
 """The dataclasses a team file builds, by the name it calls them with."""
 FIELD_PREFIX = {
     "Retry": "retry.",
     "PushRetry": "retry.",
+    "AlertThresholds": "alert_thresholds.",
     **{target.__name__: "target." for target in TARGET_CLASSES},
 }
 """How a field of a nested config is named in problems (`retry.retry_count`, `target.workflow`)."""
@@ -259,6 +271,8 @@ def _type_problems(team: Team, path: Path) -> typing.Iterator[Problem]:
     """Every field whose value is not of its declared type (Python does not check them)."""
     team_name = team.name if isinstance(team.name, str) else ""
     yield from _fields_of(team, "", team_name, None, path)
+    if isinstance(team.alert_thresholds, AlertThresholds):
+        yield from _fields_of(team.alert_thresholds, "alert_thresholds.", team_name, None, path)
     yield from _job_list(team.jobs, "jobs", Job, "Job(name=..., schedule=..., source=...)", team_name, path)
     yield from _job_list(
         team.event_jobs, "event_jobs", EventJob, "EventJob(name=..., source=...)", team_name, path
@@ -323,7 +337,7 @@ def _conforms(value: Any, hint: Any) -> bool:
         return value is None
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if hint in (str, bool, float) or hint in (Job, Retry, Team, EventJob, PushRetry, *TARGET_CLASSES):
+    if hint in (str, bool, float) or hint in (*CONFIG_CLASSES.values(),):
         return isinstance(value, hint)
     if origin is dict:
         key, item = args

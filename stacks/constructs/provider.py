@@ -77,6 +77,25 @@ from cdktf_cdktf_provider_google.firestore_field import (  # noqa: E402
     FirestoreFieldTtlConfig,
 )
 from cdktf_cdktf_provider_google.firestore_index import FirestoreIndex, FirestoreIndexFields  # noqa: E402
+from cdktf_cdktf_provider_google.logging_metric import (  # noqa: E402
+    LoggingMetric,
+    LoggingMetricMetricDescriptor,
+    LoggingMetricMetricDescriptorLabels,
+)
+from cdktf_cdktf_provider_google.monitoring_alert_policy import (  # noqa: E402
+    MonitoringAlertPolicy,
+    MonitoringAlertPolicyAlertStrategy,
+    MonitoringAlertPolicyAlertStrategyNotificationRateLimit,
+    MonitoringAlertPolicyConditions,
+    MonitoringAlertPolicyConditionsConditionMatchedLog,
+    MonitoringAlertPolicyConditionsConditionThreshold,
+    MonitoringAlertPolicyConditionsConditionThresholdAggregations,
+    MonitoringAlertPolicyDocumentation,
+)
+from cdktf_cdktf_provider_google.monitoring_dashboard import MonitoringDashboard  # noqa: E402
+from cdktf_cdktf_provider_google.monitoring_notification_channel import (  # noqa: E402
+    MonitoringNotificationChannel,
+)
 from cdktf_cdktf_provider_google.project_iam_member import (  # noqa: E402
     ProjectIamMember,
     ProjectIamMemberCondition,
@@ -139,6 +158,19 @@ __all__ = [
     "FirestoreIndex",
     "FirestoreIndexFields",
     "GoogleProvider",
+    "LoggingMetric",
+    "LoggingMetricMetricDescriptor",
+    "LoggingMetricMetricDescriptorLabels",
+    "MonitoringAlertPolicy",
+    "MonitoringAlertPolicyAlertStrategy",
+    "MonitoringAlertPolicyAlertStrategyNotificationRateLimit",
+    "MonitoringAlertPolicyConditions",
+    "MonitoringAlertPolicyConditionsConditionMatchedLog",
+    "MonitoringAlertPolicyConditionsConditionThreshold",
+    "MonitoringAlertPolicyConditionsConditionThresholdAggregations",
+    "MonitoringAlertPolicyDocumentation",
+    "MonitoringDashboard",
+    "MonitoringNotificationChannel",
     "ProjectIamMember",
     "ProjectIamMemberCondition",
     "ProjectService",

@@ -5,10 +5,10 @@ module per concern: `team` (the team's own fields), `names` (derived resource na
 teams), `schedules` (Scheduler's settings), `windows` (leases, retries and retention against the
 timeout and the next run), `functions` (Cloud Run's limits, the handler and its requirements,
 env and labels), `targets` (Google API targets), `events` (event jobs), `sharing` (jobs of one
-function starting at once) and `quotas`. Google's own limits are pinned in `stacks.locations`,
-`function_limits` and `cron_check`. This module only runs them, in the order their problems are
-reported. Files that do not load or hold values of the wrong type are reported by
-`stacks.config.team_files` first.
+function starting at once), `alerts` (whom the team's alerts reach, and when) and `quotas`.
+Google's own limits are pinned in `stacks.locations`, `function_limits` and `cron_check`. This
+module only runs them, in the order their problems are reported. Files that do not load or hold
+values of the wrong type are reported by `stacks.config.team_files` first.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from stacks.config.problem import InvalidConfig, Problem
 from stacks.config.team import EventJob, Job, Team
-from stacks.validate import events, functions, names, schedules, sharing, targets, windows
+from stacks.validate import alerts, events, functions, names, schedules, sharing, targets, windows
 from stacks.validate.quotas import quota_problems
 from stacks.validate.team import team_fields
 from stacks.validate.windows import retry_window_seconds
@@ -44,6 +44,7 @@ def find_problems(teams: Sequence[Team], files: Sequence[str] | None = None) -> 
         for event_job in team.event_jobs:
             problems.extend(_event_job(team, event_job))
         problems.extend(sharing.crowded_functions(team))
+        problems.extend(alerts.alert_settings(team))
         found.extend(_in_file(problem, file) for problem in problems)
     found.extend(quota_problems(teams, shown))
     return found

@@ -86,6 +86,17 @@ def publish_to_the_source_topic(document: Document) -> None:
     grant["topic"] = f"${{google_pubsub_topic.{source}.name}}"
 
 
+def watch_for_absence(document: Document) -> None:
+    policy = config(document, "google_monitoring_alert_policy", "monitoring_store-or-config")
+    threshold = policy["conditions"][0]["condition_threshold"]
+    policy["conditions"].append(
+        {
+            "display_name": "no answers",
+            "condition_absent": {"filter": threshold["filter"], "duration": "3600s"},
+        }
+    )
+
+
 @dataclass(frozen=True)
 class Case:
     """A rule, the resource it is about, and a change that breaks that resource for it."""
@@ -171,6 +182,48 @@ CASES = [
         "report-schedule_job",
         drop_dependency(
             "google_cloud_scheduler_job", "report-schedule_job", r"^time_sleep\.invoker-settled$"
+        ),
+    ),
+    Case(
+        "RO-MON-1",
+        "google_monitoring_notification_channel",
+        "monitoring_email-",
+        set_at("google_monitoring_notification_channel", "monitoring_email-", "type", "webhook_tokenauth"),
+    ),
+    Case(
+        "RO-MON-2",
+        "google_logging_metric",
+        "monitoring_answers",
+        set_at(
+            "google_logging_metric",
+            "monitoring_answers",
+            "label_extractors.key",
+            "EXTRACT(jsonPayload.run_key)",
+        ),
+    ),
+    Case(
+        "RO-MON-3",
+        "google_monitoring_alert_policy",
+        "monitoring_failed",
+        set_at(
+            "google_monitoring_alert_policy", "monitoring_failed", "documentation.content", "Look into it."
+        ),
+    ),
+    Case(
+        "RO-MON-4",
+        "google_monitoring_alert_policy",
+        "monitoring_failed",
+        set_at("google_monitoring_alert_policy", "monitoring_failed", "alert_strategy", None),
+    ),
+    Case("RO-MON-5", "google_monitoring_alert_policy", "monitoring_store-or-config", watch_for_absence),
+    Case(
+        "RO-MON-6",
+        "google_monitoring_alert_policy",
+        "monitoring_store-or-config",
+        drop_dependency(
+            "google_monitoring_alert_policy",
+            "monitoring_store-or-config",
+            r"^time_sleep\.monitoring_metrics-settled",
         ),
     ),
     Case(

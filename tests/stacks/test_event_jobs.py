@@ -16,7 +16,12 @@ from tests.stacks.conftest import synthesize
 
 GOOD_EVENT_JOB = EventJob(name="orders", source="orders_events", timeout_seconds=60)
 GOOD_TEAM = Team(
-    name="acme", project="acme-prod-1", region="europe-west1", jobs=[], event_jobs=[GOOD_EVENT_JOB]
+    name="acme",
+    project="acme-prod-1",
+    region="europe-west1",
+    jobs=[],
+    event_jobs=[GOOD_EVENT_JOB],
+    alert_emails=["oncall@example.com"],
 )
 
 

@@ -54,7 +54,14 @@ def test_the_every_feature_stack_passes_the_pack(every):
 
 
 PUSH_JOB = EventJob(name="orders", source="orders_events", timeout_seconds=60)
-TEAM = Team(name="acme", project="acme-prod-1", region="europe-west1", jobs=[], event_jobs=[PUSH_JOB])
+TEAM = Team(
+    name="acme",
+    project="acme-prod-1",
+    region="europe-west1",
+    jobs=[],
+    event_jobs=[PUSH_JOB],
+    alert_emails=["oncall@example.com"],
+)
 
 
 def problems(**changes) -> list:

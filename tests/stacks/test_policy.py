@@ -95,6 +95,15 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
         # role and its trigger account's invoker grant, nor for the Pub/Sub agent's token creator.
         ("RO-DEP-2", "bad/triggered-function"),
         ("RO-IAM-9", "bad/triggered-function"),
+        # Alerts to a webhook URL holding its token; a metric labelled by run key; a log-match
+        # alert without documentation or rate limit; a metric-absence alert; an alert on a
+        # log-based metric created without the wait Monitoring needs to know the metric.
+        ("RO-MON-1", "bad/webhook-channel"),
+        ("RO-MON-2", "bad/per-run-metric"),
+        ("RO-MON-3", "bad/undocumented-alert"),
+        ("RO-MON-4", "bad/undocumented-alert"),
+        ("RO-MON-5", "bad/absent-alert"),
+        ("RO-MON-6", "bad/early-alert"),
         # Nothing in the bad stack waits for its API (project IAM needs none of its own).
         *(
             ("RO-DEP-1", f"bad/{path}")
@@ -123,6 +132,11 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
                 "runtime-publishes-elsewhere",
                 "trigger-account",
                 "triggered-function",
+                "webhook-channel",
+                "per-run-metric",
+                "undocumented-alert",
+                "absent-alert",
+                "early-alert",
             )
         ),
     }

@@ -23,7 +23,13 @@ HOURLY = Job(
     attempt_deadline_seconds=60,
     retry=Retry(retry_count=3, min_backoff_seconds=30),
 )
-TEAM = Team(name="acme", project="acme-prod-1", region="europe-west1", jobs=[HOURLY])
+TEAM = Team(
+    name="acme",
+    project="acme-prod-1",
+    region="europe-west1",
+    jobs=[HOURLY],
+    alert_emails=["oncall@example.com"],
+)
 
 
 def team_of(*jobs: Job, **changes) -> Team:

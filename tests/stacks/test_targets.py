@@ -48,6 +48,7 @@ TEAM = Team(
     name="acme",
     project=P,
     region="europe-west1",
+    alert_emails=["oncall@example.com"],
     jobs=[
         job("etl-nightly", ETL),
         job("etl-again", ETL, minute=30),

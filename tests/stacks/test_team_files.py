@@ -23,6 +23,7 @@ team = Team(
     project="{project}",
     region="europe-west1",
     jobs=[Job(name="{job}", schedule="0 3 * * *", source="report")],
+    alert_emails=["oncall@example.com"],
 )
 """
 

@@ -19,7 +19,13 @@ from stacks.validate.windows import retry_offsets_seconds, retry_window_seconds
 GOOD_JOB = Job(
     name="nightly", schedule="0 3 * * *", source="report", timeout_seconds=300, attempt_deadline_seconds=180
 )
-GOOD_TEAM = Team(name="acme", project="acme-prod-1", region="europe-west1", jobs=[GOOD_JOB])
+GOOD_TEAM = Team(
+    name="acme",
+    project="acme-prod-1",
+    region="europe-west1",
+    jobs=[GOOD_JOB],
+    alert_emails=["oncall@example.com"],
+)
 
 
 def problems_of_job(**changes) -> list[tuple[str | None, str]]:

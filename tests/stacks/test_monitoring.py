@@ -1,0 +1,439 @@
+"""The team's monitoring on the synthesized JSON (docs/monitoring.md): the log-based metrics and
+their filters, every alert policy with its severity, documentation and channels, the first-apply
+ordering (each policy on a log-based metric after the metric and a 10-minute wait), the e-mail
+channels, and the dashboard and the policies read as the Monitoring APIs' own message types."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from cdktf import TerraformStack
+from cdktf import Testing as CdktfTesting
+from google.cloud.monitoring_dashboard_v1.types import Dashboard
+from google.cloud.monitoring_v3.types import AlertPolicy
+from google.protobuf import json_format
+
+from stacks.constructs.monitoring import Monitoring, MonitoringProps, WatchedEvents
+from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
+from stacks.team import AlertThresholds, EventJob, Team
+from tests.stacks.conftest import Synthesized, synthesize
+
+SERVICE = re.compile(r"\$\{google_cloudfunctions2_function\.([^.}]+)\.service_config\[0\]\.service\}")
+TERRAFORM_ONLY = ("//", "project", "depends_on", "lifecycle")
+"""Arguments of a Terraform resource that are not fields of the API's message."""
+
+
+def resources(synth: Synthesized, kind: str) -> dict[str, dict[str, Any]]:
+    return synth.resources(kind)
+
+
+def by_name(synth: Synthesized, kind: str, key: str) -> dict[str, dict[str, Any]]:
+    """The resources of one type by one of their arguments (a metric's name, a policy's title)."""
+    return {config[key]: config for config in resources(synth, kind).values()}
+
+
+def policies(synth: Synthesized) -> dict[str, dict[str, Any]]:
+    prefix = f"runonce {synth.team.name}: "
+    return {
+        name.removeprefix(prefix): config
+        for name, config in by_name(synth, "google_monitoring_alert_policy", "display_name").items()
+    }
+
+
+def function_names(synth: Synthesized, jobs: list[str]) -> set[str]:
+    """The logical ids of the functions of these jobs."""
+    return {
+        name
+        for name, config in resources(synth, "google_cloudfunctions2_function").items()
+        if config["name"] in {f"{synth.team.name}-{job}" for job in jobs}
+    }
+
+
+def test_the_answers_metric_counts_the_answers_of_every_function_of_the_team(example):
+    metric = by_name(example, "google_logging_metric", "name")["runonce-example-answers"]
+    scoped = set(SERVICE.findall(metric["filter"]))
+    assert scoped == set(resources(example, "google_cloudfunctions2_function"))
+    assert metric["filter"].startswith(
+        'resource.type="cloud_run_revision" AND (resource.labels.service_name='
+    )
+    assert 'jsonPayload.logger="runonce"' in metric["filter"]
+    assert "jsonPayload.latency_ms:*" in metric["filter"]
+    assert metric["label_extractors"] == {
+        "job": "EXTRACT(jsonPayload.job)",
+        "outcome": "EXTRACT(jsonPayload.outcome)",
+    }
+    descriptor = metric["metric_descriptor"]
+    assert (descriptor["metric_kind"], descriptor["value_type"]) == ("DELTA", "INT64")
+    assert [(label["key"], label["value_type"]) for label in descriptor["labels"]] == [
+        ("job", "STRING"),
+        ("outcome", "STRING"),
+    ]
+
+
+def test_the_dead_letter_metric_counts_the_copies_of_the_event_functions_only(example):
+    metric = by_name(example, "google_logging_metric", "name")["runonce-example-dead-letters"]
+    assert set(SERVICE.findall(metric["filter"])) == function_names(example, ["orders"])
+    assert metric["filter"].endswith("AND jsonPayload.dead_letter_message_id:*")
+    assert set(metric["label_extractors"]) == {"job", "outcome"}
+
+
+def test_the_missed_run_metric_counts_the_watchdogs_lines_about_the_teams_scheduler_jobs(example):
+    metric = by_name(example, "google_logging_metric", "name")["runonce-example-missed-runs"]
+    assert metric["filter"] == (
+        'jsonPayload.logger="runonce.watchdog" AND jsonPayload.missed_run:* AND '
+        '(jsonPayload.scheduler_job="example-report" OR jsonPayload.scheduler_job="example-sync" '
+        'OR jsonPayload.scheduler_job="example-ledger-close")'
+    )
+    assert metric["label_extractors"] == {
+        "job": "EXTRACT(jsonPayload.job)",
+        "missed_run": "EXTRACT(jsonPayload.missed_run)",
+    }
+
+
+def test_no_metric_or_log_match_is_labelled_per_run(example):
+    extractors = [
+        config["label_extractors"] for config in resources(example, "google_logging_metric").values()
+    ]
+    extractors += [
+        condition["condition_matched_log"].get("label_extractors", {})
+        for config in resources(example, "google_monitoring_alert_policy").values()
+        for condition in config["conditions"]
+        if "condition_matched_log" in condition
+    ]
+    labels = {key for found in extractors for key in found}
+    assert labels == {"job", "outcome", "missed_run"}
+
+
+def test_a_team_without_event_jobs_has_no_dead_letter_metric_or_alert(payments):
+    assert set(by_name(payments, "google_logging_metric", "name")) == {
+        "runonce-payments-answers",
+        "runonce-payments-missed-runs",
+    }
+    assert set(policies(payments)) == {
+        "a run failed permanently",
+        "a scheduled run was missed",
+        "misconfigured or store unavailable for 5 min",
+    }
+
+
+def test_the_example_team_has_every_alert_with_its_severity(example):
+    assert {title: config["severity"] for title, config in policies(example).items()} == {
+        "a run failed permanently": "ERROR",
+        "an event was dead-lettered": "ERROR",
+        "a scheduled run was missed": "ERROR",
+        "misconfigured or store unavailable for 5 min": "CRITICAL",
+        "dead letters waiting for orders": "WARNING",
+        "events of orders unacknowledged for 12 h": "CRITICAL",
+    }
+
+
+def test_every_alert_names_the_runonce_command_to_run_for_its_team(example):
+    for title, config in policies(example).items():
+        documentation = config["documentation"]
+        assert documentation["mime_type"] == "text/markdown", title
+        assert re.search(r"`runonce [a-z-]+ [^`]*`", documentation["content"]), title
+        assert "--team example" in documentation["content"] or "runonce show KEY" in documentation["content"]
+
+
+def test_the_failed_alert_matches_runs_that_will_not_run_again_on_the_teams_functions(example):
+    (condition,) = policies(example)["a run failed permanently"]["conditions"]
+    matched = condition["condition_matched_log"]["filter"]
+    assert set(SERVICE.findall(matched)) == set(resources(example, "google_cloudfunctions2_function"))
+    assert matched.endswith(
+        'AND jsonPayload.latency_ms:* AND (jsonPayload.outcome="failed" OR jsonPayload.outcome="too_old")'
+    )
+    assert condition["condition_matched_log"]["label_extractors"] == {
+        "job": "EXTRACT(jsonPayload.job)",
+        "outcome": "EXTRACT(jsonPayload.outcome)",
+    }
+
+
+def test_the_dead_lettered_alert_matches_copies_and_failed_forwarding(example):
+    (condition,) = policies(example)["an event was dead-lettered"]["conditions"]
+    assert condition["condition_matched_log"]["filter"].endswith(
+        'AND (jsonPayload.dead_letter_message_id:* OR (jsonPayload.outcome="dead_letter_failed"))'
+    )
+
+
+def test_every_log_match_alert_is_rate_limited_to_the_notification_period(example):
+    matched = {
+        title: config
+        for title, config in policies(example).items()
+        if any("condition_matched_log" in condition for condition in config["conditions"])
+    }
+    assert set(matched) == {
+        "a run failed permanently",
+        "an event was dead-lettered",
+        "a scheduled run was missed",
+    }
+    for config in matched.values():
+        assert config["alert_strategy"] == {"notification_rate_limit": {"period": "300s"}}
+        assert len(config["conditions"]) == 1
+
+
+def test_the_sustained_alert_counts_each_outcome_over_the_sustained_window(example):
+    config = policies(example)["misconfigured or store unavailable for 5 min"]
+    assert config["combiner"] == "OR"
+    for condition, outcome in zip(config["conditions"], ("misconfigured", "store_unavailable"), strict=True):
+        threshold = condition["condition_threshold"]
+        assert threshold["filter"] == (
+            'metric.type="logging.googleapis.com/user/runonce-example-answers" AND '
+            f'resource.type="cloud_run_revision" AND metric.labels.outcome="{outcome}"'
+        )
+        assert (threshold["comparison"], threshold["threshold_value"], threshold["duration"]) == (
+            "COMPARISON_GT",
+            1,
+            "300s",
+        )
+        assert threshold["aggregations"] == [{"alignment_period": "300s", "per_series_aligner": "ALIGN_SUM"}]
+
+
+def test_the_push_backlog_alert_fires_at_half_the_retry_window(example):
+    (condition,) = policies(example)["events of orders unacknowledged for 12 h"]["conditions"]
+    threshold = condition["condition_threshold"]
+    assert threshold["threshold_value"] == 24 * 3600 // 2
+    assert threshold["filter"] == (
+        'metric.type="pubsub.googleapis.com/subscription/oldest_unacked_message_age" AND '
+        'resource.type="pubsub_subscription" AND resource.labels.subscription_id="example-orders-push"'
+    )
+
+
+def test_the_dead_letter_backlog_alert_watches_the_dead_letter_subscription(example):
+    (condition,) = policies(example)["dead letters waiting for orders"]["conditions"]
+    threshold = condition["condition_threshold"]
+    assert 'resource.labels.subscription_id="example-orders-dead-letter"' in threshold["filter"]
+    assert "subscription/num_undelivered_messages" in threshold["filter"]
+    assert (threshold["comparison"], threshold["threshold_value"]) == ("COMPARISON_GT", 0)
+    subscription_ids = {
+        config["name"] for config in resources(example, "google_pubsub_subscription").values()
+    }
+    assert {"example-orders-push", "example-orders-dead-letter"} <= subscription_ids
+
+
+def test_an_alert_on_a_log_based_metric_waits_for_the_metric_on_the_first_apply(example):
+    sleeps = resources(example, "time_sleep")
+    (settled,) = [name for name in sleeps if name.startswith("monitoring_metrics-settled")]
+    metrics = {f"google_logging_metric.{name}" for name in resources(example, "google_logging_metric")}
+    assert sleeps[settled]["create_duration"] == "600s"
+    assert set(sleeps[settled]["depends_on"]) == metrics
+    policy = policies(example)["misconfigured or store unavailable for 5 min"]
+    answers = [name for name in metrics if "answers" in name]
+    assert set(answers) | {f"time_sleep.{settled}"} <= set(policy["depends_on"])
+
+
+def test_the_metrics_and_monitoring_resources_wait_for_their_apis(example):
+    enabled = {
+        config["service"]: name for name, config in resources(example, "google_project_service").items()
+    }
+    logging_api = f"google_project_service.{enabled['logging.googleapis.com']}"
+    monitoring_api = f"google_project_service.{enabled['monitoring.googleapis.com']}"
+    for config in resources(example, "google_logging_metric").values():
+        assert logging_api in config["depends_on"]
+    for kind in (
+        "google_monitoring_alert_policy",
+        "google_monitoring_notification_channel",
+        "google_monitoring_dashboard",
+    ):
+        for config in resources(example, kind).values():
+            assert monitoring_api in config["depends_on"], kind
+
+
+def test_every_alert_notifies_the_teams_email_channel(example):
+    ((name, channel),) = resources(example, "google_monitoring_notification_channel").items()
+    assert (channel["type"], channel["labels"]) == ("email", {"email_address": "platform-oncall@example.com"})
+    for config in policies(example).values():
+        assert config["notification_channels"] == [f"${{google_monitoring_notification_channel.{name}.name}}"]
+
+
+def test_existing_channels_are_notified_beside_the_created_ones(payments):
+    (name,) = resources(payments, "google_monitoring_notification_channel")
+    for config in policies(payments).values():
+        assert config["notification_channels"] == [
+            "projects/runonce-payments/notificationChannels/4017293846123456789",
+            f"${{google_monitoring_notification_channel.{name}.name}}",
+        ]
+
+
+def dashboard_json(synth: Synthesized) -> str:
+    (config,) = resources(synth, "google_monitoring_dashboard").values()
+    return config["dashboard_json"]
+
+
+def parse_dashboard(text: str) -> Any:
+    """The dashboard JSON read as the Dashboards API's message; unknown fields are refused."""
+    return json_format.Parse(text, Dashboard.pb(Dashboard()), ignore_unknown_fields=False)
+
+
+def test_the_dashboard_parses_as_the_dashboards_api_type(example):
+    dashboard = parse_dashboard(dashboard_json(example))
+    assert dashboard.display_name == "runonce example"
+    assert [tile.widget.title for tile in dashboard.mosaic_layout.tiles] == [
+        "Runs per job by outcome",
+        "Duplicates skipped (duplicate)",
+        "Held by another attempt (409 in_progress)",
+        "Answers that ask for a retry (5xx)",
+        "Permanent failures (failed)",
+        "Missed runs (watchdog)",
+        "Dead-letter backlog",
+        "Function latency (99th percentile, ms)",
+    ]
+    for tile in dashboard.mosaic_layout.tiles:
+        assert tile.x_pos + tile.width <= dashboard.mosaic_layout.columns
+
+
+def test_a_misspelt_dashboard_field_fails_the_check(example):
+    document = json.loads(dashboard_json(example))
+    document["mosaicLayout"]["tiles"][0]["widget"]["xyChart"]["dataSet"] = []
+    with pytest.raises(json_format.ParseError, match="dataSet"):
+        parse_dashboard(json.dumps(document))
+
+
+def test_the_dashboards_latency_chart_shows_every_function(example):
+    document = json.loads(dashboard_json(example))
+    (latency,) = [
+        tile
+        for tile in document["mosaicLayout"]["tiles"]
+        if tile["widget"]["title"].startswith("Function latency")
+    ]
+    filters = [
+        data["timeSeriesQuery"]["timeSeriesFilter"]["filter"]
+        for data in latency["widget"]["xyChart"]["dataSets"]
+    ]
+    assert {found for text in filters for found in SERVICE.findall(text)} == set(
+        resources(example, "google_cloudfunctions2_function")
+    )
+    assert all(text.startswith('metric.type="run.googleapis.com/request_latencies"') for text in filters)
+
+
+def as_alert_policy(config: dict[str, Any]) -> Any:
+    """A synthesized google_monitoring_alert_policy read as the Monitoring API's AlertPolicy: the
+    provider's arguments carry the API's field names in snake case (which protobuf's JSON reader
+    takes), its blocks are the API's messages, and only the Terraform-only arguments go."""
+    fields = {key: value for key, value in copy.deepcopy(config).items() if key not in TERRAFORM_ONLY}
+    return json_format.ParseDict(fields, AlertPolicy.pb(AlertPolicy()), ignore_unknown_fields=False)
+
+
+def test_every_alert_policy_parses_as_the_monitoring_api_type(example):
+    for title, config in policies(example).items():
+        parsed = as_alert_policy(config)
+        assert parsed.display_name == f"runonce example: {title}"
+        assert parsed.documentation.content == config["documentation"]["content"]
+        assert len(parsed.conditions) == len(config["conditions"])
+
+
+def test_a_misspelt_alert_policy_field_fails_the_check(example):
+    config = copy.deepcopy(policies(example)["a run failed permanently"])
+    config["alert_strategy"]["notification_rate_limits"] = config["alert_strategy"].pop(
+        "notification_rate_limit"
+    )
+    with pytest.raises(json_format.ParseError, match="notification_rate_limits"):
+        as_alert_policy(config)
+
+
+def test_alerts_false_keeps_the_metrics_and_the_dashboard_but_creates_no_alert(archive_dir):
+    team = Team(
+        name="quiet",
+        project="quiet-prod-1",
+        region="europe-west1",
+        jobs=[],
+        event_jobs=[EventJob(name="orders", source="orders_events", timeout_seconds=60)],
+        alerts=False,
+    )
+    synth = synthesize(team, archive_dir)
+    assert set(by_name(synth, "google_logging_metric", "name")) == {
+        "runonce-quiet-answers",
+        "runonce-quiet-dead-letters",
+    }
+    assert len(resources(synth, "google_monitoring_dashboard")) == 1
+    assert resources(synth, "google_monitoring_alert_policy") == {}
+    assert resources(synth, "google_monitoring_notification_channel") == {}
+    assert not [name for name in resources(synth, "time_sleep") if name.startswith("monitoring_")]
+
+
+def test_an_eventarc_job_gets_no_push_backlog_alert(archive_dir):
+    team = Team(
+        name="arc",
+        project="arc-prod-1",
+        region="europe-west1",
+        jobs=[],
+        event_jobs=[EventJob(name="uploads", source="orders_events", trigger="eventarc", timeout_seconds=60)],
+        alert_emails=["oncall@example.com"],
+    )
+    titles = set(policies(synthesize(team, archive_dir)))
+    assert "dead letters waiting for uploads" in titles
+    assert not [title for title in titles if "unacknowledged" in title]
+
+
+def test_the_thresholds_come_from_the_team_file(example, archive_dir):
+    team = replace(
+        example.team,
+        alert_thresholds=AlertThresholds(sustained_seconds=600, notification_period_seconds=1800),
+    )
+    found = policies(synthesize(team, archive_dir))
+    sustained = found["misconfigured or store unavailable for 10 min"]["conditions"][0]["condition_threshold"]
+    assert sustained["duration"] == "600s"
+    assert found["a run failed permanently"]["alert_strategy"]["notification_rate_limit"]["period"] == "1800s"
+
+
+def test_monitoring_alone_watches_only_the_services_and_subscriptions_it_is_given():
+    stack = TerraformStack(CdktfTesting.app(), "alone")
+    apis = RequiredApis(stack, "apis", RequiredApisProps(project="acme-alone-1"))
+    props = MonitoringProps(
+        project="acme-alone-1",
+        team="orders",
+        services={"receipts": "orders-receipts"},
+        event_services=["orders-receipts"],
+        scheduler_jobs={},
+        events=[WatchedEvents(job="receipts", dead_letter_subscription="orders-receipts-dead-letter")],
+        apis=apis,
+        channels=["projects/acme-alone-1/notificationChannels/42"],
+    )
+    Monitoring(stack, "monitoring", props)
+    document = json.loads(CdktfTesting.synth(stack))["resource"]
+    metrics = {config["name"]: config for config in document["google_logging_metric"].values()}
+    assert set(metrics) == {"runonce-orders-answers", "runonce-orders-dead-letters"}
+    assert 'resource.labels.service_name="orders-receipts"' in metrics["runonce-orders-answers"]["filter"]
+    titles = {config["display_name"] for config in document["google_monitoring_alert_policy"].values()}
+    assert titles == {
+        "runonce orders: a run failed permanently",
+        "runonce orders: an event was dead-lettered",
+        "runonce orders: misconfigured or store unavailable for 5 min",
+        "runonce orders: dead letters waiting for receipts",
+    }
+    for config in document["google_monitoring_alert_policy"].values():
+        assert config["notification_channels"] == ["projects/acme-alone-1/notificationChannels/42"]
+    assert "google_monitoring_notification_channel" not in document
+
+
+def test_only_the_alerts_on_log_based_metrics_wait_and_the_dashboard_follows_the_metrics(example):
+    metrics = {f"google_logging_metric.{name}" for name in resources(example, "google_logging_metric")}
+    waiting = {
+        title
+        for title, config in policies(example).items()
+        if any(
+            address.startswith("time_sleep.monitoring_metrics-settled") for address in config["depends_on"]
+        )
+    }
+    assert waiting == {"misconfigured or store unavailable for 5 min"}
+    (dashboard,) = resources(example, "google_monitoring_dashboard").values()
+    assert metrics <= set(dashboard["depends_on"])
+
+
+def test_an_email_keeps_its_channel_when_the_list_is_reordered(example, archive_dir):
+    team = replace(example.team, alert_emails=["second@example.com", "platform-oncall@example.com"])
+    reordered = synthesize(replace(team, alert_emails=list(reversed(team.alert_emails))), archive_dir)
+    first = synthesize(team, archive_dir)
+    addresses = {
+        name: config["labels"]["email_address"]
+        for name, config in resources(first, "google_monitoring_notification_channel").items()
+    }
+    assert len(addresses) == 2
+    assert addresses == {
+        name: config["labels"]["email_address"]
+        for name, config in resources(reordered, "google_monitoring_notification_channel").items()
+    }
