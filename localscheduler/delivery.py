@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import requests
 
+from runonce import contract
 from stacks.naming import scheduler_job_name
 from stacks.team import Job, Team
 
@@ -28,10 +29,10 @@ def scheduler_headers(team: Team, job: Job, schedule_time: datetime) -> dict[str
     return {
         "User-Agent": USER_AGENT,
         "X-CloudScheduler": "true",
-        "X-CloudScheduler-JobName": scheduler_job_name(team.name, job.name),
-        "X-CloudScheduler-ScheduleTime": rfc3339(schedule_time),
-        "X-Runonce-Project": team.project,
-        "X-Runonce-Location": team.region,
+        contract.JOB_HEADER: scheduler_job_name(team.name, job.name),
+        contract.TIME_HEADER: rfc3339(schedule_time),
+        contract.PROJECT_HEADER: team.project,
+        contract.LOCATION_HEADER: team.region,
         "Content-Type": "application/octet-stream",
     }
 

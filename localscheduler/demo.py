@@ -33,6 +33,7 @@ from pathlib import Path
 
 from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
 from emulator.pubsub import PubSubEmulator
+from runonce import contract
 from runonce.contract import MissedRun
 from stacks.team import PUSH, REPO_ROOT, TEAMS_DIR, Team, load_teams
 
@@ -354,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         for (team, job), pool in sim.pools.items():
             print(
                 f"  {team}/{job}: {len(pool.instances)} instances, run lease "
-                f"{pool.env['RUNONCE_LEASE_SECONDS']} s of schedule ({sim.clock_file.parent})"
+                f"{pool.env[contract.LEASE_VARIABLE]} s of schedule ({sim.clock_file.parent})"
             )
         for (team, job), runs in sim.runs().items():
             if not runs:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from google.cloud import firestore
 
-from runonce.contract import BodyEnd
+from runonce.contract import EXPIRE_AT_FIELD, BodyEnd
 from runonce.core.run import Event
 from runonce.events.adapter import TOO_OLD_ERROR
 from runonce.events.parse import event_key
@@ -202,8 +202,8 @@ def judge_message(
         ]
     problems += _ending_problems(record, bodies)
     problems += _letter_problems(message, record, letters)
-    if record and "expire_at" not in record:
-        problems.append("ledger record without expire_at")
+    if record and EXPIRE_AT_FIELD not in record:
+        problems.append(f"ledger record without {EXPIRE_AT_FIELD}")
     if fate != message.expected and not problems:
         problems.append(f"expected {message.expected} for fault {message.fault}, got {fate}")
     first = next((i for i, body in enumerate(bodies) if writers and body.attempt_id in writers), len(bodies))

@@ -34,7 +34,7 @@ from google.cloud import firestore
 import runonce
 from localscheduler.clock import AcceleratedClock
 from localscheduler.instances import KILL_HEADER
-from runonce.contract import BODY_FIELD, BodyStage
+from runonce.contract import BODY_FIELD, PROJECT_VARIABLE, BodyStage
 
 
 @functools.cache
@@ -52,7 +52,7 @@ if os.environ.get("RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS") == "1":
     import google.auth.credentials
 
     def _anonymous(*args, **kwargs):
-        return google.auth.credentials.AnonymousCredentials(), os.environ.get("GOOGLE_CLOUD_PROJECT")
+        return google.auth.credentials.AnonymousCredentials(), os.environ.get(PROJECT_VARIABLE)
 
     google.auth.default = _anonymous
 

@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from emulator.googleapis import Fault, GoogleApisStandIn
+from runonce import contract
 from runonce.targets import ARGUMENT_FIELD as TOKEN
 from runonce.targets import LABEL_KEY
 from stacks.targets import TARGET_VARIABLE, Target, Workflow, target_json
@@ -121,7 +122,7 @@ def proxy_env(target: Target, stand_in: GoogleApisStandIn) -> dict[str, str]:
     with anonymous credentials (see function_source): what every local proxy instance gets."""
     return {
         TARGET_VARIABLE: target_json(target),
-        "RUNONCE_TARGET_BASE_URL": stand_in.url,
+        contract.TARGET_BASE_URL_VARIABLE: stand_in.url,
         "RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS": "1",
     }
 
@@ -144,10 +145,10 @@ class ProxyHarness:
         self.stand_in.start()
         assert self.job.target is not None
         env = {
-            "GOOGLE_CLOUD_PROJECT": self.project,
+            contract.PROJECT_VARIABLE: self.project,
             "FIRESTORE_EMULATOR_HOST": self.emulator_host,
-            "RUNONCE_LEASE_SECONDS": str(LEASE_SECONDS),
-            "RUNONCE_TARGET_TIMEOUT_SECONDS": "2",
+            contract.LEASE_VARIABLE: str(LEASE_SECONDS),
+            contract.TARGET_TIMEOUT_VARIABLE: "2",
             **proxy_env(self.job.target, self.stand_in),
         }
         self.pool = InstancePool(

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from runonce.contract import BodyEnd, MissedRun, RunStatus
+from runonce.contract import EXPIRE_AT_FIELD, BodyEnd, MissedRun, RunStatus
 
 from .bodies import Body, succession_problems
 from .journal import Journal, Sent
@@ -83,8 +83,8 @@ def judge(
         problems.append(f"finished at {as_utc(record['finished_at']):%H:%M:%S}, after its retry window")
     if effects is not None and effects != (1 if status == "completed" else 0):
         problems.append(f"executed {effects} times")
-    if "expire_at" not in record:
-        problems.append("ledger record has no expire_at")
+    if EXPIRE_AT_FIELD not in record:
+        problems.append(f"ledger record has no {EXPIRE_AT_FIELD}")
     problems += _body_problems(status, bodies, sent)
     started = {body.attempt_id for body in bodies}
     problems += [
@@ -127,8 +127,8 @@ def _miss_problems(
         problems.append(f"Scheduler saw a 2xx for attempt {acknowledged[0]}: its retries did not run out")
     if bodies and bodies[-1].end is None and instance_death(bodies[-1], sent) is None:
         problems.append(f"body {bodies[-1].attempt_id} never ended and its instance was not killed")
-    if "expire_at" not in record:
-        problems.append("ledger record has no expire_at")
+    if EXPIRE_AT_FIELD not in record:
+        problems.append(f"ledger record has no {EXPIRE_AT_FIELD}")
     return tuple(problems + _body_problems(status, bodies, sent))
 
 

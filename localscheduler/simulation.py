@@ -20,6 +20,7 @@ from pathlib import Path
 from google.cloud import firestore
 
 from emulator.googleapis import GoogleApisStandIn
+from runonce import contract
 from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
 from stacks.team import Job, Team
 
@@ -130,10 +131,10 @@ class Simulation:
                     continue
                 env = {
                     **job.env,
-                    "GOOGLE_CLOUD_PROJECT": self.project,
+                    contract.PROJECT_VARIABLE: self.project,
                     "FIRESTORE_EMULATOR_HOST": self.emulator_host,
-                    "RUNONCE_LEASE_SECONDS": str(simulation_lease(job, runs[(team.name, job.name)])),
-                    "RUNONCE_RETENTION_SECONDS": str(job.retention_seconds),
+                    contract.LEASE_VARIABLE: str(simulation_lease(job, runs[(team.name, job.name)])),
+                    contract.RETENTION_VARIABLE: str(job.retention_seconds),
                     "RUNONCE_LOCAL_CLOCK_FILE": str(self.clock_file),
                     **self._target_env(job),
                 }
@@ -183,7 +184,7 @@ class Simulation:
 
     def run(self) -> Result:
         """Play the schedule with faults and judge every run; instances must be started."""
-        leases = {key: int(pool.env["RUNONCE_LEASE_SECONDS"]) for key, pool in self.pools.items()}
+        leases = {key: int(pool.env[contract.LEASE_VARIABLE]) for key, pool in self.pools.items()}
         plan = self.plan()
         clock = AcceleratedClock.starting_now(self.start, self.rate)
         self.clock_file.write_text(clock.spec())

@@ -70,7 +70,7 @@ def _contract_names() -> dict[str, str]:
     return values
 
 
-@pytest.mark.parametrize("folder", ["stacks", "policy"])
+@pytest.mark.parametrize("folder", ["stacks", "policy", "localscheduler", "operate"])
 def test_the_contracts_names_are_spelled_once(folder):
     names = _contract_names()
     spelled = [

@@ -1,8 +1,9 @@
 """Which runs a scheduled job should have had, and their run keys: from its cron and time zone alone.
 
-Cloud Scheduler evaluates a unix-cron schedule in the job's time zone, so a daily "30 2 * * *" in
-Europe/Berlin has no run on the spring-forward day and one run (the first 02:30) on the fall-back
-day, exactly as cronsim evaluates it. The run key of an expected run is the key the handler
+Cloud Scheduler evaluates a unix-cron schedule in the job's time zone; across daylight saving
+time the expected runs are cronsim's: a daily "30 2 * * *" in Europe/Berlin runs once at 03:00
+local on the spring-forward day (02:30 does not exist) and once, at the first 02:30, on the
+fall-back day. The run key of an expected run is the key the handler
 computes for its scheduled (not forced) delivery, so a ledger can be checked for every expected
 run by reading one record each, with no index. The operators' `runonce runs` and the watchdog
 use it; the decorators never import it (cronsim is not a dependency of a scheduled function).
