@@ -18,7 +18,16 @@ from stacks.config.team import FUNCTIONS_DIR
 if str(FUNCTIONS_DIR) not in sys.path:
     sys.path.append(str(FUNCTIONS_DIR))
 
-from runonce.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE, TARGET_GRACE_VARIABLE
+from runonce.contract import (
+    DEAD_LETTER_TOPIC_VARIABLE,
+    MAX_EVENT_AGE_VARIABLE,
+    TARGET_GRACE_VARIABLE,
+    WATCHDOG_JOBS_VARIABLE,
+    WATCHDOG_LEDGER_COLLECTION_VARIABLE,
+    WATCHDOG_LEDGER_DATABASE_VARIABLE,
+    WATCHDOG_LOCATION_VARIABLE,
+    WATCHDOG_TEAM_VARIABLE,
+)
 
 RETIRING_ACCOUNT = "runonce: retiring per-job account, removed by the next apply (docs/stacks.md, Migration)"
 """The description of a per-job account kept for one apply during the migration to shared
@@ -33,4 +42,9 @@ __all__ = [
     "MAX_EVENT_AGE_VARIABLE",
     "RETIRING_ACCOUNT",
     "TARGET_GRACE_VARIABLE",
+    "WATCHDOG_JOBS_VARIABLE",
+    "WATCHDOG_LEDGER_COLLECTION_VARIABLE",
+    "WATCHDOG_LEDGER_DATABASE_VARIABLE",
+    "WATCHDOG_LOCATION_VARIABLE",
+    "WATCHDOG_TEAM_VARIABLE",
 ]

@@ -45,7 +45,9 @@ from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
 from stacks.constructs.scheduled_job import ScheduledJob, ScheduledJobProps
 from stacks.constructs.target_access import grant_target, target_apis
 from stacks.constructs.team_identity import TeamIdentity, TeamIdentityProps
+from stacks.constructs.watchdog import Watchdog, WatchdogProps
 from stacks.contract import ACKNOWLEDGED
+from stacks.validate import windows
 
 
 class TeamStack(TerraformStack):
@@ -200,15 +202,36 @@ class TeamStack(TerraformStack):
             for job in team.event_jobs
         }
         """Each event job's topics, dead-letter subscription and publisher grants, by job name."""
+        self.watchdog = (
+            Watchdog(
+                self,
+                "watchdog",
+                WatchdogProps.of(
+                    team,
+                    self.store,
+                    self.identity.invoker_email,
+                    self.apis,
+                    {job.name: windows.grace_seconds(job) for job in team.jobs},
+                ),
+            )
+            if team.watched
+            else None
+        )
+        """The team's watchdog (`stacks.constructs.watchdog`); None without scheduled jobs or with
+        `Team.watchdog` off. Its function is deployed last, after every Scheduler job it watches."""
+        watchdog_grants = self.watchdog.grants if self.watchdog is not None else []
         self.iam_settled = Sleep(
             self,
             "iam-settled",
             create_duration=defaults.IAM_SETTLE,
             # A time_sleep waits on create only; a changed trigger re-creates it, so a function
             # added later waits for its own grants too.
-            triggers={"functions": ",".join(sorted(identities))},
+            triggers={
+                "functions": ",".join(sorted([*identities, *([naming.WATCHDOG] if self.watchdog else [])]))
+            },
             depends_on=[
                 *self.identity.build_grants,
+                *watchdog_grants,
                 *(identity.ledger_grant for identity in identities.values()),
                 *(grant for grants in self.target_grants.values() for grant in grants),
                 *(grant for events in self.events.values() for grant in events.grants),
@@ -334,3 +357,8 @@ class TeamStack(TerraformStack):
         for name in pushes:
             after = [invoker_grants[name], *token_grants, self.invoker_settled]
             self.events[name].subscribe(self.functions[name], after=after)
+        if self.watchdog is not None:
+            scheduled = {name: job.job for name, job in self.jobs.items() if job.job is not None}
+            self.watchdog.deploy(
+                self.build, self.identity.build_email, self.iam_settled, archive_dir, scheduled
+            )

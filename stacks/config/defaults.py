@@ -15,6 +15,10 @@ REPOSITORY_FORMAT = "DOCKER"
 
 # roles the stacks grant, each to one resource (or conditioned to one database).
 ROLE_LEDGER = "roles/datastore.user"
+# The watchdog reads the team's ledger and writes nothing there: "Provides read access to Datastore
+# resources" (https://cloud.google.com/iam/docs/roles-permissions/datastore), conditioned to the
+# ledger's database like the runtime accounts' roles/datastore.user.
+ROLE_LEDGER_READER = "roles/datastore.viewer"
 ROLE_INVOKER = "roles/run.invoker"
 ROLE_BUILD_SOURCE_READER = "roles/storage.objectViewer"
 ROLE_BUILD_IMAGE_WRITER = "roles/artifactregistry.writer"

@@ -333,6 +333,12 @@ class Team:
     `stacks.validate.quotas.QUOTAS` (e.g. {"service_accounts": 300} after an increase was granted, or
     lower, to leave room for what else the project holds). Synth fails when the teams of one
     project would need more than this."""
+    watchdog: bool = True
+    """Deploy the team's watchdog (docs/watchdog.md): a function on its own Scheduler job, every
+    10 minutes, logging one ERROR line for each scheduled run that did not finish within its
+    grace (never delivered, still held, or retried out), with its own account that may only read
+    the ledger and its own Firestore database `<database>-watchdog`. Only for a team with
+    scheduled jobs; False deploys none (a job may then be called "watchdog")."""
     acknowledge: dict[str, str] = field(default_factory=dict)
     """Policy findings the team accepts, each with its reason, which `make policy` shows instead
     of failing (docs/stacks.md, "Acknowledging a finding"): a rule id of the pack (`"RO-IAM-3"`)
@@ -344,6 +350,11 @@ class Team:
     def location(self) -> str:
         """Firestore location actually used."""
         return self.database_location or self.region
+
+    @property
+    def watched(self) -> bool:
+        """Whether the stack deploys the team's watchdog: it is on and there are scheduled jobs."""
+        return self.watchdog and bool(self.jobs)
 
     @property
     def needs_invoker(self) -> bool:

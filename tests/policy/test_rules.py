@@ -218,6 +218,23 @@ CASES = [
         "build_bucket",
         set_at("google_storage_bucket", "build_bucket", "public_access_prevention", "inherited"),
     ),
+    Case(
+        "RO-WDG-1",
+        "google_project_iam_member",
+        "watchdog_ledger-reader",
+        set_at("google_project_iam_member", "watchdog_ledger-reader", "role", "roles/datastore.user"),
+    ),
+    Case(
+        "RO-WDG-2",
+        "google_cloudfunctions2_function",
+        "watchdog_function",
+        set_at(
+            "google_cloudfunctions2_function",
+            "watchdog_function",
+            "service_config.environment_variables.RUNONCE_DATABASE",
+            "runonce",
+        ),
+    ),
 ]
 
 

@@ -162,10 +162,11 @@ def test_two_teams_deriving_the_same_names_in_one_project_are_flagged(example):
     }
     expected |= {("RO-SET-2", stack, "terraform_backend.local") for stack in ("example", "example-copy")}
     assert found == expected
-    # Accounts: a runtime account per function (three scheduled, one event) and the team's build
-    # and invoker accounts; the event job's topic and dead-letter topic, its push and
-    # dead-letter subscriptions.
-    assert len(expected) == 2 * ((4 + 2) + 4 + 3 + 1 + 1 + 1 + 2 + 2) + 2
+    # Accounts: a runtime account per function (three scheduled, one event, the watchdog's) and
+    # the team's build and invoker accounts; the functions and Scheduler jobs with the watchdog's;
+    # the ledger and the watchdog's database; the event job's topic and dead-letter topic, its
+    # push and dead-letter subscriptions.
+    assert len(expected) == 2 * ((5 + 2) + 5 + 4 + 1 + 1 + 2 + 2 + 2) + 2
 
 
 def test_teams_in_different_projects_may_reuse_project_scoped_names_but_not_bucket_names(example):
@@ -339,6 +340,7 @@ def test_callers_waiting_less_than_two_minutes_after_the_invoker_grants_are_flag
         *(
             ("RO-IAM-11", f"google_cloud_scheduler_job.{n}")
             for n in stack["resource"]["google_cloud_scheduler_job"]
+            if not n.startswith("watchdog_")  # it waits for its own grant (tests/stacks/test_watchdog.py)
         ),
         ("RO-IAM-11", f"google_pubsub_subscription.{push}"),
     }
