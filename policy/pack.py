@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy import stack_set
-from policy.rules import deploy, iam, network, pubsub, storage, watchdog
+from policy.rules import deploy, iam, network, operators, pubsub, storage, watchdog
 from policy.stack_set import Offenders
 from policy.synthesized import Resource, Stack
 from policy.verdict import Verdict
@@ -163,6 +163,22 @@ LEAST_PRIVILEGE = [
         "error",
         "Push to the function's run.app URI (service_config.uri) with push_config.oidc_token signed "
         "by the team's invoker and audience set to that URI.",
+    ),
+    Rule(
+        "RO-OPS-1",
+        operators.operator_grants_are_the_verbs,
+        "error",
+        "Grant an operator (Team.operators) only roles/datastore.user conditioned on the ledger's "
+        "database, roles/cloudscheduler.jobRunner on the project, roles/pubsub.subscriber on a "
+        "dead-letter subscription and roles/pubsub.publisher on an event job's topic: what the "
+        "runonce verbs need (docs/watchdog.md, IAM for operators).",
+    ),
+    Rule(
+        "RO-OPS-2",
+        operators.operators_hold_every_verbs_grant,
+        "error",
+        "Give every operator all of those grants, on every dead-letter subscription and every "
+        "event job's topic of the stack: a verb missing one fails part-way.",
     ),
     Rule(
         "RO-PS-1",

@@ -34,6 +34,7 @@ from stacks.constructs.event_job import (
 from stacks.constructs.eventarc_agent import declare_beta_provider, eventarc_agent
 from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.constructs.legacy_accounts import keep_job_accounts
+from stacks.constructs.operators import EventJobAccess, OperatorAccess, OperatorAccessProps
 from stacks.constructs.provider import (
     DataGoogleProject,
     DataGoogleStorageProjectServiceAccount,
@@ -362,3 +363,27 @@ class TeamStack(TerraformStack):
             self.watchdog.deploy(
                 self.build, self.identity.build_email, self.iam_settled, archive_dir, scheduled
             )
+        self.operators = (
+            OperatorAccess(
+                self,
+                "operators",
+                OperatorAccessProps(
+                    project=team.project,
+                    members=tuple(team.operators),
+                    ledger=self.store,
+                    event_jobs=tuple(
+                        EventJobAccess(
+                            job=name,
+                            dead_letters=events.dead_letters.name,
+                            topic=events.topic.name if events.topic is not None else events.props.job.topic,
+                        )
+                        for name, events in self.events.items()
+                    ),
+                    scheduled=bool(team.jobs),
+                    apis=self.apis,
+                ),
+            )
+            if team.operators
+            else None
+        )
+        """The operators' grants (`Team.operators`, `stacks.constructs.operators`); None without any."""

@@ -16,6 +16,7 @@ from policy.grants import (
     target_grants_needed,
     trigger_accounts,
 )
+from policy.rules.operators import is_operator
 from policy.synthesized import MEMBER_ACCOUNT, Resource, Stack, account_named, first_at, values_at, walk
 from policy.verdict import Verdict
 from stacks.contract import RETIRING_ACCOUNT
@@ -32,6 +33,9 @@ ONE_BUCKET_CONDITION = re.compile(
 # Roles that exist only at project level and only write: log entries cannot be scoped further,
 # and an Eventarc trigger's account receives events at project level only.
 PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
+# Scheduler's IAM is managed at project level only, and IAM Conditions do not reach its jobs: an
+# operator's job runner (RO-OPS-1 checks who holds it) cannot be granted narrower.
+SCHEDULER_PROJECT_ONLY_ROLES = {"roles/cloudscheduler.jobRunner"}
 EVENT_RECEIVER_ROLE = "roles/eventarc.eventReceiver"
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 # The Cloud Storage agent as the `google_storage_project_service_account` data source names it:
@@ -122,6 +126,8 @@ def role_scoped_to_one_resource(resource: Resource, stack: Stack) -> Verdict:
     if not resource.is_iam:
         return Verdict.NOT_APPLICABLE
     if not BROAD_IAM_TYPES.match(resource.type) or resource.role in PROJECT_ONLY_ROLES:
+        return Verdict.COMPLIANT
+    if resource.role in SCHEDULER_PROJECT_ONLY_ROLES and all(map(is_operator, resource.members)):
         return Verdict.COMPLIANT
     if is_target_grant(resource, stack):  # the narrowest level the target's API offers (RO-IAM-8)
         return Verdict.COMPLIANT

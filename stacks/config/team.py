@@ -339,6 +339,12 @@ class Team:
     grace (never delivered, still held, or retried out), with its own account that may only read
     the ledger and its own Firestore database `<database>-watchdog`. Only for a team with
     scheduled jobs; False deploys none (a job may then be called "watchdog")."""
+    operators: list[str] = field(default_factory=list)
+    """The principals that operate the team with the `runonce` command (docs/watchdog.md, "IAM
+    for operators"), as IAM writes them: "group:ops@example.com", "user:...", "serviceAccount:...",
+    "domain:...". Each gets what the verbs need on the team's resources and nothing more: the
+    ledger's database (read and write), subscriber on every dead-letter subscription, publisher
+    on every event job's topic, and Scheduler's job runner. Default none."""
     acknowledge: dict[str, str] = field(default_factory=dict)
     """Policy findings the team accepts, each with its reason, which `make policy` shows instead
     of failing (docs/stacks.md, "Acknowledging a finding"): a rule id of the pack (`"RO-IAM-3"`)

@@ -86,6 +86,17 @@ def publish_to_the_source_topic(document: Document) -> None:
     grant["topic"] = f"${{google_pubsub_topic.{source}.name}}"
 
 
+def drop_grants(prefix: str) -> Callable[[Document], None]:
+    """Remove every grant whose logical id starts with `prefix`."""
+
+    def change(document: Document) -> None:
+        for grants in document["resource"].values():
+            for name in [name for name in grants if name.startswith(prefix)]:
+                del grants[name]
+
+    return change
+
+
 @dataclass(frozen=True)
 class Case:
     """A rule, the resource it is about, and a change that breaks that resource for it."""
@@ -205,6 +216,23 @@ CASES = [
             "push_config.oidc_token.audience",
             "https://example.com",
         ),
+    ),
+    Case(
+        "RO-OPS-1",
+        "google_project_iam_member",
+        "operators_group-every-ops-example-com-ledger",
+        set_at(
+            "google_project_iam_member",
+            "operators_group-every-ops-example-com-ledger",
+            "condition.expression",
+            'resource.name == "projects/acme-every-1/databases/runonce-watchdog"',
+        ),
+    ),
+    Case(
+        "RO-OPS-2",
+        "google_project_iam_member",
+        "operators_group-every-ops-example-com-ledger",
+        drop_grants("operators_group-every-ops-example-com-job-runner"),
     ),
     Case(
         "RO-PS-1",

@@ -47,6 +47,15 @@ def test_example_teams_pass_the_rules_over_all_stacks(example, payments):
 
 def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
     assert flagged(json.loads(BAD.read_text())) == {
+        # A watchdog (its env names a ledger to read) whose own database is that ledger, and
+        # whose account holds run.invoker and publisher grants.
+        ("RO-WDG-2", "bad/twin-a"),
+        ("RO-WDG-1", "bad/invoker-everywhere"),
+        ("RO-WDG-1", "bad/invoker-elsewhere"),
+        ("RO-WDG-1", "bad/runtime-publishes-elsewhere"),
+        # An operator with datastore.owner on the ledger, and without the verbs' other grants.
+        ("RO-OPS-1", "bad/operator-owner"),
+        ("RO-OPS-2", "bad/operator-ledger"),
         ("RO-IAM-1", "bad/owner"),
         ("RO-IAM-3", "bad/owner"),
         ("RO-IAM-3", "bad/ledger-everywhere"),
