@@ -242,3 +242,28 @@ def test_missed_runs_reads_one_record_per_expected_run(stores, clock):
     ledger.read = counted  # type: ignore[method-assign]
     assert len(list(missed_runs(watch(), ledger, at(125)))) == 10
     assert sorted(reads) == sorted(key(at(m)) for m in range(10, 110, 10))
+
+
+def test_a_tick_reads_its_records_several_at_a_time(stores, clock):
+    # A day of a job every two minutes is 720 reads: one at a time, a large team's tick would
+    # outlast its timeout. Each read here waits (up to 2 s) until four are in flight.
+    lock, enough = threading.Lock(), threading.Event()
+    in_flight: list[int] = [0, 0]  # now, most
+    original = stores.ledger.read
+
+    def slow(run: str):
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+            if in_flight[0] >= 4:
+                enough.set()
+        enough.wait(2)
+        try:
+            return original(run)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    stores.ledger.read = slow  # type: ignore[method-assign]
+    assert len(list(missed_runs(watch(), stores.ledger, at(125)))) == 10
+    assert in_flight[1] >= 4
