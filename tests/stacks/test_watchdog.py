@@ -14,8 +14,9 @@ from cdktf import Testing as CdktfTesting
 from runonce.scheduler.watchdog import parse_jobs
 from stacks import naming
 from stacks.config import defaults
-from stacks.team import TEAMS_DIR, EventJob, Job, Team, load_team_file
+from stacks.team import FUNCTIONS_DIR, TEAMS_DIR, EventJob, Job, Team, load_team_file
 from stacks.validate import find_problems
+from stacks.validate.entry_point import handler_issue, missing_requirements
 from stacks.validate.quotas import usage
 from stacks.validate.windows import grace_seconds
 from tests.stacks.conftest import synthesize
@@ -269,3 +270,29 @@ def test_a_job_whose_records_are_gone_before_a_tick_can_judge_them_is_warned_abo
         for entry in synthesize(GOOD, archive_dir).stack.watchdog.node.metadata
         if entry.type == "@cdktf/warn"
     ] == []
+
+
+def test_the_watchdog_folder_passes_the_checks_a_jobs_folder_does():
+    folder = FUNCTIONS_DIR / naming.WATCHDOG
+    assert handler_issue(folder / "main.py", "handle") is None
+    assert missing_requirements(folder, FUNCTIONS_DIR / "runonce") == []
+
+
+@pytest.mark.parametrize("order", ["ledger first", "watchdog first"])
+def test_a_ledger_named_like_another_teams_watchdog_database_is_refused(order):
+    other = replace(GOOD, name="billing", database="runonce-watchdog")
+    teams = [other, GOOD] if order == "ledger first" else [GOOD, other]
+    (problem,) = find_problems(teams)
+    assert problem.field == "database"
+    assert "Firestore database 'runonce-watchdog'" in problem.message
+    assert problem.fix.startswith("set database=")
+    assert find_problems([replace(t, watchdog=False) for t in teams]) == []
+
+
+def test_a_job_deriving_the_watchdogs_function_name_in_another_team_is_refused():
+    # Team "ord" and its job "ers-watchdog" derive "ord-ers-watchdog", team "ord-ers"'s watchdog.
+    first = replace(GOOD, name="ord", jobs=[replace(GOOD.jobs[0], name="ers-watchdog")])
+    second = replace(GOOD, name="ord-ers", database="ordersdb")
+    problems = find_problems([first, second])
+    assert [(p.team, p.field) for p in problems] == [("ord-ers", "name")]
+    assert "function 'ord-ers-watchdog'" in problems[0].message
