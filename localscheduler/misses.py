@@ -72,7 +72,7 @@ class PlannedMisses:
             )
         picked = random.Random(f"{self.seed}/misses").sample(eligible[job], self.total)
         misses = {
-            id(trigger): MissedRun.NEVER_DELIVERED if index < self.never_delivered else MissedRun.STILL_HELD
+            id(trigger): MissedRun.NEVER_DELIVERED if index < self.never_delivered else MissedRun.RETRIED_OUT
             for index, trigger in enumerate(picked)
         }
         return [

@@ -307,7 +307,7 @@ def guarantee_summary(verdicts: list[RunVerdict]) -> list[str]:
 
 MISS_WORDS = {
     MissedRun.NEVER_DELIVERED: "never delivered: no ledger record",
-    MissedRun.STILL_HELD: "claim left stuck: in_progress after Scheduler's retries ran out",
+    MissedRun.RETRIED_OUT: "claim left stuck: in_progress after Scheduler's retries ran out",
 }
 
 

@@ -46,7 +46,7 @@ class Trigger:
     stop: datetime
     """Retries stop here: the job's next scheduled time."""
     miss: MissedRun | None = None
-    """A planned miss (see `misses`): NEVER_DELIVERED is not sent; STILL_HELD is sent without
+    """A planned miss (see `misses`): NEVER_DELIVERED is not sent; RETRIED_OUT is sent without
     its fault, and every attempt that starts the job body dies holding the claim."""
 
     @property
@@ -171,7 +171,7 @@ class LocalScheduler:
         run = trigger.run
         pool = self.pools[(run.team.name, run.job.name)]
         headers = scheduler_headers(run.team, run.job, run.schedule_time)
-        dies_holding_claim = trigger.miss is MissedRun.STILL_HELD
+        dies_holding_claim = trigger.miss is MissedRun.RETRIED_OUT
         if dies_holding_claim:
             headers[KILL_HEADER] = trigger.key
         deadline = self.clock.wall_seconds(shape.deadline)

@@ -40,7 +40,7 @@ COPY_OFFSET = 0.3
 LANE_INCHES = 0.13
 TICKS = [(0, "0"), (5, "5 s"), (10, "10 s"), (30, "30 s"), (60, "1 min"), (120, "2 min"), (300, "5 min")]
 TICKS += [(600, "10 min"), (1200, "20 min"), (1800, "30 min")]
-MISS_LABELS = {MissedRun.NEVER_DELIVERED: "never delivered", MissedRun.STILL_HELD: "claim stuck"}
+MISS_LABELS = {MissedRun.NEVER_DELIVERED: "never delivered", MissedRun.RETRIED_OUT: "claim stuck"}
 
 
 class Mark(Enum):

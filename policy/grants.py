@@ -96,6 +96,13 @@ TARGET_NAME = re.compile(
     r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/[a-z]+/(?P<name>[^/]+)$"
 )
 ACT_AS_ROLE = "roles/iam.serviceAccountUser"
+# What the pack accepts on the ledger and the operators' resources (RO-IAM-7, RO-OPS-*, RO-WDG-*):
+# named here, by the pack, not taken from the stacks that grant them.
+LEDGER_ROLE = "roles/datastore.user"
+LEDGER_READER_ROLE = "roles/datastore.viewer"
+JOB_RUNNER_ROLE = "roles/cloudscheduler.jobRunner"
+PUBLISHER_ROLE = "roles/pubsub.publisher"
+SUBSCRIBER_ROLE = "roles/pubsub.subscriber"
 TRIGGER_ACCOUNT_EMAIL = re.compile(r"^[^@/]+@(?P<project>[^.@/]+)\.iam\.gserviceaccount\.com$")
 
 Target = Mapping[str, Any]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy import stack_set
-from policy.rules import deploy, iam, monitoring, network, pubsub, storage
+from policy.rules import deploy, iam, monitoring, network, operators, pubsub, storage, watchdog
 from policy.stack_set import Offenders
 from policy.synthesized import Resource, Stack
 from policy.verdict import Verdict
@@ -208,6 +208,22 @@ LEAST_PRIVILEGE = [
         "by the team's invoker and audience set to that URI.",
     ),
     Rule(
+        "RO-OPS-1",
+        operators.operator_grants_are_the_verbs,
+        "error",
+        "Grant an operator (Team.operators) only roles/datastore.user conditioned on the ledger's "
+        "database, roles/cloudscheduler.jobRunner on the project, roles/pubsub.subscriber on a "
+        "dead-letter subscription and roles/pubsub.publisher on an event job's topic: what the "
+        "runonce verbs need (docs/watchdog.md, IAM for operators).",
+    ),
+    Rule(
+        "RO-OPS-2",
+        operators.operators_hold_every_verbs_grant,
+        "error",
+        "Give every operator all of those grants, on every dead-letter subscription and every "
+        "event job's topic of the stack: a verb missing one fails part-way.",
+    ),
+    Rule(
         "RO-PS-1",
         pubsub.push_dead_letters,
         "error",
@@ -219,6 +235,23 @@ LEAST_PRIVILEGE = [
         storage.bucket_private,
         "error",
         'Set uniform_bucket_level_access = true and public_access_prevention = "enforced".',
+    ),
+    Rule(
+        "RO-WDG-1",
+        watchdog.watchdog_reads_the_ledger_only,
+        "error",
+        "Grant the watchdog's account roles/datastore.viewer conditioned on the ledger's database "
+        "and roles/datastore.user conditioned on its own database only: it reports on the ledger "
+        "and must not be able to change it (docs/watchdog.md).",
+    ),
+    Rule(
+        "RO-WDG-2",
+        watchdog.watchdog_has_its_own_store_and_reads_the_ledger,
+        "error",
+        "Give the watchdog a RUNONCE_DATABASE other than the ledger it reads "
+        "(RUNONCE_WATCHDOG_LEDGER_DATABASE) and its account roles/datastore.viewer on the ledger: "
+        "Firestore's IAM is per database, so a watchdog writing the ledger's database could "
+        "change the ledger.",
     ),
 ]
 """The pack `make policy` and the tests run on every stack."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from runonce.contract import (
     CLAIMED_AT_FIELD,
+    DATABASE_VARIABLE,
     DEAD_LETTER_MESSAGE_ID_FIELD,
     DEAD_LETTER_TOPIC_VARIABLE,
     EVENT_CONSUMER_FIELD,
@@ -20,7 +21,12 @@ from runonce.contract import (
     MISSED_RUN_FIELD,
     TARGET_GRACE_VARIABLE,
     TARGET_VARIABLE,
+    WATCHDOG_JOBS_VARIABLE,
+    WATCHDOG_LEDGER_COLLECTION_VARIABLE,
+    WATCHDOG_LEDGER_DATABASE_VARIABLE,
+    WATCHDOG_LOCATION_VARIABLE,
     WATCHDOG_LOGGER,
+    WATCHDOG_TEAM_VARIABLE,
 )
 
 RETIRING_ACCOUNT = "runonce: retiring per-job account, removed by the next apply (docs/stacks.md, Migration)"
@@ -33,6 +39,7 @@ under the document's top-level `//` property, which Terraform ignores as a comme
 __all__ = [
     "ACKNOWLEDGED",
     "CLAIMED_AT_FIELD",
+    "DATABASE_VARIABLE",
     "DEAD_LETTER_MESSAGE_ID_FIELD",
     "DEAD_LETTER_TOPIC_VARIABLE",
     "EVENT_CONSUMER_FIELD",
@@ -42,5 +49,10 @@ __all__ = [
     "RETIRING_ACCOUNT",
     "TARGET_GRACE_VARIABLE",
     "TARGET_VARIABLE",
+    "WATCHDOG_JOBS_VARIABLE",
+    "WATCHDOG_LEDGER_COLLECTION_VARIABLE",
+    "WATCHDOG_LEDGER_DATABASE_VARIABLE",
+    "WATCHDOG_LOCATION_VARIABLE",
     "WATCHDOG_LOGGER",
+    "WATCHDOG_TEAM_VARIABLE",
 ]

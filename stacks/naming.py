@@ -118,3 +118,15 @@ def topic_path(project: str, topic: str) -> str:
 def pubsub_service_agent(project_number: str) -> str:
     """The project's Pub/Sub service agent, which forwards dead letters."""
     return f"service-{project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+
+
+WATCHDOG = "watchdog"
+"""The team's watchdog takes a job's place in the names: function and Scheduler job
+`<team>-watchdog`, runtime account `<team>-watchdog-run` (so no job of a watched team may be
+called this)."""
+
+
+def watchdog_database(ledger_database: str) -> str:
+    """The watchdog's own Firestore database, beside the team's ledger: its ticks and its claims
+    of reported runs live there, so its account may write there and only read the ledger."""
+    return f"{ledger_database}-{WATCHDOG}"

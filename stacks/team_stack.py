@@ -35,6 +35,7 @@ from stacks.constructs.eventarc_agent import declare_beta_provider, eventarc_age
 from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.constructs.legacy_accounts import keep_job_accounts
 from stacks.constructs.monitoring import Monitoring, MonitoringProps
+from stacks.constructs.operators import EventJobAccess, OperatorAccess, OperatorAccessProps
 from stacks.constructs.provider import (
     DataGoogleProject,
     DataGoogleStorageProjectServiceAccount,
@@ -46,7 +47,9 @@ from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
 from stacks.constructs.scheduled_job import ScheduledJob, ScheduledJobProps
 from stacks.constructs.target_access import grant_target, target_apis
 from stacks.constructs.team_identity import TeamIdentity, TeamIdentityProps
+from stacks.constructs.watchdog import Watchdog, WatchdogProps
 from stacks.contract import ACKNOWLEDGED, EVENT_CONSUMER_FIELD, EVENT_SOURCE_FIELD
+from stacks.validate import windows
 
 
 class TeamStack(TerraformStack):
@@ -209,15 +212,36 @@ class TeamStack(TerraformStack):
             for job in team.event_jobs
         }
         """Each event job's topics, dead-letter subscription and publisher grants, by job name."""
+        self.watchdog = (
+            Watchdog(
+                self,
+                "watchdog",
+                WatchdogProps.of(
+                    team,
+                    self.store,
+                    self.identity.invoker_email,
+                    self.apis,
+                    {job.name: windows.grace_seconds(job) for job in team.jobs},
+                ),
+            )
+            if team.watched
+            else None
+        )
+        """The team's watchdog (`stacks.constructs.watchdog`); None without scheduled jobs or with
+        `Team.watchdog` off. Its function is deployed last, after every Scheduler job it watches."""
+        watchdog_grants = self.watchdog.grants if self.watchdog is not None else []
         self.iam_settled = Sleep(
             self,
             "iam-settled",
             create_duration=defaults.IAM_SETTLE,
             # A time_sleep waits on create only; a changed trigger re-creates it, so a function
             # added later waits for its own grants too.
-            triggers={"functions": ",".join(sorted(identities))},
+            triggers={
+                "functions": ",".join(sorted([*identities, *([naming.WATCHDOG] if self.watchdog else [])]))
+            },
             depends_on=[
                 *self.identity.build_grants,
+                *watchdog_grants,
                 *(identity.ledger_grant for identity in identities.values()),
                 *(grant for grants in self.target_grants.values() for grant in grants),
                 *(grant for events in self.events.values() for grant in events.grants),
@@ -343,7 +367,40 @@ class TeamStack(TerraformStack):
         for name in pushes:
             after = [invoker_grants[name], *token_grants, self.invoker_settled]
             self.events[name].subscribe(self.functions[name], after=after)
+        if self.watchdog is not None:
+            scheduled = {name: job.job for name, job in self.jobs.items() if job.job is not None}
+            self.watchdog.deploy(
+                self.build, self.identity.build_email, self.iam_settled, archive_dir, scheduled
+            )
+        self.operators = (
+            OperatorAccess(
+                self,
+                "operators",
+                OperatorAccessProps(
+                    project=team.project,
+                    members=tuple(team.operators),
+                    ledger=self.store,
+                    event_jobs=tuple(
+                        EventJobAccess(
+                            job=name,
+                            dead_letters=events.dead_letters.name,
+                            topic=events.topic.name if events.topic is not None else events.props.job.topic,
+                        )
+                        for name, events in self.events.items()
+                    ),
+                    scheduled=bool(team.jobs),
+                    apis=self.apis,
+                ),
+            )
+            if team.operators
+            else None
+        )
+        """The operators' grants (`Team.operators`, `stacks.constructs.operators`); None without any."""
         run_services = {name: function.service for name, function in self.functions.items()}
+        if self.watchdog is not None and self.watchdog.function is not None:
+            # Its ticks are answered like any job's: a watchdog that fails alerts too. No job may
+            # be called "watchdog" (stacks.validate.watchdog), so the name is its own.
+            run_services["watchdog"] = self.watchdog.function.service
         self.monitoring = (
             Monitoring(self, "monitoring", MonitoringProps.of(team, run_services, self.apis))
             if run_services

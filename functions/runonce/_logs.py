@@ -106,3 +106,11 @@ def log(level: int, message: str, exc_info: bool = False, **fields: object) -> N
     """Write one structured line; `fields` become top-level keys (run_key, job, outcome, ...)."""
     _install()
     logger.log(level, message, exc_info=exc_info, extra={"fields": {**_bound.get(_NOTHING), **fields}})
+
+
+def log_as(name: str, level: int, message: str, **fields: object) -> None:
+    """Write one structured line as `name` (a logger under runonce's, its `logger` field) with
+    `fields` alone: the line is about something other than the request being handled, so the
+    request's bound fields (its run key, job, attempt) stay off it."""
+    _install()
+    logging.getLogger(name).log(level, message, extra={"fields": fields})

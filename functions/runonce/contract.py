@@ -117,6 +117,21 @@ WATCHDOG_LOGGER = "runonce.watchdog"
 MISSED_RUN_FIELD = "missed_run"
 """On a watchdog line about a missed run: how it was missed, a `MissedRun` value."""
 
+# The watchdog function's settings (functions/watchdog), which the stack sets. Its own ledger (its
+# ticks and its claims of the runs it reported) is RUNONCE_DATABASE and RUNONCE_COLLECTION; the team's
+# ledger, which it only reads, is named by these.
+WATCHDOG_JOBS_VARIABLE = "RUNONCE_WATCHDOG_JOBS"
+"""The watched jobs, one JSON list of {"job", "scheduler_job", "schedule", "time_zone",
+"grace_seconds", "lookback_seconds", "since"} objects."""
+WATCHDOG_TEAM_VARIABLE = "RUNONCE_WATCHDOG_TEAM"
+"""The team's name, for the `runonce` command each line names."""
+WATCHDOG_LOCATION_VARIABLE = "RUNONCE_WATCHDOG_LOCATION"
+"""The region of the team's Scheduler jobs (their X-Runonce-Location), which their run keys hash."""
+WATCHDOG_LEDGER_DATABASE_VARIABLE = "RUNONCE_WATCHDOG_LEDGER_DATABASE"
+"""The team's ledger database, read only."""
+WATCHDOG_LEDGER_COLLECTION_VARIABLE = "RUNONCE_WATCHDOG_LEDGER_COLLECTION"
+"""The team's ledger collection."""
+
 
 class RunStatus(str, Enum):
     """Where a run stands in the ledger (the record's `status` field)."""
@@ -175,6 +190,8 @@ class MissedRun(str, Enum):
     NEVER_DELIVERED = "never_delivered"
     """No record: Scheduler never delivered the run, or no delivery reached the handler."""
     STILL_HELD = "still_held"
-    """In progress: a claim is held (or was left behind by an attempt that died)."""
+    """In progress with a live lease: an attempt (or an outcome-unknown hold) still holds it."""
     RETRIED_OUT = "retried_out"
-    """Released for a retry that never came: Scheduler's retries ran out."""
+    """In progress with its lease run out: the attempt holding it died or stopped and no retry
+    took it over, so Scheduler's retries ran out. (A run every attempt released for a retry has
+    no record left, so it reads as never delivered.)"""

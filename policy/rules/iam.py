@@ -6,6 +6,7 @@ import re
 
 from policy.grants import (
     INVOKER_ROLES,
+    LEDGER_ROLE,
     ONE_DATABASE_CONDITION,
     SERVICE_IAM_TARGETS,
     TARGET_PATH,
@@ -16,6 +17,7 @@ from policy.grants import (
     target_grants_needed,
     trigger_accounts,
 )
+from policy.rules.operators import is_operator
 from policy.synthesized import MEMBER_ACCOUNT, Resource, Stack, account_named, first_at, values_at, walk
 from policy.verdict import Verdict
 from stacks.contract import RETIRING_ACCOUNT
@@ -32,6 +34,9 @@ ONE_BUCKET_CONDITION = re.compile(
 # Roles that exist only at project level and only write: log entries cannot be scoped further,
 # and an Eventarc trigger's account receives events at project level only.
 PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
+# Scheduler's IAM is managed at project level only, and IAM Conditions do not reach its jobs: an
+# operator's job runner (RO-OPS-1 checks who holds it) cannot be granted narrower.
+SCHEDULER_PROJECT_ONLY_ROLES = {"roles/cloudscheduler.jobRunner"}
 EVENT_RECEIVER_ROLE = "roles/eventarc.eventReceiver"
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 # The Cloud Storage agent as the `google_storage_project_service_account` data source names it:
@@ -122,6 +127,8 @@ def role_scoped_to_one_resource(resource: Resource, stack: Stack) -> Verdict:
     if not resource.is_iam:
         return Verdict.NOT_APPLICABLE
     if not BROAD_IAM_TYPES.match(resource.type) or resource.role in PROJECT_ONLY_ROLES:
+        return Verdict.COMPLIANT
+    if resource.role in SCHEDULER_PROJECT_ONLY_ROLES and all(map(is_operator, resource.members)):
         return Verdict.COMPLIANT
     if is_target_grant(resource, stack):  # the narrowest level the target's API offers (RO-IAM-8)
         return Verdict.COMPLIANT
@@ -235,7 +242,7 @@ def proxy_account_holds_only_its_target(resource: Resource, stack: Stack) -> Ver
         return Verdict.NOT_APPLICABLE
     if not resource.member_accounts & set(targets):
         return Verdict.NOT_APPLICABLE
-    ledger = resource.role == "roles/datastore.user" and ONE_DATABASE_CONDITION.match(
+    ledger = resource.role == LEDGER_ROLE and ONE_DATABASE_CONDITION.match(
         resource.config.get("condition", {}).get("expression", "").strip()
     )
     if ledger:

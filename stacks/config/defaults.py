@@ -15,6 +15,17 @@ REPOSITORY_FORMAT = "DOCKER"
 
 # roles the stacks grant, each to one resource (or conditioned to one database).
 ROLE_LEDGER = "roles/datastore.user"
+# The watchdog reads the team's ledger and writes nothing there: "Provides read access to Datastore
+# resources" (https://cloud.google.com/iam/docs/roles-permissions/datastore), conditioned to the
+# ledger's database like the runtime accounts' roles/datastore.user.
+ROLE_LEDGER_READER = "roles/datastore.viewer"
+# An operator's `runonce rerun` delivers through Scheduler's jobs.run: "Access to run jobs"
+# (https://cloud.google.com/scheduler/docs/access-control). Scheduler's IAM is managed at project
+# level only (that page), the provider has no job-level IAM resource, and IAM Conditions'
+# resource attributes do not cover Cloud Scheduler
+# (https://cloud.google.com/iam/docs/conditions-resource-attributes), so it is granted on the
+# project: the operator may run any Scheduler job of the project.
+ROLE_JOB_RUNNER = "roles/cloudscheduler.jobRunner"
 ROLE_INVOKER = "roles/run.invoker"
 ROLE_BUILD_SOURCE_READER = "roles/storage.objectViewer"
 ROLE_BUILD_IMAGE_WRITER = "roles/artifactregistry.writer"

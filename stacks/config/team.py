@@ -361,6 +361,18 @@ class Team:
     notification channel for each."""
     alert_thresholds: AlertThresholds = field(default_factory=AlertThresholds)
     """When the alerts fire; the defaults suit most teams."""
+    watchdog: bool = True
+    """Deploy the team's watchdog (docs/watchdog.md): a function on its own Scheduler job, every
+    10 minutes, logging one ERROR line for each scheduled run that did not finish within its
+    grace (never delivered, still held, or retried out), with its own account that may only read
+    the ledger and its own Firestore database `<database>-watchdog`. Only for a team with
+    scheduled jobs; False deploys none (a job may then be called "watchdog")."""
+    operators: list[str] = field(default_factory=list)
+    """The principals that operate the team with the `runonce` command (docs/watchdog.md, "IAM
+    for operators"), as IAM writes them: "group:ops@example.com", "user:...", "serviceAccount:...",
+    "domain:...". Each gets what the verbs need on the team's resources and nothing more: the
+    ledger's database (read and write), subscriber on every dead-letter subscription, publisher
+    on every event job's topic, and Scheduler's job runner. Default none."""
     acknowledge: dict[str, str] = field(default_factory=dict)
     """Policy findings the team accepts, each with its reason, which `make policy` shows instead
     of failing (docs/stacks.md, "Acknowledging a finding"): a rule id of the pack (`"RO-IAM-3"`)
@@ -372,6 +384,11 @@ class Team:
     def location(self) -> str:
         """Firestore location actually used."""
         return self.database_location or self.region
+
+    @property
+    def watched(self) -> bool:
+        """Whether the stack deploys the team's watchdog: it is on and there are scheduled jobs."""
+        return self.watchdog and bool(self.jobs)
 
     @property
     def needs_invoker(self) -> bool:

@@ -6,7 +6,7 @@ package's `_jsii` assembly loader, not its siblings, so this module registers a 
 object whose `__path__` is the real package folder before importing anything from it: Python
 then finds the submodules on disk and never runs the package `__init__`. If the real package
 was already imported (a plain cdktf app in the same process), that package is used as is.
-The time provider's bindings (for `time_sleep`) are small, but are loaded the same way.
+The time provider's bindings (for `time_sleep` and `time_static`) are small, but are loaded the same way.
 """
 
 from __future__ import annotations
@@ -128,6 +128,7 @@ from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketI
 from cdktf_cdktf_provider_google.storage_bucket_object import StorageBucketObject  # noqa: E402
 from cdktf_cdktf_provider_time.provider import TimeProvider  # noqa: E402
 from cdktf_cdktf_provider_time.sleep import Sleep  # noqa: E402
+from cdktf_cdktf_provider_time.static_resource import StaticResource  # noqa: E402
 
 __all__ = [
     "ArtifactRegistryRepository",
@@ -186,6 +187,7 @@ __all__ = [
     "ServiceAccount",
     "ServiceAccountIamMember",
     "Sleep",
+    "StaticResource",
     "StorageBucket",
     "StorageBucketIamMember",
     "StorageBucketLifecycleRule",

@@ -5,10 +5,11 @@ module per concern: `team` (the team's own fields), `names` (derived resource na
 teams), `schedules` (Scheduler's settings), `windows` (leases, retries and retention against the
 timeout and the next run), `functions` (Cloud Run's limits, the handler and its requirements,
 env and labels), `targets` (Google API targets), `events` (event jobs), `sharing` (jobs of one
-function starting at once), `alerts` (whom the team's alerts reach, and when) and `quotas`.
-Google's own limits are pinned in `stacks.locations`, `function_limits` and `cron_check`. This
-module only runs them, in the order their problems are reported. Files that do not load or hold
-values of the wrong type are reported by `stacks.config.team_files` first.
+function starting at once), `alerts` (whom the team's alerts reach, and when), `watchdog` (the
+names the team's watchdog takes), `operators` (`Team.operators`) and `quotas`. Google's own
+limits are pinned in `stacks.locations`, `function_limits` and `cron_check`. This module only
+runs them, in the order their problems are reported. Files that do not load or hold values of
+the wrong type are reported by `stacks.config.team_files` first.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from stacks.config.problem import InvalidConfig, Problem
 from stacks.config.team import EventJob, Job, Team
 from stacks.validate import alerts, events, functions, names, schedules, sharing, targets, windows
+from stacks.validate.operators import operators
 from stacks.validate.quotas import quota_problems
 from stacks.validate.team import team_fields
+from stacks.validate.watchdog import watchdog
 from stacks.validate.windows import retry_window_seconds
 
 __all__ = ["InvalidConfig", "Problem", "find_problems", "retry_window_seconds", "validate"]
@@ -38,7 +41,7 @@ def find_problems(teams: Sequence[Team], files: Sequence[str] | None = None) -> 
     shown = list(files) if files is not None else [""] * len(teams)
     found = list(names.across_teams(teams, shown))
     for team, file in zip(teams, shown, strict=True):
-        problems = list(team_fields(team))
+        problems = [*team_fields(team), *watchdog(team), *operators(team)]
         for job in team.jobs:
             problems.extend(_job(team, job))
         for event_job in team.event_jobs:

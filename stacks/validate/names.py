@@ -39,6 +39,12 @@ def _derived_names(team: Team) -> Iterator[tuple[str | None, str, str, str]]:
     yield None, "source bucket", "global", naming.bucket_name(team.project, team.name)
     yield None, "Artifact Registry repository", region, naming.repository_id(team.name)
     yield None, "Firestore database", project, team.database
+    if team.watched:  # the watchdog's own (stacks/constructs/watchdog.py)
+        yield None, "Firestore database", project, naming.watchdog_database(team.database)
+        yield None, "function", region, naming.function_name(team.name, naming.WATCHDOG)
+        yield None, "Scheduler job", region, naming.scheduler_job_name(team.name, naming.WATCHDOG)
+        watchdog = naming.account_id(team.name, naming.WATCHDOG, naming.RUNTIME_ROLE)
+        yield None, "service account", project, watchdog
     for role in naming.TEAM_ROLES:
         if role != "call" or team.needs_invoker:
             yield None, "service account", project, naming.team_account_id(team.name, role)
@@ -84,7 +90,7 @@ def _name_collisions(teams: Sequence[Team], files: list[str]) -> Iterator[Proble
         other, team = teams[first], teams[second]
         whose = f"team {other.name!r}" + (f" job {first_job!r}" if first_job else "")
         in_file = f" ({files[first]})" if files[first] else ""
-        database = names == [f"Firestore database {team.database!r}"]
+        database = all(name.startswith("Firestore database ") for name in names)
         yield Problem(
             team.name,
             job,

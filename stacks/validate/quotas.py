@@ -12,8 +12,9 @@ What synth cannot see is what else the project holds: service accounts made by h
 tools count against the same 100. Declare the room that is left (`quotas={"service_accounts":
 100 - <accounts already there>}`) when the project is not runonce's alone.
 
-Quotas that do not bind here: the stacks create no log-based metrics, one Firestore database,
-one bucket and one Artifact Registry repository per team.
+Quotas that do not bind here: the stacks create no log-based metrics, one Firestore database
+(two with the watchdog: the ledger and the watchdog's own), one bucket and one Artifact Registry
+repository per team.
 """
 
 from __future__ import annotations
@@ -95,10 +96,11 @@ def usage(team: Team) -> dict[str, int]:
     retiring = 2 * len(team.jobs) if team.keep_per_job_accounts else 0  # migration step 1
     # The build account and, unless nothing signs as it, the invoker; a runtime account per function.
     team_accounts = TEAM_ACCOUNTS if team.needs_invoker else TEAM_ACCOUNTS - 1
+    watchdog = 1 if team.watched else 0  # its account, its function and its Scheduler job
     return {
-        SERVICE_ACCOUNTS.key: team_accounts + functions + triggers + retiring,
-        CLOUD_RUN_SERVICES.key: functions,
-        SCHEDULER_JOBS.key: len(team.jobs),
+        SERVICE_ACCOUNTS.key: team_accounts + functions + triggers + retiring + watchdog,
+        CLOUD_RUN_SERVICES.key: functions + watchdog,
+        SCHEDULER_JOBS.key: len(team.jobs) + watchdog,
     }
 
 

@@ -38,6 +38,17 @@ def retry_window_seconds(job: Job) -> int:
     return (offsets[-1] if offsets else 0) + job.attempt_deadline_seconds
 
 
+def lease_seconds(job: Job) -> int:
+    """The lease the job's function runs with: RUNONCE_LEASE_SECONDS from its env, else the stack's."""
+    return int(job.env[LEASE_ENV]) if job.env.get(LEASE_ENV, "").isdigit() else job.lease_seconds
+
+
+def grace_seconds(job: Job) -> int:
+    """How long after its first attempt a run may still finish: its retry window, then a last
+    claim holding it for the whole lease. The watchdog judges a run only after this."""
+    return retry_window_seconds(job) + lease_seconds(job)
+
+
 def cross_layer(job: Job, problem: ProblemAt) -> Iterator[Problem]:
     """Scheduler, function and ledger settings that must agree for exactly-once to hold."""
     if job.attempt_deadline_seconds > job.timeout_seconds:
@@ -51,7 +62,7 @@ def cross_layer(job: Job, problem: ProblemAt) -> Iterator[Problem]:
             else f"raise timeout_seconds to at least {job.attempt_deadline_seconds} (attempt "
             f"deadlines start at {MIN_ATTEMPT_DEADLINE} s)",
         )
-    lease = int(job.env[LEASE_ENV]) if job.env.get(LEASE_ENV, "").isdigit() else job.lease_seconds
+    lease = lease_seconds(job)
     if lease <= job.timeout_seconds:
         yield problem(
             "env",

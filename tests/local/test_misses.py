@@ -53,7 +53,7 @@ def _plan(misses: PlannedMisses, mix: FaultMix | None = None, span: timedelta = 
 def test_the_misses_fall_on_distinct_scheduled_runs_in_the_first_half_of_the_window():
     plan = _plan(PlannedMisses(never_delivered=1, stuck_claims=1, seed=3))
     missed = [t for t in plan if t.miss]
-    assert sorted(t.miss.value for t in missed) == ["never_delivered", "still_held"]
+    assert sorted(t.miss.value for t in missed) == ["never_delivered", "retried_out"]
     assert all(not t.forced and t.run.schedule_time <= START + SPAN / 2 for t in missed)
     assert len({t.run.schedule_time for t in missed}) == 2
 
@@ -131,7 +131,7 @@ def test_a_run_never_delivered_has_no_ledger_record_and_no_delivery(lost):
 
 def test_a_stuck_claim_stays_in_progress_with_scheduler_s_attempts_used_up(lost):
     sim, result = lost
-    verdict = _missed(result, MissedRun.STILL_HELD)
+    verdict = _missed(result, MissedRun.RETRIED_OUT)
     moment = verdict.trigger.run.schedule_time
     record = _record(moment)
     assert record is not None and record["status"] == "in_progress"
@@ -157,7 +157,7 @@ def test_the_other_runs_are_judged_as_always_and_the_summary_names_the_misses(lo
     summary = "\n".join(guarantee_summary(result.verdicts))
     assert "2 runs missed on purpose" in summary
     assert "never_delivered: never delivered: no ledger record" in summary
-    assert "still_held: claim left stuck" in summary
+    assert "retried_out: claim left stuck" in summary
 
 
 def test_the_timeline_marks_the_two_misses(lost, tmp_path):

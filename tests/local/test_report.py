@@ -247,14 +247,14 @@ def test_a_run_planned_never_delivered_that_has_a_record_or_an_effect_fails_the_
 
 
 def test_a_claim_left_held_by_killed_bodies_as_planned_is_an_expected_miss():
-    trigger = _planned(0, MissedRun.STILL_HELD)
+    trigger = _planned(0, MissedRun.RETRIED_OUT)
     bodies, sent = _stuck_bodies(trigger)
     verdict = judge(trigger, _stuck_record(2), [], bodies, sent)
     assert (verdict.ok, verdict.status, verdict.bodies) == (True, "in_progress", 2)
 
 
 def test_a_run_planned_to_stay_held_that_finished_fails_the_verdict():
-    trigger = _planned(0, MissedRun.STILL_HELD)
+    trigger = _planned(0, MissedRun.RETRIED_OUT)
     bodies = [_body(trigger, 1, 2, OK)]
     verdict = judge(trigger, _completed(), ["a1"], bodies, [])
     assert verdict.problems == (
@@ -265,7 +265,7 @@ def test_a_run_planned_to_stay_held_that_finished_fails_the_verdict():
 
 
 def test_a_stuck_claim_whose_body_was_not_killed_or_whose_2xx_reached_scheduler_fails_the_verdict():
-    trigger = _planned(0, MissedRun.STILL_HELD)
+    trigger = _planned(0, MissedRun.RETRIED_OUT)
     bodies, sent = _stuck_bodies(trigger)
     acknowledged = dataclasses.replace(sent[1], killed=False, status=200, acknowledged=True, attempt=2)
     verdict = judge(trigger, _stuck_record(2), [], bodies, [sent[0], acknowledged])
@@ -276,7 +276,7 @@ def test_a_stuck_claim_whose_body_was_not_killed_or_whose_2xx_reached_scheduler_
 
 
 def test_a_stuck_claim_needs_one_claim_per_body_and_a_record():
-    trigger = _planned(0, MissedRun.STILL_HELD)
+    trigger = _planned(0, MissedRun.RETRIED_OUT)
     bodies, sent = _stuck_bodies(trigger)
     assert judge(trigger, _stuck_record(3), [], bodies, sent).problems == (
         "3 claims on the record, 2 bodies started",
@@ -288,7 +288,7 @@ def test_the_table_counts_the_misses_and_the_summary_names_them_apart_from_the_g
     done, never, stuck = (
         _trigger(0),
         _planned(2, MissedRun.NEVER_DELIVERED),
-        _planned(4, MissedRun.STILL_HELD),
+        _planned(4, MissedRun.RETRIED_OUT),
     )
     bodies, sent = _stuck_bodies(stuck)
     verdicts = [
@@ -303,6 +303,6 @@ def test_the_table_counts_the_misses_and_the_summary_names_them_apart_from_the_g
     assert summary[-3:] == [
         "2 runs missed on purpose, each as planned (expected misses, not failures):",
         "  demo/sync 2026-03-29 01:02Z never_delivered: never delivered: no ledger record",
-        "  demo/sync 2026-03-29 01:04Z still_held: claim left stuck: in_progress after Scheduler's retries "
+        "  demo/sync 2026-03-29 01:04Z retried_out: claim left stuck: in_progress after Scheduler's retries "
         "ran out, 2 claims, every body killed holding it",
     ]

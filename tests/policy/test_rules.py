@@ -97,6 +97,17 @@ def watch_for_absence(document: Document) -> None:
     )
 
 
+def drop_grants(prefix: str) -> Callable[[Document], None]:
+    """Remove every grant whose logical id starts with `prefix`."""
+
+    def change(document: Document) -> None:
+        for grants in document["resource"].values():
+            for name in [name for name in grants if name.startswith(prefix)]:
+                del grants[name]
+
+    return change
+
+
 @dataclass(frozen=True)
 class Case:
     """A rule, the resource it is about, and a change that breaks that resource for it."""
@@ -260,6 +271,23 @@ CASES = [
         ),
     ),
     Case(
+        "RO-OPS-1",
+        "google_project_iam_member",
+        "operators_group-every-ops-example-com-ledger",
+        set_at(
+            "google_project_iam_member",
+            "operators_group-every-ops-example-com-ledger",
+            "condition.expression",
+            'resource.name == "projects/acme-every-1/databases/runonce-watchdog"',
+        ),
+    ),
+    Case(
+        "RO-OPS-2",
+        "google_project_iam_member",
+        "operators_group-every-ops-example-com-ledger",
+        drop_grants("operators_group-every-ops-example-com-job-runner"),
+    ),
+    Case(
         "RO-PS-1",
         "google_pubsub_subscription",
         "orders-events_push-subscription",
@@ -270,6 +298,23 @@ CASES = [
         "google_storage_bucket",
         "build_bucket",
         set_at("google_storage_bucket", "build_bucket", "public_access_prevention", "inherited"),
+    ),
+    Case(
+        "RO-WDG-1",
+        "google_project_iam_member",
+        "watchdog_ledger-reader",
+        set_at("google_project_iam_member", "watchdog_ledger-reader", "role", "roles/datastore.user"),
+    ),
+    Case(
+        "RO-WDG-2",
+        "google_cloudfunctions2_function",
+        "watchdog_function",
+        set_at(
+            "google_cloudfunctions2_function",
+            "watchdog_function",
+            "service_config.environment_variables.RUNONCE_DATABASE",
+            "runonce",
+        ),
     ),
 ]
 

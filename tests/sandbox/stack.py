@@ -17,6 +17,7 @@ from pathlib import Path
 from cdktf import App, TerraformOutput, TerraformResource
 from constructs import Construct
 
+from stacks import naming
 from stacks.config import defaults
 from stacks.constructs.deduplicated_function import ARCHIVE_DIR
 from stacks.constructs.provider import ProjectService, Sleep, StorageBucket
@@ -114,7 +115,10 @@ class SandboxStack(TeamStack):
         depend_on_mentions(self, self.upload_bucket, place.upload_bucket)
         depend_on_mentions(self, self.target_job, place.target_job_id)
         depend_on_mentions(self, self.target_workflow, place.workflow_id)
-        for name, function in self.functions.items():
+        functions = dict(self.functions)
+        if self.watchdog is not None and self.watchdog.function is not None:
+            functions[naming.WATCHDOG] = self.watchdog.function
+        for name, function in functions.items():
             TerraformOutput(self, URI_OUTPUT.format(name), value=function.function.service_config.uri)
             TerraformOutput(self, SERVICE_OUTPUT.format(name), value=function.function.service_config.service)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 TERRAFORM = shutil.which("terraform")
-REFERENCE = re.compile(r"\$\{(google_[a-z0-9_]+|time_sleep)\.([A-Za-z0-9_-]+)(\.[^}]*)?\}")
+REFERENCE = re.compile(r"\$\{(google_[a-z0-9_]+|time_sleep|time_static)\.([A-Za-z0-9_-]+)(\.[^}]*)?\}")
 DATA = re.compile(r"\$\{data\.[^}]*\}")
 # Arguments the provider cannot change in place (ForceNew), per type; any other type: `name`.
 # Every argument of an IAM member resource forces a replacement.
@@ -38,6 +38,7 @@ REPLACE: dict[str, set[str]] = {
     "google_cloudfunctions2_function": {"name", "location", "project"},
     "google_cloud_scheduler_job": {"name", "region", "project"},
     "time_sleep": {"triggers", "create_duration"},
+    "time_static": {"triggers", "rfc3339"},
     "google_project_service": {"service", "project"},
     "google_storage_bucket": {"name", "location", "project"},
     "google_storage_bucket_object": {"name", "bucket"},

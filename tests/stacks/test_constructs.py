@@ -20,6 +20,8 @@ EXAMPLE_EVENT_JOBS = ["orders"]
 EXAMPLE_FUNCTIONS = [*EXAMPLE_JOBS, *EXAMPLE_EVENT_JOBS]
 """Every job has a function of its own: the scheduled jobs' timeouts differ, and an event job's
 function is never shared."""
+DEPLOYED_FUNCTIONS = [*EXAMPLE_FUNCTIONS, naming.WATCHDOG]
+"""Every function the example deploys: its jobs' and its watchdog's (stacks/constructs/watchdog.py)."""
 EXAMPLE_APIS = (*defaults.REQUIRED_APIS, defaults.API_PUBSUB)
 """The APIs the example team enables: its event job needs Pub/Sub."""
 
@@ -165,7 +167,7 @@ def test_a_team_without_event_jobs_does_not_enable_pubsub(payments):
     ("kind", "match", "apis"),
     [
         ("google_firestore_database", {"name": "runonce"}, ["firestore"]),
-        ("google_firestore_field", {"field": "expire_at"}, ["firestore"]),
+        ("google_firestore_field", {"field": "expire_at", "collection": "scheduler_runs"}, ["firestore"]),
         ("google_firestore_index", {"collection": "scheduler_runs"}, ["firestore"]),
         ("google_storage_bucket", {"name": "runonce-example-example-sources"}, ["storage"]),
         ("google_storage_bucket_object", {}, ["storage"]),
@@ -213,11 +215,12 @@ def test_functions_are_created_sixty_seconds_after_every_grant_of_the_build_and_
     iam_settled = example.resources("time_sleep")["iam-settled"]
     assert iam_settled["create_duration"] == "60s"
     # Adding or removing a function changes the trigger, so the sleep is re-created and waits again.
-    assert iam_settled["triggers"] == {"functions": "ledger-close,orders,report,sync"}
+    assert iam_settled["triggers"] == {"functions": "ledger-close,orders,report,sync,watchdog"}
     assert sorted(iam_settled["depends_on"]) == sorted(grants)
-    # The team's build account has four grants, each function's runtime account one, and the
-    # event job's dead-letter topic two (its runtime account and the Pub/Sub service agent).
-    assert len(grants) == 4 + len(EXAMPLE_FUNCTIONS) + 2
+    # The team's build account has four grants, each function's runtime account one, the event
+    # job's dead-letter topic two (its runtime account and the Pub/Sub service agent), and the
+    # watchdog's account two (its own database, and the ledger read only).
+    assert len(grants) == 4 + len(EXAMPLE_FUNCTIONS) + 2 + 2
     for config in example.resources("google_cloudfunctions2_function").values():
         assert "time_sleep.iam-settled" in config["depends_on"]
 
@@ -345,7 +348,7 @@ def test_each_function_has_a_runtime_account_and_the_team_one_build_and_one_invo
     # The example's three scheduled jobs differ in their timeouts, so each has a function of its
     # own, and so has its event job.
     assert ids == sorted(
-        ["example-build", "example-call", *(f"example-{job}-run" for job in EXAMPLE_FUNCTIONS)]
+        ["example-build", "example-call", *(f"example-{job}-run" for job in DEPLOYED_FUNCTIONS)]
     )
     assert all(
         config["project"] == "runonce-example"
@@ -433,15 +436,23 @@ def test_jobs_built_from_the_same_files_share_one_upload_named_by_its_digest(exa
             "name": source_object(),
         },
     )
-    # The scheduled jobs share one upload; the event job's folder is a second one.
+    # The scheduled jobs share one upload; the event job's folder is a second one, the watchdog's
+    # a third.
     uploads = example.resources("google_storage_bucket_object")
-    assert len(uploads) == 2
+    assert len(uploads) == 3
     (upload,) = [name for name in uploads if name.startswith("build_report-source")]
     function_ids = {
-        name.split("-function")[0]: f"google_storage_bucket_object.{upload}" in config["depends_on"]
-        for name, config in example.resources("google_cloudfunctions2_function").items()
+        config["name"].removeprefix("example-"): f"google_storage_bucket_object.{upload}"
+        in config["depends_on"]
+        for config in example.resources("google_cloudfunctions2_function").values()
     }
-    assert function_ids == {"report": True, "sync": True, "ledger-close": True, "orders": False}
+    assert function_ids == {
+        "report": True,
+        "sync": True,
+        "ledger-close": True,
+        "orders": False,
+        "watchdog": False,
+    }
 
 
 @pytest.mark.parametrize("job", EXAMPLE_JOBS)
@@ -527,7 +538,7 @@ def test_build_account_holds_nothing_else_and_every_function_is_built_as_it(exam
     build = f"projects/runonce-example/serviceAccounts/{account(example, None, 'build', 'email')}"
     functions = example.resources("google_cloudfunctions2_function").values()
     assert [config["build_config"]["service_account"] for config in functions] == [build] * len(
-        EXAMPLE_FUNCTIONS
+        DEPLOYED_FUNCTIONS
     )
 
 
@@ -562,14 +573,17 @@ def test_the_invoker_holds_run_invoker_on_the_teams_services_and_nothing_else(ex
             "roles/run.invoker",
             function_ref(example, job, "service_config[0].service"),
         )
-        for job in EXAMPLE_FUNCTIONS
+        for job in DEPLOYED_FUNCTIONS
     )
 
 
 def test_scheduler_jobs_are_created_or_repointed_two_minutes_after_every_invoker_grant(example):
+    # The watchdog's grant has a wait of its own (tests/stacks/test_watchdog.py): its function
+    # follows the Scheduler jobs it watches.
     grants = [
         f"google_cloud_run_v2_service_iam_member.{name}"
         for name in example.resources("google_cloud_run_v2_service_iam_member")
+        if not name.startswith("watchdog_")
     ]
     # The example's event job pushes, so the Pub/Sub agent's token creator grant settles here too.
     token_creator = address(example, "google_service_account_iam_member", role=defaults.ROLE_TOKEN_CREATOR)

@@ -47,6 +47,15 @@ def test_example_teams_pass_the_rules_over_all_stacks(example, payments):
 
 def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
     assert flagged(json.loads(BAD.read_text())) == {
+        # A watchdog (its env names a ledger to read) whose own database is that ledger, and
+        # whose account holds run.invoker and publisher grants.
+        ("RO-WDG-2", "bad/twin-a"),
+        ("RO-WDG-1", "bad/invoker-everywhere"),
+        ("RO-WDG-1", "bad/invoker-elsewhere"),
+        ("RO-WDG-1", "bad/runtime-publishes-elsewhere"),
+        # An operator with datastore.owner on the ledger, and without the verbs' other grants.
+        ("RO-OPS-1", "bad/operator-owner"),
+        ("RO-OPS-2", "bad/operator-ledger"),
         ("RO-IAM-1", "bad/owner"),
         ("RO-IAM-3", "bad/owner"),
         ("RO-IAM-3", "bad/ledger-everywhere"),
@@ -176,10 +185,11 @@ def test_two_teams_deriving_the_same_names_in_one_project_are_flagged(example):
     }
     expected |= {("RO-SET-2", stack, "terraform_backend.local") for stack in ("example", "example-copy")}
     assert found == expected
-    # Accounts: a runtime account per function (three scheduled, one event) and the team's build
-    # and invoker accounts; the event job's topic and dead-letter topic, its push and
-    # dead-letter subscriptions.
-    assert len(expected) == 2 * ((4 + 2) + 4 + 3 + 1 + 1 + 1 + 2 + 2) + 2
+    # Accounts: a runtime account per function (three scheduled, one event, the watchdog's) and
+    # the team's build and invoker accounts; the functions and Scheduler jobs with the watchdog's;
+    # the ledger and the watchdog's database; the event job's topic and dead-letter topic, its
+    # push and dead-letter subscriptions.
+    assert len(expected) == 2 * ((5 + 2) + 5 + 4 + 1 + 1 + 2 + 2 + 2) + 2
 
 
 def test_teams_in_different_projects_may_reuse_project_scoped_names_but_not_bucket_names(example):
@@ -353,6 +363,7 @@ def test_callers_waiting_less_than_two_minutes_after_the_invoker_grants_are_flag
         *(
             ("RO-IAM-11", f"google_cloud_scheduler_job.{n}")
             for n in stack["resource"]["google_cloud_scheduler_job"]
+            if not n.startswith("watchdog_")  # it waits for its own grant (tests/stacks/test_watchdog.py)
         ),
         ("RO-IAM-11", f"google_pubsub_subscription.{push}"),
     }

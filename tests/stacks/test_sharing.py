@@ -144,12 +144,13 @@ def test_starts_are_compared_in_utc_across_time_zones_and_days():
 
 
 def test_the_team_has_two_accounts_and_each_function_its_runtime_account():
+    # The watchdog adds an account, a function and a Scheduler job (the last 1 of each).
     assert usage(team_of(at_minute("a", 1), at_minute("b", 2), at_minute("c", 3, memory="512Mi"))) == {
-        "service_accounts": 2 + 2,
-        "cloud_run_services": 2,
-        "scheduler_jobs": 3,
+        "service_accounts": 2 + 2 + 1,
+        "cloud_run_services": 2 + 1,
+        "scheduler_jobs": 3 + 1,
     }
-    assert usage(team_of(at_minute("a", 1), keep_per_job_accounts=True))["service_accounts"] == 2 + 1 + 2
+    assert usage(team_of(at_minute("a", 1), keep_per_job_accounts=True))["service_accounts"] == 2 + 1 + 2 + 1
 
 
 def test_three_hundred_jobs_fit_one_project_when_they_share_functions():
@@ -161,12 +162,12 @@ def test_three_hundred_jobs_fit_one_project_when_they_share_functions():
 
 
 def test_more_service_accounts_than_the_quota_fail_synth_and_say_how_to_fit():
-    team = big_team(120, 99)  # 99 functions: 101 accounts
+    team = big_team(120, 98)  # 98 functions and the watchdog's: 101 accounts
     (problem,) = [p for p in find_problems([team], ["teams/bulk.py"]) if p.field == "quotas"]
     assert problem.file == "teams/bulk.py"
     assert "would create 101 service accounts, above the quota of 100" in problem.message
     assert SERVICE_ACCOUNTS.source in problem.message
-    assert "functions/report:handle on 99 functions that differ only in env" in problem.fix
+    assert "functions/report:handle on 98 functions that differ only in env" in problem.fix
     assert "quotas={'service_accounts': 101} or more" in problem.fix
     assert find_problems([replace(team, quotas={"service_accounts": 150})]) == []
 
@@ -175,7 +176,7 @@ def test_teams_in_one_project_count_together_and_other_projects_do_not():
     first, second = big_team(60, 50, name="first"), big_team(60, 50, name="second")
     problems = list(quota_problems([first, second], ["teams/first.py", "teams/second.py"]))
     assert [(p.team, p.file) for p in problems] == [("second", "teams/second.py")]
-    assert "(team 'first' 52, team 'second' 52)" in problems[0].message
+    assert "(team 'first' 53, team 'second' 53)" in problems[0].message  # 50 + 2 + the watchdog's
     elsewhere = replace(second, project="acme-prod-2")
     assert list(quota_problems([first, elsewhere], ["", ""])) == []
 
@@ -183,7 +184,7 @@ def test_teams_in_one_project_count_together_and_other_projects_do_not():
 def test_scheduler_jobs_and_services_count_per_region():
     many = [big_team(400, 1, name=f"t{n}") for n in range(3)]
     (problem,) = quota_problems(many, ["", "", ""])
-    assert "in europe-west1 would create 1200 Cloud Scheduler jobs" in problem.message
+    assert "in europe-west1 would create 1203 Cloud Scheduler jobs" in problem.message  # 3 watchdogs
     spread = [
         replace(team, region=region)
         for team, region in zip(many, ["europe-west1", "us-central1", "us-east1"], strict=True)
@@ -222,6 +223,7 @@ def test_a_stack_with_shared_functions_builds_one_function_and_account_per_group
         "example-orders",
         "example-report",
         "example-sync",
+        "example-watchdog",
     ]
     (report_function,) = [config for config in functions.values() if config["name"] == "example-report"]
     assert report_function["service_config"]["environment_variables"]["RUNONCE_RETENTION_SECONDS"] == str(
@@ -237,12 +239,16 @@ def test_a_stack_with_shared_functions_builds_one_function_and_account_per_group
         [
             "example-build",
             "example-call",
-            *(naming.account_id("example", f, "run") for f in ("report", "sync", "ledger-close", "orders")),
+            *(
+                naming.account_id("example", f, "run")
+                for f in ("report", "sync", "ledger-close", "orders", naming.WATCHDOG)
+            ),
         ]
     )
-    # One invoker grant per function (the event job's included), never two for the same binding.
+    # One invoker grant per function (the event job's and the watchdog's included), never two for
+    # the same binding.
     grants = synth.resources("google_cloud_run_v2_service_iam_member")
-    assert len(grants) == 4 and len({config["name"] for config in grants.values()}) == 4
+    assert len(grants) == 5 and len({config["name"] for config in grants.values()}) == 5
     assert synth.stack.function_of["report-us"] is synth.stack.functions["report"]
 
 

@@ -100,6 +100,7 @@ def test_one_proxy_per_target_and_jobs_naming_one_target_share_it(synth):
         "acme-export",
         "acme-publish",
         "acme-release",
+        "acme-watchdog",
     ]
     for config in functions.values():
         assert config["build_config"]["entry_point"] == "handle"
@@ -112,7 +113,7 @@ def test_one_proxy_per_target_and_jobs_naming_one_target_share_it(synth):
         if config["http_target"]["uri"] == uri
     )
     assert calling == ["acme-etl-again", "acme-etl-nightly"]
-    assert usage(TEAM)["service_accounts"] == 2 + 4
+    assert usage(TEAM)["service_accounts"] == 2 + 4 + 1  # the watchdog's too
 
 
 def test_each_proxy_account_gets_its_targets_role_on_the_narrowest_resource(synth):
@@ -120,7 +121,8 @@ def test_each_proxy_account_gets_its_targets_role_on_the_narrowest_resource(synt
         (kind, config["role"], config.get("project"), config.get("name"), config["member"])
         for kind in ("google_project_iam_member", "google_cloud_run_v2_job_iam_member")
         for config in synth.resources(kind).values()
-        if config["role"] != "roles/datastore.user" and "build" not in config["member"]
+        if config["role"] not in ("roles/datastore.user", "roles/datastore.viewer")
+        and "build" not in config["member"]
     }
     assert grants == {
         (

@@ -1,0 +1,138 @@
+"""The operators' rules (`Team.operators`): a person or group holds exactly what the `runonce` verbs
+need on the team's resources, and all of it.
+
+An operator is a principal written as a literal (`group:...`, `user:...`, `domain:...`, or a
+`serviceAccount:` email that is no reference to the stack's accounts or Google's agents): every
+principal the stacks derive is a `${...}` reference.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from policy import grants
+from policy.rules.watchdog import DATABASE_VARIABLE, ONE_DATABASE, watchdogs
+from policy.synthesized import Resource, Stack, values_at
+from policy.verdict import Verdict
+
+TOPIC_REFERENCE = re.compile(r"^\$\{google_pubsub_topic\.([^.}]+)\.(id|name)\}$")
+SUBSCRIPTION_REFERENCE = re.compile(r"^\$\{google_pubsub_subscription\.([^.}]+)\.(id|name)\}$")
+
+
+# Google's service agents (`service-NUMBER@gcp-sa-SERVICE.iam.gserviceaccount.com` and the older
+# `NUMBER@cloudservices`/`@cloudbuild` and Cloud Storage's `gs-project-accounts` forms): granted
+# by the stacks for Google's own work, never operators.
+SERVICE_AGENT = re.compile(
+    r"^serviceAccount:(service-[^@]+@gcp-sa-[a-z0-9-]+\.iam|[0-9]+@(cloudservices|cloudbuild)"
+    r"|service-[^@]+@gs-project-accounts\.iam)\.gserviceaccount\.com$"
+)
+
+
+def is_operator(member: str) -> bool:
+    """A principal the team file wrote, not one the stack derives or a Google service agent."""
+    return (
+        "${" not in member
+        and member not in ("allUsers", "allAuthenticatedUsers")
+        and not (SERVICE_AGENT.match(member))
+    )
+
+
+def _topic_key(topic: str) -> str:
+    """One spelling per topic: the stack's by resource name, another by its id's last segment."""
+    found = TOPIC_REFERENCE.match(topic)
+    return f"resource:{found.group(1)}" if found else f"topic:{topic.rsplit('/', 1)[-1]}"
+
+
+def ledger_databases(stack: Stack) -> set[str]:
+    """The databases the team's functions keep their runs in (not a watchdog's own)."""
+    dogs = {dog.address for dog in watchdogs(stack)}
+    found = {dog.ledger_database for dog in watchdogs(stack)}
+    for name, config in stack.configs("google_cloudfunctions2_function").items():
+        if f"google_cloudfunctions2_function.{name}" in dogs:
+            continue
+        for env in values_at(config, ("service_config", "environment_variables")):
+            if isinstance(env, dict) and env.get(DATABASE_VARIABLE):
+                found.add(str(env[DATABASE_VARIABLE]))
+    return found
+
+
+def source_topics(stack: Stack) -> set[str]:
+    """The topics the event jobs receive from (`_topic_key`): push subscriptions' and triggers'."""
+    topics = {
+        _topic_key(str(config.get("topic", "")))
+        for config in stack.configs("google_pubsub_subscription").values()
+        if config.get("push_config")
+    }
+    for config in stack.configs("google_cloudfunctions2_function").values():
+        topics.update(_topic_key(str(t)) for t in values_at(config, ("event_trigger", "pubsub_topic")) if t)
+    return topics
+
+
+def dead_letter_subscriptions(stack: Stack) -> set[str]:
+    """The stack's pull subscriptions, by resource name: the event jobs' dead letters."""
+    return {
+        name
+        for name, config in stack.configs("google_pubsub_subscription").items()
+        if not config.get("push_config")
+    }
+
+
+def _what(grant: Resource, stack: Stack) -> str | None:
+    """Which of the operator's four grants this is ("ledger", "runner", "subscriber:<name>",
+    "publisher:<topic>"), or None if it is none of them."""
+    if grant.type == "google_project_iam_member":
+        condition = grant.config.get("condition")
+        if grant.role == grants.JOB_RUNNER_ROLE and not condition:
+            return "runner"
+        database = ONE_DATABASE.match(str((condition or {}).get("expression", "")).strip())
+        if grant.role == grants.LEDGER_ROLE and database and database.group(1) in ledger_databases(stack):
+            return "ledger"
+    if grant.type == "google_pubsub_subscription_iam_member" and grant.role == grants.SUBSCRIBER_ROLE:
+        found = SUBSCRIPTION_REFERENCE.match(str(grant.config.get("subscription", "")))
+        if found and found.group(1) in dead_letter_subscriptions(stack):
+            return f"subscriber:{found.group(1)}"
+    if grant.type == "google_pubsub_topic_iam_member" and grant.role == grants.PUBLISHER_ROLE:
+        topic = _topic_key(str(grant.config.get("topic", "")))
+        if topic in source_topics(stack):
+            return f"publisher:{topic}"
+    return None
+
+
+def _operators_of(grant: Resource) -> list[str]:
+    return [member for member in grant.members if is_operator(member)] if grant.is_iam else []
+
+
+def operator_grants_are_the_verbs(resource: Resource, stack: Stack) -> Verdict:
+    """An operator's grant is one of: datastore.user on the ledger's database, the job runner on
+    the project, subscriber on a dead-letter subscription, publisher on an event job's topic."""
+    if not _operators_of(resource):
+        return Verdict.NOT_APPLICABLE
+    return Verdict.COMPLIANT if _what(resource, stack) is not None else Verdict.NON_COMPLIANT
+
+
+def _needed(stack: Stack) -> Iterator[str]:
+    if ledger_databases(stack):
+        yield "ledger"
+    if stack.configs("google_cloud_scheduler_job"):
+        yield "runner"
+    yield from (f"subscriber:{name}" for name in dead_letter_subscriptions(stack))
+    yield from (f"publisher:{topic}" for topic in source_topics(stack))
+
+
+def operators_hold_every_verbs_grant(resource: Resource, stack: Stack) -> Verdict:
+    """Each operator holds all four kinds, on every dead-letter subscription and every topic: a
+    verb without its grant fails part-way (a replay that cannot acknowledge its copy)."""
+    operators = _operators_of(resource)
+    if not operators or _what(resource, stack) is None:
+        return Verdict.NOT_APPLICABLE
+    needed = set(_needed(stack))
+    for operator in operators:
+        held = {
+            what
+            for grant in stack.resources()
+            if operator in _operators_of(grant) and (what := _what(grant, stack)) is not None
+        }
+        if not needed <= held:
+            return Verdict.NON_COMPLIANT
+    return Verdict.COMPLIANT

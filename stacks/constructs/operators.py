@@ -1,0 +1,134 @@
+"""What the team's operators (`Team.operators`) may do: exactly what the `runonce` verbs need, on the
+team's own resources (docs/watchdog.md, "IAM for operators").
+
+Per operator:
+- `roles/datastore.user` conditioned on the ledger's database: `runs`, `show` read records,
+  `release`, `rerun` and `replay` write them. Firestore's IAM stops at the database: it cannot
+  limit writes to some fields or to the verbs' own writes, so an operator can change any record
+  of the ledger with any Firestore client; the verbs record every change they make on the
+  record, a client used directly does not.
+- `roles/pubsub.subscriber` on each event job's dead-letter subscription: `dead-letters` pulls
+  the copies (without acknowledging them), `replay` acknowledges the one it replayed.
+- `roles/pubsub.publisher` on each event job's topic (the stack's or the existing one it names;
+  a Cloud Storage trigger has none): `replay` publishes the original back to it.
+- `roles/cloudscheduler.jobRunner` on the project, for a team with scheduled jobs: `rerun`
+  delivers through Scheduler's `jobs.run`, and Scheduler grants no narrower
+  (`defaults.ROLE_JOB_RUNNER`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cdktf import TerraformResource
+from constructs import Construct
+
+from stacks.config import defaults
+from stacks.constructs.dedup_store import DedupStore
+from stacks.constructs.provider import (
+    ProjectIamMember,
+    ProjectIamMemberCondition,
+    PubsubSubscriptionIamMember,
+    PubsubTopicIamMember,
+)
+from stacks.constructs.required_apis import RequiredApis
+
+_NOT_IN_ID = re.compile(r"[^A-Za-z0-9-]+")
+
+
+@dataclass(frozen=True)
+class EventJobAccess:
+    """One event job's resources an operator acts on."""
+
+    job: str
+    dead_letters: str
+    """The dead-letter subscription's id (a reference)."""
+    topic: str
+    """The topic's id (a reference or `projects/P/topics/T`); "" for a Cloud Storage trigger."""
+
+
+@dataclass(frozen=True)
+class OperatorAccessProps:
+    """The team's operators and the resources they operate."""
+
+    project: str
+    members: tuple[str, ...]
+    """The operators, as IAM principals (validated: `stacks.validate.operators`)."""
+    ledger: DedupStore
+    event_jobs: tuple[EventJobAccess, ...]
+    scheduled: bool
+    """Whether the team has scheduled jobs (what `rerun` runs)."""
+    apis: RequiredApis
+
+
+def member_id(member: str) -> str:
+    """A construct id part for a principal that stays the same when the list is reordered."""
+    return _NOT_IN_ID.sub("-", member).strip("-")
+
+
+class OperatorAccess(Construct):
+    """Every grant of every operator; `grants` lists them."""
+
+    def __init__(self, scope: Construct, id: str, props: OperatorAccessProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        self.grants: list[TerraformResource] = []
+        """Every operator grant, in member order."""
+        for principal in props.members:
+            self.grants.extend(self._grants(principal))
+
+    def _grants(self, principal: str) -> Sequence[TerraformResource]:
+        props, who = self.props, member_id(principal)
+        grants: list[TerraformResource] = [
+            ProjectIamMember(
+                self,
+                f"{who}-ledger",
+                project=props.project,
+                role=defaults.ROLE_LEDGER,
+                member=principal,
+                condition=ProjectIamMemberCondition(
+                    title="runonce-operator-ledger",
+                    description=f"Only the {props.ledger.props.database} Firestore database",
+                    expression=f'resource.name == "{props.ledger.resource_name}"',
+                ),
+                depends_on=props.apis.of(defaults.API_FIRESTORE),
+            )
+        ]
+        if props.scheduled:
+            grants.append(
+                ProjectIamMember(
+                    self,
+                    f"{who}-job-runner",
+                    project=props.project,
+                    role=defaults.ROLE_JOB_RUNNER,
+                    member=principal,
+                    depends_on=props.apis.of(defaults.API_SCHEDULER),
+                )
+            )
+        for job in props.event_jobs:
+            grants.append(
+                PubsubSubscriptionIamMember(
+                    self,
+                    f"{who}-{job.job}-dead-letters",
+                    project=props.project,
+                    subscription=job.dead_letters,
+                    role=defaults.ROLE_SUBSCRIBER,
+                    member=principal,
+                    depends_on=props.apis.of(defaults.API_PUBSUB),
+                )
+            )
+            if job.topic:
+                grants.append(
+                    PubsubTopicIamMember(
+                        self,
+                        f"{who}-{job.job}-topic",
+                        project=props.project,
+                        topic=job.topic,
+                        role=defaults.ROLE_PUBLISHER,
+                        member=principal,
+                        depends_on=props.apis.of(defaults.API_PUBSUB),
+                    )
+                )
+        return grants

@@ -1,0 +1,141 @@
+"""The watchdog function (functions/watchdog/main.py) served by functions-framework on the
+Firestore emulator, configured as the stack configures it: a team ledger in one database, the
+watchdog's own ledger in another; each tick is a Scheduler delivery."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import functions_framework
+import pytest
+from google.cloud import firestore
+
+from runonce.contract import MissedRun
+from runonce.core.store import Claim, StoredResult
+from runonce.scheduler.expected import scheduled_key
+from runonce.store.firestore import Ledger, LedgerStore
+from tests.conftest import PROJECT
+from tests.watchdog.conftest import watchdog_lines
+
+MAIN = "functions/watchdog/main.py"
+LOCATION = "europe-west1"
+TICK = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+DEPLOYED = datetime(2026, 11, 29, 0, 55, tzinfo=UTC)
+
+
+def rfc3339(time: datetime) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def databases():
+    """The team's ledger database and the watchdog's own, named apart for this test."""
+    suffix = uuid.uuid4().hex[:8]
+    return f"ledger-{suffix}", f"watchdog-{suffix}"
+
+
+@pytest.fixture
+def environment(firestore_emulator, databases, monkeypatch):
+    """The variables the stack sets on the watchdog, for one hourly job deployed at 00:55."""
+    ledger_db, own_db = databases
+    jobs = [
+        {
+            "job": "close",
+            "scheduler_job": "orders-close",
+            "schedule": "0 * * * *",
+            "time_zone": "Etc/UTC",
+            "grace_seconds": 1200,
+            "lookback_seconds": 86400,
+            "since": rfc3339(DEPLOYED),
+        }
+    ]
+    variables = {
+        "RUNONCE_DATABASE": own_db,
+        "RUNONCE_COLLECTION": "watchdog_runs",
+        "RUNONCE_LEASE_SECONDS": "180",
+        "RUNONCE_RETENTION_SECONDS": str(2 * 86400),
+        "RUNONCE_WATCHDOG_TEAM": "orders",
+        "RUNONCE_WATCHDOG_LOCATION": LOCATION,
+        "RUNONCE_WATCHDOG_LEDGER_DATABASE": ledger_db,
+        "RUNONCE_WATCHDOG_LEDGER_COLLECTION": "scheduler_runs",
+        "RUNONCE_WATCHDOG_JOBS": json.dumps(jobs),
+    }
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    # create_app writes these into os.environ; keep them to this test.
+    for name in ("FUNCTION_TARGET", "FUNCTION_SIGNATURE_TYPE", "FUNCTION_SOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    return variables
+
+
+@pytest.fixture
+def team_ledger(environment, databases, clock) -> LedgerStore:
+    client = firestore.Client(project=PROJECT, database=databases[0])
+    return LedgerStore(Ledger(client, "scheduler_runs", timedelta(seconds=360), timedelta(days=7)))
+
+
+def serve():
+    return functions_framework.create_app("handle", MAIN, "http").test_client()
+
+
+def tick(app, clock, at: datetime):
+    clock.current = at + timedelta(seconds=2)
+    headers = {
+        "User-Agent": "Google-Cloud-Scheduler",
+        "X-CloudScheduler": "true",
+        "X-CloudScheduler-JobName": "orders-watchdog",
+        "X-CloudScheduler-ScheduleTime": rfc3339(at),
+        "X-Runonce-Project": PROJECT,
+        "X-Runonce-Location": LOCATION,
+    }
+    return app.post("/", headers=headers)
+
+
+def test_a_tick_reports_the_runs_that_did_not_finish_once_and_reads_the_team_ledger_only(
+    team_ledger, clock, capsys, databases
+):
+    done = scheduled_key("orders-close", TICK - timedelta(hours=1), PROJECT, LOCATION)
+    clock.current = TICK - timedelta(minutes=59)
+    claim = team_ledger.claim(done, {"job": "orders-close"})
+    assert isinstance(claim, Claim)
+    assert team_ledger.complete(claim, StoredResult.of(1)) is not None
+    app = serve()
+    answer = tick(app, clock, TICK)
+    assert answer.status_code == 200, answer.get_json()
+    assert answer.get_json()["result"] == {"jobs": 1, "missed": 0, "reported": 0}
+    # 01:00 completed; 02:00 is within its grace. An hour later 02:00 is past it, with no record.
+    assert watchdog_lines(capsys.readouterr().out) == []
+    later = tick(app, clock, TICK + timedelta(hours=1))
+    assert later.get_json()["result"] == {"jobs": 1, "missed": 1, "reported": 1}
+    [line] = watchdog_lines(capsys.readouterr().out)
+    assert line["missed_run"] == MissedRun.NEVER_DELIVERED.value
+    assert line["schedule_time"] == "2026-11-29T02:00:00Z"
+    assert line["command"] == "runonce show --team orders --job close --time 2026-11-29T02:00:00Z"
+    again = tick(app, clock, TICK + timedelta(hours=1, minutes=10))
+    assert again.get_json()["result"] == {"jobs": 1, "missed": 1, "reported": 0}
+    assert watchdog_lines(capsys.readouterr().out) == []
+    # Its claims and ticks live in its own database; the team's ledger holds the one run written.
+    team = firestore.Client(project=PROJECT, database=databases[0])
+    assert [doc.id for doc in team.collection("scheduler_runs").stream()] == [done]
+    own = firestore.Client(project=PROJECT, database=databases[1])
+    assert f"missed:{line['run_key']}" in {doc.id for doc in own.collection("watchdog_runs").stream()}
+
+
+def test_a_redelivered_tick_is_answered_as_a_duplicate(team_ledger, clock, capsys):
+    app = serve()
+    first = tick(app, clock, TICK)
+    second = tick(app, clock, TICK)
+    assert first.status_code == second.status_code == 200
+    assert second.get_json()["outcome"] == "duplicate"
+    lines = watchdog_lines(capsys.readouterr().out)
+    assert [line["schedule_time"] for line in lines] == ["2026-11-29T01:00:00Z"]
+
+
+def test_a_wrong_setting_fails_the_tick_naming_the_variable(team_ledger, clock, monkeypatch):
+    monkeypatch.setenv("RUNONCE_WATCHDOG_JOBS", '[{"job": "close"}]')
+    answer = tick(serve(), clock, TICK)
+    body = answer.get_json()
+    assert body["outcome"] == "failed", body
+    assert "RUNONCE_WATCHDOG_JOBS[0] lacks scheduler_job" in body["error"]
