@@ -1,8 +1,9 @@
 """The `runonce` command (click), its tables (rich) and its exit codes.
 
-Exit 0: done. Exit 1: refused or failed (a live lease, a second replay, a store that did not
-answer): nothing changed unless the message says so. Exit 2: bad input (an unknown team, job or
-key, a malformed time): the message names the option and the fix, and nothing changed.
+Exit 0: done. Exit 1: failed (a store or an API refused a call or did not answer): the message
+says what, and whether a change may have landed all the same. Exit 2: refused (a live lease, a
+second replay, a run in progress) or bad input (an unknown team, job or key, a malformed time):
+the message names the reason or the option and the fix, and nothing changed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ _DURATION = re.compile(r"([0-9]+)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SINCE = timedelta(days=400)
 """How far back a listing reaches at most: a year and more, and far from the calendar's ends."""
-REFUSED = 1
+FAILED = 1
+"""A store or API failed: the message says what, and whether a change may have landed."""
+REFUSED = 2
+"""Refused (a live lease, a second replay, a run in progress) or bad input: nothing changed."""
 
 
 class Duration(click.ParamType):
@@ -67,13 +71,13 @@ def _answers(changing: str = "") -> Iterator[None]:
     except StoreUnavailable as exc:
         unknown = f"; a change may have been written all the same: {changing}" if changing else ""
         click.echo(f"Error: {exc}{unknown}", err=True)
-        sys.exit(REFUSED)
+        sys.exit(FAILED)
     except (RunonceError, clients.Unavailable, OSError) as exc:
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(REFUSED)
+        sys.exit(FAILED)
     except (gexc.GoogleAPICallError, gexc.RetryError) as exc:  # its message says what the service refused
         click.echo(f"Error: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(REFUSED)
+        sys.exit(FAILED)
 
 
 def _dump(value: Any) -> None:
@@ -231,7 +235,7 @@ def release_command(key: str, team_name: str, force: bool, by: str | None) -> No
         released = release.release(clients.store(team), checked_key(key), who, force)
     click.echo(released.message, err=not released.done)
     if not released.done:
-        sys.exit(REFUSED)
+        sys.exit(REFUSED)  # every refusal of a release changes nothing
 
 
 def _event_jobs(team: TeamView, job_name: str | None) -> list[EventJob]:
@@ -307,4 +311,4 @@ def replay_command(copy_id: str, team_name: str, job_name: str | None, again: bo
         answer = replay.replay(clients.store(team), clients.publisher(), subscriber, job, letter, who, again)
     click.echo(answer.message, err=not answer.changed)
     if not answer.changed:
-        sys.exit(REFUSED)
+        sys.exit(REFUSED if answer.outcome == "refused" else FAILED)

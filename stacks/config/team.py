@@ -368,7 +368,7 @@ class Team:
     the ledger and its own Firestore database `<database>-watchdog`. Only for a team with
     scheduled jobs; False deploys none (a job may then be called "watchdog")."""
     operators: list[str] = field(default_factory=list)
-    """The principals that operate the team with the `runonce` command (docs/watchdog.md, "IAM
+    """The principals that operate the team with the `runonce` command (docs/operate.md, "IAM
     for operators"), as IAM writes them: "group:ops@example.com", "user:...", "serviceAccount:...",
     "domain:...". Each gets what the verbs need on the team's resources and nothing more: the
     ledger's database (read and write), subscriber on every dead-letter subscription, publisher

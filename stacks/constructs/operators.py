@@ -1,5 +1,5 @@
 """What the team's operators (`Team.operators`) may do: exactly what the `runonce` verbs need, on the
-team's own resources (docs/watchdog.md, "IAM for operators").
+team's own resources (docs/operate.md, "IAM for operators").
 
 Per operator:
 - `roles/datastore.user` conditioned on the ledger's database: `runs`, `show` read records,

@@ -87,7 +87,7 @@ def test_a_second_replay_of_the_event_is_refused_unless_again(ops, topics):
     second = _forward(ops, topics)  # the same event dead-lettered again (same run key)
     topics.drain(topics.replayed)
     refused = ops.run("replay", second, "--team", ops.team.name, "--job", "orders", "--by", "t")
-    assert refused.exit_code == 1 and "replayed already" in refused.stderr and "--again" in refused.stderr
+    assert refused.exit_code == 2 and "replayed already" in refused.stderr and "--again" in refused.stderr
     assert topics.drain(topics.replayed) == []
     assert [row["copy_id"] for row in _listed(ops)] == [second]
     assert (
@@ -116,7 +116,7 @@ def test_a_crash_between_publish_and_record_leaves_the_copy_and_refuses_the_next
     assert len(topics.drain(topics.replayed, expected=1)) == 1
     assert [row["copy_id"] for row in _listed(ops)] == [copy_id]
     refused = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
-    assert refused.exit_code == 1 and "never confirmed" in refused.stderr
+    assert refused.exit_code == 2 and "never confirmed" in refused.stderr
     assert topics.drain(topics.replayed) == []
     assert (
         ops.run(
@@ -202,7 +202,7 @@ def test_a_wrapped_copy_whose_data_cannot_be_read_is_listed_and_not_replayed(ops
     [row] = _listed(ops)
     assert row["copy_id"] == copy_id and "not a serialized PubsubMessage" in row["unreadable"]
     refused = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
-    assert refused.exit_code == 1 and "cannot be replayed" in refused.stderr
+    assert refused.exit_code == 2 and "cannot be replayed" in refused.stderr
     assert topics.drain(topics.replayed) == [] and [r["copy_id"] for r in _listed(ops)] == [copy_id]
     assert ops.store.read("k") is None
 
@@ -257,5 +257,5 @@ def test_a_publish_without_an_answer_is_recorded_unknown_and_the_next_replay_is_
     assert [a["action"] for a in ops.store.read("event-run")[ACTIONS_FIELD]] == ["replay", "replay_unknown"]
     assert len(topics.drain(topics.replayed, expected=1)) == 1
     refused = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
-    assert refused.exit_code == 1 and "never confirmed (replay_unknown)" in refused.stderr
+    assert refused.exit_code == 2 and "never confirmed (replay_unknown)" in refused.stderr
     assert topics.drain(topics.replayed) == [] and [r["copy_id"] for r in _listed(ops)] == [copy_id]

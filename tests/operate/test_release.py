@@ -14,7 +14,7 @@ def test_release_of_a_live_lease_is_refused_and_changes_nothing(ops):
     claim = ops.claim_scheduled(SCHEDULED)
     before = ops.store.read(claim.key)
     result = ops.run("release", claim.key, "--team", ops.team.name, "--by", "tester")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "lease runs until" in result.stderr and "--force" in result.stderr
     assert ops.store.read(claim.key) == before
 
@@ -52,7 +52,7 @@ def test_release_of_a_finished_run_is_refused_and_of_an_unknown_key_exits_2(ops)
     claim = ops.claim_scheduled(SCHEDULED)
     ops.store.fail(claim, "bad input")
     finished = ops.run("release", claim.key, "--team", ops.team.name, "--by", "tester", "--force")
-    assert finished.exit_code == 1 and "failed" in finished.stderr
+    assert finished.exit_code == 2 and "failed" in finished.stderr
     unknown = ops.run("release", "no-such-key", "--team", ops.team.name, "--by", "tester")
     assert unknown.exit_code == 2 and "KEY" in unknown.stderr
     assert ACTIONS_FIELD not in ops.store.read(claim.key)
@@ -104,7 +104,7 @@ def test_a_delivery_that_takes_the_run_over_between_the_read_and_the_release_is_
     monkeypatch.setattr(LedgerStore, "read", read_then_taken_over)
     result = ops.run("release", stale.key, "--team", ops.team.name, "--by", "tester")
     monkeypatch.undo()
-    assert result.exit_code == 1 and "another attempt took the run over" in result.stderr
+    assert result.exit_code == 2 and "another attempt took the run over" in result.stderr
     record = ops.store.read(stale.key)
     assert record["attempt_id"] == taken[0].attempt_id and ACTIONS_FIELD not in record
     assert ops.store.complete(taken[0], StoredResult.of(1)) is not None  # the live attempt keeps it

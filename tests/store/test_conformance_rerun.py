@@ -130,6 +130,22 @@ def test_a_request_for_a_run_in_progress_is_refused_and_writes_nothing(store):
     assert (store.read(SLOT), store.read(RUN)) == (None, before)
 
 
+def test_a_run_left_in_progress_under_an_ended_lease_is_re_run_and_its_dead_attempt_fenced_out(store, clock):
+    # Scheduler's retries ran out on a claim whose attempt died (the watchdog's retried_out): no
+    # delivery will come, and a release only ends the lease. A re-run is what runs it again.
+    dead = store.claim(RUN, dict(FIELDS))
+    assert isinstance(dead, Claim)
+    clock.advance(LEASE.total_seconds() + 1)
+    _request(store)
+    rerun = _consumed(store)
+    assert rerun.claim is not None and rerun.claim.key == RUN
+    record = store.read(RUN)
+    assert record is not None and record["attempt_id"] == rerun.claim.attempt_id
+    assert [entry["status"] for entry in record[HISTORY_FIELD]] == [RunStatus.IN_PROGRESS.value]
+    assert store.complete(dead, StoredResult.of("late")) is None  # the dead attempt finishes nothing
+    assert store.complete(rerun.claim, StoredResult.of("done")) is not None
+
+
 def test_a_request_for_a_completed_run_is_refused_unless_insisted(store):
     _finished(store, "complete")
     with pytest.raises(RerunRefused, match="--insist"):

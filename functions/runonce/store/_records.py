@@ -130,7 +130,7 @@ def request_refusal(
             "to re-run; look at it with `runonce show`"
         )
     status = record.get("status")
-    if status == RunStatus.IN_PROGRESS.value:
+    if status == RunStatus.IN_PROGRESS.value and _lease_live(record, now):
         return (
             f"run {key} is in progress (lease until {record.get('lease_expires')}): wait for it to "
             "finish, or release a dead attempt's claim with `runonce release`"
@@ -212,9 +212,20 @@ def told_rerun(record: dict[str, Any]) -> Rerun | None:
     return Rerun(key, record[RERUN_TIME_FIELD], None) if key else None
 
 
-def reopenable(record: dict[str, Any] | None) -> bool:
-    """Whether a run's record is finished, so that a consumed request may reopen it."""
-    return record is not None and record.get("status") in (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
+def reopenable(record: dict[str, Any] | None, now: datetime) -> bool:
+    """Whether a consumed request may reopen the run: it is finished, or in progress under a lease
+    that ended with no retry to take it over (the watchdog's `retried_out`; a release ends a
+    lease too). Reopening moves the fence, as a takeover does: the dead attempt can finish nothing."""
+    if record is None:
+        return False
+    status = record.get("status")
+    finished = status in (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
+    return finished or (status == RunStatus.IN_PROGRESS.value and not _lease_live(record, now))
+
+
+def _lease_live(record: dict[str, Any], now: datetime) -> bool:
+    lease = record.get("lease_expires")
+    return not isinstance(lease, datetime) or lease > now
 
 
 def void_fields(now: datetime, delivery_key: str) -> dict[str, Any]:

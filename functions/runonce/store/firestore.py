@@ -381,7 +381,7 @@ class Ledger:
                 return None
             run_doc = self._collection.document(request["rerun_key"])
             target = _read(run_doc, transaction)
-            if target is None or not _records.reopenable(target):
+            if target is None or not _records.reopenable(target, now):
                 transaction.update(slot_doc, _records.void_fields(now, key))
                 return None
             lease = lease_fields(attempt_id, now, self._lease, self._retention)

@@ -195,7 +195,7 @@ class MemoryStore:
             if request is None or not _records.pending_request(request, now):
                 return None
             target = self._records.get(request["rerun_key"])
-            if target is None or not _records.reopenable(target):
+            if target is None or not _records.reopenable(target, now):
                 self._write(slot, {**request, **_records.void_fields(now, key)})
                 return None
             lease = lease_fields(uuid.uuid4().hex, now, self._lease, self._retention)
