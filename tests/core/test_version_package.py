@@ -47,7 +47,11 @@ def test_every_pin_of_the_library_equals_the_lock():
 
 def test_the_extras_bring_what_events_and_targets_import():
     extras = {name: set(pins(lines)) for name, lines in PROJECT["optional-dependencies"].items()}
-    assert extras == {"events": {"google-cloud-pubsub"}, "targets": {"requests", "urllib3"}}
+    assert extras == {
+        "events": {"google-cloud-pubsub"},
+        "targets": {"requests", "urllib3"},
+        "watchdog": {"cronsim"},
+    }
     assert set(pins(PROJECT["dependencies"])) == {"functions-framework", "google-cloud-firestore"}
 
 
