@@ -9,11 +9,12 @@ emulator and, side by side, the example event function and every push `EventJob`
 files, each with its own instances, publishes messages with an event fault mix (see
 localscheduler.events_demo) and prints the event table, a row per event job. Exits 1 if any run broke the
 guarantee (see localscheduler.report), never finished within its retry window, any message did
-not end with exactly one effect or one dead letter (see localscheduler.event_verdict), or any
-process it started outlived it; 130 on Ctrl-C, after stopping everything. The runs lost on
-purpose are expected misses: each must go exactly as planned, and then does not fail the demo.
-Last, while the Firestore emulator still runs, `watch_missed_runs` is called once per team: the
-place for the watchdog's report and `runonce runs`.
+not end with exactly one effect or one dead letter (see localscheduler.event_verdict), any
+team's watchdog did not report exactly its runs lost on purpose once, or any process it started
+outlived it; 130 on Ctrl-C, after stopping everything. The runs lost on purpose are expected
+misses: each must go exactly as planned, and then does not fail the demo. Last, while the
+Firestore emulator still runs, each team's watchdog ticks twice on the demo's ledger and the
+demo ends with `runonce runs` for the job of those runs (see localscheduler.watch_demo).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -44,10 +44,9 @@ from .folder_file import FolderFileError
 from .misses import PlannedMisses
 from .proxy_demo import ProxyHarness, ProxyResult
 from .report import fault_summary, guarantee_summary, render
-from .scheduler import Trigger
 from .simulation import Result, Simulation
-from .store import RUNS_COLLECTION
 from .timeline import lanes, save
+from .watch_demo import FirestoreSettings, watch_missed_runs
 
 PROJECT = "runonce-local"
 DEFAULT_FAULTS = (
@@ -167,41 +166,6 @@ def _report(result: Result, sim: Simulation, args: argparse.Namespace) -> None:
     print(f"logs: {sim.log_dir}")
 
 
-@dataclass(frozen=True)
-class FirestoreSettings:
-    """Where the demo's ledger is: the emulator, the project the instances run as, the collection."""
-
-    emulator_host: str
-    project: str
-    collection: str = RUNS_COLLECTION
-
-
-def watch_missed_runs(
-    team: Team,
-    window: tuple[datetime, datetime],
-    now: datetime,
-    firestore: FirestoreSettings,
-    expected: list[Trigger],
-) -> None:
-    """The demo's hook for the operators' tools, called once per team with scheduled jobs while
-    the Firestore emulator still runs: the watchdog's report on `team` over the schedule's
-    `window` (start, end] at the simulated time `now`, and `runonce runs` for the job of the
-    runs lost on purpose. `expected` are those runs; the watchdog should report each one, with
-    the `MissedRun` it is labelled with, and nothing else. Neither tool is called here: it
-    prints what they should report."""
-    missed = ", ".join(
-        f"{t.run.job.name} {t.run.schedule_time:%H:%M}Z {t.miss.value}" for t in expected if t.miss
-    )
-    jobs = sorted({t.run.job.name for t in expected})
-    runs = f"; then `runonce runs --team {team.name} --job {jobs[0]}`" if jobs else ""
-    print(
-        f"watchdog for team {team.name} (not run by the demo; see localscheduler.demo.watch_missed_runs): "
-        f"should report {len(expected)} missed runs in {window[0]:%H:%M}-{window[1]:%H:%M}Z"
-        f"{': ' + missed if missed else ''}{runs} (ledger {firestore.collection} of {firestore.project} "
-        f"on {firestore.emulator_host}, simulated now {now:%H:%M}Z)"
-    )
-
-
 def _timeline(result: Result, sim: Simulation, args: argparse.Namespace) -> str:
     """Draw every delivery of every run (from the scheduler's journal and the store); say where it
     went, or why it could not be written (the verdict does not depend on it)."""
@@ -216,16 +180,19 @@ def _timeline(result: Result, sim: Simulation, args: argparse.Namespace) -> str:
         return f"timeline not written: {exc} (--timeline PATH picks another place)"
 
 
-def _watch(sim: Simulation, result: Result) -> None:
-    """Call the operators' hook for every team whose scheduled jobs were served."""
-    assert sim.scheduler is not None, "the schedule was played"
-    now = sim.scheduler.clock.now()
+def _watch(sim: Simulation, result: Result) -> bool:
+    """Run the watchdog of every team whose scheduled jobs were served (localscheduler.watch_demo);
+    whether each reported exactly its team's planned misses, once."""
     settings = FirestoreSettings(sim.emulator_host, sim.project)
-    served = {team for team, _ in sim.pools}
+    window = (sim.start, sim.start + sim.span)
+    ok = True
     for team in sim.teams:
-        if team.name in served:
+        leases = {job: result.leases[(name, job)] for name, job in sim.pools if name == team.name}
+        if leases:
             expected = [t for t in result.plan if t.miss and t.run.team.name == team.name]
-            watch_missed_runs(team, (sim.start, sim.start + sim.span), now, settings, expected)
+            print()
+            ok = watch_missed_runs(team, leases, window, settings, expected) and ok
+    return ok
 
 
 def _event_harnesses(teams: list[Team], seed: int, log_dir: Path) -> list[EventHarness]:
@@ -339,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     outcome: list[Result | BaseException] = []
     event_outcome: list[list[EventResult]] = []
     proxy_outcome: list[ProxyResult] = []
+    watched: list[bool] = []
 
     def play() -> None:
         try:
@@ -392,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             print()
             print(proxy_outcome[0].render())
             print(f"logs: {proxy.log_dir}")
-            _watch(sim, outcome[0])
+            watched.append(_watch(sim, outcome[0]))
     except KeyboardInterrupt:
         print("\ninterrupted: stopping everything", file=sys.stderr)
         stop_everything()
@@ -408,4 +376,5 @@ def main(argv: list[str] | None = None) -> int:
     if alive:
         print(f"FAIL: processes still running after stop: {alive}", file=sys.stderr)
     events_ok = all(result.ok for result in event_outcome[0])
-    return 0 if outcome[0].ok and events_ok and proxy_outcome[0].ok and not alive else 1
+    watch_ok = bool(watched) and all(watched)
+    return 0 if outcome[0].ok and events_ok and proxy_outcome[0].ok and watch_ok and not alive else 1

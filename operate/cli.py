@@ -151,7 +151,12 @@ def runs_command(
         for row in rows:
             click.echo(json.dumps(row.json()))
         return
-    table = Table(title=f"runs of team {team.name} since {_when(start)} UTC")
+    print_runs(f"runs of team {team.name} since {_when(start)} UTC", rows)
+
+
+def print_runs(title: str, rows: list[runs.Row]) -> None:
+    """The `runonce runs` table of `rows` under `title`, on stdout."""
+    table = Table(title=title)
     for column in (
         "job",
         "time",

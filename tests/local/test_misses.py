@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from google.cloud import firestore
 
-from localscheduler.demo import FirestoreSettings, watch_missed_runs
 from localscheduler.demo import main as demo_main
 from localscheduler.faults import FaultMix
 from localscheduler.misses import PlannedMisses
@@ -169,20 +168,6 @@ def test_the_timeline_marks_the_two_misses(lost, tmp_path):
     assert {Mark.KILLED, Mark.GAVE_UP, Mark.IN_PROGRESS} <= {p.mark for p in stuck[0].points}
     assert Mark.EFFECT not in {p.mark for p in stuck[0].points}
     assert save(drawn, "misses", tmp_path / "timeline.png").stat().st_size > 10_000
-
-
-@pytest.mark.fast
-def test_the_demo_s_hook_says_what_the_watchdog_should_report_for_the_team(capsys):
-    plan = _plan(PlannedMisses(1, 1, seed=3))
-    expected = [t for t in plan if t.miss]
-    settings = FirestoreSettings("127.0.0.1:8080", "runonce-local")
-    watch_missed_runs(TEAM, (START, START + SPAN), START + SPAN * 2, settings, expected)
-    line = capsys.readouterr().out
-    for trigger in expected:
-        assert f"report {trigger.run.schedule_time:%H:%M}Z {trigger.miss.value}" in line
-    assert "should report 2 missed runs in 01:00-01:08Z" in line
-    assert "`runonce runs --team misses --job report`" in line
-    assert "ledger scheduler_runs of runonce-local on 127.0.0.1:8080, simulated now 01:16Z" in line
 
 
 @pytest.mark.fast
