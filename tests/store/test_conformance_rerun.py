@@ -23,6 +23,7 @@ import pytest
 from emulator.wire import TappedClient, WireTap
 from runonce.contract import ACTIONS_FIELD, HISTORY_FIELD, RunStatus
 from runonce.core import store as api
+from runonce.core.errors import StoreUnavailable
 from runonce.core.store import Claim, Held, Rerun, RerunRefused, Store, StoredResult
 from runonce.store.memory import MemoryStore
 from tests.conftest import PROJECT, SCHEDULED
@@ -310,9 +311,11 @@ def test_of_two_forced_deliveries_racing_for_one_request_exactly_one_consumes_it
     answers = _in_threads(
         [lambda key=f"forced-{index}": store.take_rerun(SLOT, key, dict(FORCED_FIELDS)) for index in range(2)]
     )
-    consumed = [answer for answer in answers if isinstance(answer, Rerun)]
-    assert len(consumed) == 1 and answers.count(None) == 1, answers
-    assert consumed[0].claim is not None
+    # Each is told the re-run, nothing, or (Firestore, when the two transactions lock each other
+    # out past the budget, even after the winner committed) a store error its delivery retries on:
+    # the ledger holds exactly one consumption whatever each was told.
+    assert all(answer is None or isinstance(answer, Rerun | StoreUnavailable) for answer in answers), answers
+    assert sum(isinstance(answer, Rerun) and answer.claim is not None for answer in answers) <= 1, answers
     assert len(store.read(RUN)[HISTORY_FIELD]) == 1
     assert store.read(SLOT)["consumed_by"] in {"forced-0", "forced-1"}
 
@@ -321,11 +324,16 @@ def test_of_two_deliveries_with_one_key_racing_for_a_request_one_claims_and_both
     _finished(store)
     _request(store)
     answers = _in_threads([lambda: store.take_rerun(SLOT, FORCED, dict(FORCED_FIELDS)) for _ in range(2)])
-    assert all(isinstance(answer, Rerun) and answer.key == RUN for answer in answers), answers
+    told = [answer for answer in answers if isinstance(answer, Rerun) and answer.key == RUN]
+    # As above, a delivery that loses the race on Firestore may get a store error to retry on;
+    # its retry is told the re-run (the marker record says which).
+    assert len(told) + sum(isinstance(answer, StoreUnavailable) for answer in answers) == 2, answers
     claims = [answer.claim for answer in answers if isinstance(answer, Rerun) and answer.claim is not None]
-    assert len(claims) == 1, answers
-    assert store.read(RUN)["attempt_id"] == claims[0].attempt_id
+    assert len(claims) <= 1, answers
+    assert not claims or store.read(RUN)["attempt_id"] == claims[0].attempt_id
     assert len(store.read(RUN)[HISTORY_FIELD]) == 1
+    retried = store.take_rerun(SLOT, FORCED, dict(FORCED_FIELDS))
+    assert isinstance(retried, Rerun) and retried.key == RUN and retried.claim is None
 
 
 def test_a_request_withdrawn_while_a_delivery_consumes_it_is_either_withdrawn_or_consumed(store):

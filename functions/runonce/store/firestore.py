@@ -20,12 +20,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_exception_type
@@ -42,6 +43,8 @@ from . import _records
 from ._budget import Budget
 from ._commit import Writes
 from ._records import finish_fields, held, hold_fields, lease_fields, release_decision
+
+_T = TypeVar("_T")
 
 # Transient store errors: a finishing write is retried on these, so a job that succeeded is not
 # run again because its completion write hiccuped.
@@ -267,7 +270,7 @@ class Ledger:
                 transaction.update(doc, dict(decided))
             return {**(record or {}), **decided}
 
-        return change(self._client.transaction())
+        return _contended(lambda: change(self._client.transaction()))
 
     def release_held(
         self, key: str, attempt_id: str, action: Mapping[str, Any], force: bool = False
@@ -339,7 +342,7 @@ class Ledger:
             transaction.set(slot_doc, written)
             return written
 
-        return _records.request_of(slot, write(self._client.transaction()))
+        return _records.request_of(slot, _contended(lambda: write(self._client.transaction())))
 
     def withdraw_rerun(self, slot: str, request_id: str) -> bool:
         """See `Store.withdraw_rerun`."""
@@ -352,7 +355,7 @@ class Ledger:
             transaction.update(slot_doc, _records.withdrawn_fields(clock.now()))
             return True
 
-        return bool(withdraw(self._client.transaction()))
+        return bool(_contended(lambda: withdraw(self._client.transaction())))
 
     def take_rerun(self, slot: str, key: str, fields: dict[str, Any]) -> Rerun | None:
         """See `Store.take_rerun`. One read of both records decides the usual case (no request
@@ -391,7 +394,7 @@ class Ledger:
             transaction.update(slot_doc, _records.consumed_fields(now, key))
             return request
 
-        consumed = consume(self._client.transaction())
+        consumed = _contended(lambda: consume(self._client.transaction()))
         if not isinstance(consumed, dict):
             return consumed
         # The commit's update time is the claim's fencing token; the record tells it (and that the
@@ -436,6 +439,29 @@ def _problem(exc: Exception) -> str:
     if isinstance(exc, (gexc.RetryError, *TRANSIENT)):
         return f"the store was unavailable ({type_name(exc)}: {describe(exc, 500)})"
     return f"the store rejected it ({type_name(exc)}: {describe(exc, 500)})"
+
+
+CONTENDED_TRIES = 6
+"""Fresh transactions tried, after the client's own retries, when one keeps losing to another."""
+CONTENDED_PAUSE_SECONDS = 0.05
+"""The first pause before a fresh transaction; each later one may be twice as long (full jitter)."""
+
+
+def _contended(run: Callable[[], _T]) -> _T:
+    """`run()`, a transaction, tried again in a fresh transaction after a random pause when the
+    client gave up on contention. The client retries an aborted commit at once, in its place in
+    line; two transactions racing for one record can still abort each other every time (the
+    emulator's locks do, `tests/store/test_conformance_rerun.py`'s races showed it), and a pause
+    of random length lets one of them win. StoreUnavailable when none does."""
+    for attempt in range(CONTENDED_TRIES):
+        try:
+            return run()
+        except ValueError as exc:  # the client's "Failed to commit transaction in N attempts."
+            if not isinstance(exc.__cause__, gexc.Aborted):
+                raise
+            last = exc
+        time.sleep(random.uniform(0, CONTENDED_PAUSE_SECONDS * 2**attempt))
+    raise StoreUnavailable(f"the transaction kept losing to others: {describe(last, 300)}") from last
 
 
 @contextlib.contextmanager
