@@ -74,7 +74,7 @@ def generated_team(jobs: int):
         team,
         jobs=[replace(template, name=f"job-{n:03d}") for n in range(jobs)],
         share_functions=False,
-        quotas={"service_accounts": 2 + jobs},
+        quotas={"service_accounts": 3 + jobs},  # invoker, build, the watchdog, one per function
     )
 
 
