@@ -382,8 +382,9 @@ class Monitoring(Construct):
             f"failed permanently (`failed`: its job raised PermanentError or returned a 4xx), or it "
             f"came too late to be deduplicated and was not run (`too_old`).\n\n"
             f"1. List the failed runs: `runonce runs --team {team} --job JOB --status failed`.\n"
-            f"2. Read one with its error: `runonce show KEY`.\n"
-            f"3. Once the cause is fixed, run it again: `runonce rerun --job JOB --time SCHEDULE_TIME`.",
+            f"2. Read one with its error: `runonce show KEY --team {team}`.\n"
+            f"3. Once the cause is fixed, run it again: "
+            f"`runonce rerun --team {team} --job JOB --time SCHEDULE_TIME`.",
         )
         if props.event_services:
             log_match(
@@ -398,7 +399,7 @@ class Monitoring(Construct):
                 f"forwarded it to the dead-letter topic, or could not (`dead_letter_failed`: the event "
                 f"is redelivered until forwarding works).\n\n"
                 f"1. See the copies and their reasons: `runonce dead-letters --team {team} --job JOB`.\n"
-                f"2. Once the cause is fixed, publish one back once: `runonce replay COPY_ID`.",
+                f"2. Once the cause is fixed, publish one back once: `runonce replay COPY_ID --team {team}`.",
             )
         if self.missed_runs is not None:
             log_match(
@@ -411,8 +412,9 @@ class Monitoring(Construct):
                 f"(`missed_run`: never_delivered, still_held or retried_out). Its log line carries "
                 f"the exact command.\n\n"
                 f"1. Read the run: `runonce show --team {team} --job JOB --time SCHEDULE_TIME`.\n"
-                f"2. still_held by a dead attempt: `runonce release KEY`; never_delivered or "
-                f"retried_out: `runonce rerun --job JOB --time SCHEDULE_TIME`.",
+                f"2. still_held by a dead attempt: `runonce release KEY --team {team} --force`; "
+                f"retried_out: `runonce rerun --team {team} --job JOB --time SCHEDULE_TIME`; "
+                f"never_delivered: look at the Scheduler job, then force a run if the work is wanted.",
             )
         sustained = props.thresholds.sustained_seconds
         policy(
@@ -434,7 +436,8 @@ class Monitoring(Construct):
             f"wrong) or `store_unavailable` (the Firestore ledger cannot be reached): no run of the "
             f"affected job can take effect until it is fixed; Scheduler and Pub/Sub keep retrying.\n\n"
             f"1. See which runs are waiting: `runonce runs --team {team} --job JOB --status in_progress`.\n"
-            f"2. Read the error of one: `runonce show KEY`; fix the setting, grant or database it names.",
+            f"2. Read the error of one: `runonce show KEY --team {team}`; fix the setting, grant or "
+            f"database it names.",
             after=on_metrics,
         )
         for events in props.events:
@@ -455,7 +458,7 @@ class Monitoring(Construct):
                 f"The dead-letter subscription `{events.dead_letter_subscription}` holds messages no one "
                 f"has handled (they are kept 7 days).\n\n"
                 f"1. See them: `runonce dead-letters --team {team} --job {events.job}`.\n"
-                f"2. Replay each once its cause is fixed: `runonce replay COPY_ID`.",
+                f"2. Replay each once its cause is fixed: `runonce replay COPY_ID --team {team}`.",
             )
             if events.push_subscription:
                 age = _duration(events.oldest_unacked_seconds)
@@ -478,7 +481,7 @@ class Monitoring(Construct):
                     f"it is lost when the rest is.\n\n"
                     f"1. See the job's recent runs and their answers: "
                     f"`runonce runs --team {team} --job {events.job}`.\n"
-                    f"2. Read one that keeps answering 409 or 5xx: `runonce show KEY`.",
+                    f"2. Read one that keeps answering 409 or 5xx: `runonce show KEY --team {team}`.",
                 )
 
     @property
