@@ -16,6 +16,7 @@ from stacks.constructs.provider import (
     FirestoreFieldTtlConfig,
     FirestoreIndex,
     FirestoreIndexFields,
+    ProjectIamMemberCondition,
 )
 from stacks.constructs.required_apis import RequiredApis
 from stacks.contract import CLAIMED_AT_FIELD
@@ -117,3 +118,12 @@ class DedupStore(Construct):
     def resource_name(self) -> str:
         """The database's IAM resource name, as an IAM condition compares it."""
         return f"projects/{self.props.project}/databases/{self.props.database}"
+
+    def only_this(self, title: str, description: str = "") -> ProjectIamMemberCondition:
+        """An IAM condition that holds for this database alone: Firestore's IAM stops at the
+        database, so a project-level Datastore role is narrowed to one database this way."""
+        return ProjectIamMemberCondition(
+            title=title,
+            description=description or f"Only the {self.props.database} Firestore database",
+            expression=f'resource.name == "{self.resource_name}"',
+        )

@@ -19,7 +19,7 @@ from stacks import naming
 from stacks.config import defaults
 from stacks.constructs.dedup_store import DedupStore
 from stacks.constructs.identity import member, service_account
-from stacks.constructs.provider import ProjectIamMember, ProjectIamMemberCondition
+from stacks.constructs.provider import ProjectIamMember
 from stacks.constructs.required_apis import RequiredApis
 
 
@@ -60,10 +60,6 @@ class FunctionIdentity:
             project=props.project,
             role=defaults.ROLE_LEDGER,
             member=member(self.runtime_email),
-            condition=ProjectIamMemberCondition(
-                title="runonce-ledger-only",
-                description=f"Only the {props.store.props.database} Firestore database",
-                expression=f'resource.name == "{props.store.resource_name}"',
-            ),
+            condition=props.store.only_this("runonce-ledger-only"),
         )
         """roles/datastore.user on the ledger database only (IAM condition)."""

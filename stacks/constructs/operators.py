@@ -29,7 +29,6 @@ from stacks.config import defaults
 from stacks.constructs.dedup_store import DedupStore
 from stacks.constructs.provider import (
     ProjectIamMember,
-    ProjectIamMemberCondition,
     PubsubSubscriptionIamMember,
     PubsubTopicIamMember,
 )
@@ -88,11 +87,7 @@ class OperatorAccess(Construct):
                 project=props.project,
                 role=defaults.ROLE_LEDGER,
                 member=principal,
-                condition=ProjectIamMemberCondition(
-                    title="runonce-operator-ledger",
-                    description=f"Only the {props.ledger.props.database} Firestore database",
-                    expression=f'resource.name == "{props.ledger.resource_name}"',
-                ),
+                condition=props.ledger.only_this("runonce-operator-ledger"),
                 depends_on=props.apis.of(defaults.API_FIRESTORE),
             )
         ]

@@ -41,7 +41,6 @@ from stacks.constructs.identity import member
 from stacks.constructs.provider import (
     CloudSchedulerJob,
     ProjectIamMember,
-    ProjectIamMemberCondition,
     Sleep,
     StaticResource,
 )
@@ -194,10 +193,8 @@ class Watchdog(Construct):
             project=props.project,
             role=defaults.ROLE_LEDGER_READER,
             member=member(self.identity.runtime_email),
-            condition=ProjectIamMemberCondition(
-                title="runonce-ledger-read-only",
-                description=f"Read only the {props.ledger.props.database} Firestore database",
-                expression=f'resource.name == "{props.ledger.resource_name}"',
+            condition=props.ledger.only_this(
+                "runonce-ledger-read-only", f"Read only the {props.ledger.props.database} Firestore database"
             ),
         )
         """roles/datastore.viewer on the team's ledger database only."""
