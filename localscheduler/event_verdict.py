@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from google.cloud import firestore
 
 from runonce.contract import EXPIRE_AT_FIELD, BodyEnd
-from runonce.core.run import Event
+from runonce.core.event import Event
 from runonce.events.adapter import TOO_OLD_ERROR
 from runonce.events.parse import event_key
 

@@ -31,7 +31,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from emulator.process import free_port
-from runonce.core.run import Event
+from runonce.core.event import Event
 from runonce.events.parse import event_key
 
 from .instances import KILL_HEADER, InstancePool

@@ -24,8 +24,9 @@ from operate import team as team_file
 from operate.team import BadInput
 from runonce import _clock
 from runonce.core.errors import StoreError
+from runonce.core.requests import RerunRefused, RerunRequest
 from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
-from runonce.core.store import REQUEST_STATE_FIELD, RequestState, RerunRefused, RerunRequest, Store
+from runonce.core.store import REQUEST_STATE_FIELD, RequestState, Store
 from runonce.scheduler.expected import cron_instant, expected_times, forced_key, next_time, scheduled_key
 from runonce.scheduler.keys import rerun_slot
 from stacks.config.team import Job, Team

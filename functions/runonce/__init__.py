@@ -29,13 +29,17 @@ from typing import TYPE_CHECKING, Any
 from ._clock import set_clock
 from ._version import __version__
 from .core.errors import ConfigError, EventRetry, OutcomeUnknown, PermanentError, RunonceError
-from .core.run import Event, Run, current_run
+from .core.run import Run, current_run
 
 if TYPE_CHECKING:
+    from .core.event import Event
     from .events.adapter import deduplicated_event
     from .scheduler.adapter import deduplicated
 
+# Loaded at their first use: the decorators' modules load the Google clients, and a scheduled
+# function never needs the event types.
 _LOADED_AT_FIRST_USE = {
+    "Event": ".core.event",
     "deduplicated": ".scheduler.adapter",
     "deduplicated_event": ".events.adapter",
 }
@@ -57,7 +61,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """A decorator, whose module loads the Google clients, imported at its first use."""
+    """A name of `_LOADED_AT_FIRST_USE`, imported at its first use."""
     module = _LOADED_AT_FIRST_USE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import runonce
 
 from .test_library_doc import table
 
 DECORATORS = {"deduplicated", "deduplicated_event"}
+LOADED_AT_FIRST_USE = DECORATORS | {"Event"}
 
 
 def test_the_documented_public_names_are_exactly_all():
@@ -25,9 +30,33 @@ def test_every_public_name_resolves_and_says_what_it_is():
         assert name == "__version__" or (value.__doc__ or "").strip(), name
 
 
-def test_the_decorators_are_the_names_loaded_at_first_use():
-    assert set(runonce._LOADED_AT_FIRST_USE) == DECORATORS
-    assert set(runonce.__all__) >= DECORATORS
+def test_the_decorators_and_the_event_type_are_the_names_loaded_at_first_use():
+    assert set(runonce._LOADED_AT_FIRST_USE) == LOADED_AT_FIRST_USE
+    assert set(runonce.__all__) >= LOADED_AT_FIRST_USE
+    assert runonce.Event.__module__ == "runonce.core.event"
+
+
+def test_a_scheduled_function_loads_neither_the_event_path_nor_the_operators_verbs():
+    """What `benchmarks.coldstart` times, in a fresh interpreter: the event types and settings and
+    the re-run request helpers stay unloaded (docs/benchmarks.md, cold start)."""
+    probe = (
+        "import sys, functions_framework, runonce\n"
+        "from runonce import deduplicated\n"
+        "@deduplicated\n"
+        "def handle(request):\n"
+        "    return {}\n"
+        "print(' '.join(sorted(name for name in sys.modules if name.startswith('runonce'))))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True, env=_environment()
+    ).stdout.split()
+    assert "runonce.store.firestore" in loaded  # the probe did load the scheduled path
+    unused = {"runonce.core.event", "runonce.core.requests", "runonce.store._requests", "runonce.events"}
+    assert unused.isdisjoint(loaded), unused & set(loaded)
+
+
+def _environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "GOOGLE_CLOUD_PROJECT": "probe"}
 
 
 def test_a_name_that_left_the_surface_is_imported_from_its_package():

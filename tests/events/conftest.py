@@ -22,8 +22,8 @@ import runonce
 from emulator.process import free_port
 from emulator.wire import TappedClient, WireTap
 from runonce import _clock as clock
-from runonce.core.run import EventRun
-from runonce.core.settings import DEFAULT_RETENTION_SECONDS, load_event_settings, load_settings
+from runonce.core.event import EventRun, load_event_settings
+from runonce.core.settings import DEFAULT_RETENTION_SECONDS, load_settings
 from runonce.events import adapter
 from runonce.events.adapter import EventSetup
 from runonce.events.deadletter import DeadLetters

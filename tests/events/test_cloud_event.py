@@ -14,8 +14,8 @@ from cloudevents.conversion import to_structured
 from cloudevents.http import CloudEvent
 
 from runonce import EventRetry, PermanentError
+from runonce.core.event import EventRun
 from runonce.core.outcomes import Outcome
-from runonce.core.run import EventRun
 
 BUCKET = "//storage.googleapis.com/projects/_/buckets/invoices"
 

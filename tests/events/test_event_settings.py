@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from runonce import ConfigError
-from runonce.core.settings import load_event_settings, load_settings
+from runonce.core.event import load_event_settings
+from runonce.core.settings import load_settings
 
 
 def _event_settings(environ: dict[str, str], project: str | None = None):

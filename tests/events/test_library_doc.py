@@ -9,8 +9,9 @@ import pytest
 
 from runonce import ConfigError
 from runonce.contract import DeadLetterForm, DeadLetterReason
+from runonce.core.event import MAX_CONSUMER_LENGTH, load_event_settings
 from runonce.core.outcomes import Outcome
-from runonce.core.settings import MAX_CONSUMER_LENGTH, load_event_settings, load_settings
+from runonce.core.settings import load_settings
 from tests.core.test_library_doc import documented_ranges, section, settings_rows, table
 
 TOPIC = {"RUNONCE_DEAD_LETTER_TOPIC": "projects/p/topics/dead"}

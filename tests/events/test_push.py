@@ -12,7 +12,7 @@ import pytest
 
 import runonce
 from runonce import PermanentError
-from runonce.core.run import EventRun
+from runonce.core.event import EventRun
 from runonce.events.parse import event_key, parse_push
 
 from .conftest import envelope, post

@@ -10,7 +10,7 @@ from google.api_core import exceptions as gexc
 
 from operate import dead_letters, replay
 from runonce.contract import ACTIONS_FIELD, DEAD_LETTER_MESSAGE_ID_FIELD, DeadLetterReason
-from runonce.core.run import Event
+from runonce.core.event import Event
 from runonce.core.store import Claim
 from runonce.events.deadletter import DeadLetters
 from tests.conftest import SCHEDULED

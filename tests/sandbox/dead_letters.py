@@ -19,7 +19,7 @@ from runonce.contract import (
     DEAD_LETTER_REASON_ATTRIBUTE,
     DEAD_LETTER_RUN_KEY_ATTRIBUTE,
 )
-from runonce.core.run import Event
+from runonce.core.event import Event
 from runonce.events.deadletter import Original, read_copy
 from runonce.events.parse import parse_push
 

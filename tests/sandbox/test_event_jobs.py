@@ -21,7 +21,7 @@ from runonce.contract import (
     DeadLetterReason,
     RunStatus,
 )
-from runonce.core.run import Event
+from runonce.core.event import Event
 from runonce.events.parse import event_key
 from stacks import naming
 from stacks.team import EventJob, Team

@@ -23,7 +23,7 @@ import pytest
 import requests
 
 from runonce.contract import DeadLetterReason
-from runonce.core.run import Event
+from runonce.core.event import Event
 from runonce.events.deadletter import DeadLetters, publisher_client
 from stacks.team import FUNCTIONS_DIR, Team
 from tests.conftest import PROJECT

@@ -24,7 +24,8 @@ from emulator.wire import TappedClient, WireTap
 from runonce.contract import ACTIONS_FIELD, HISTORY_FIELD, RunStatus
 from runonce.core import store as api
 from runonce.core.errors import StoreUnavailable
-from runonce.core.store import Claim, Held, Rerun, RerunRefused, Store, StoredResult
+from runonce.core.requests import RerunRefused
+from runonce.core.store import Claim, Held, Rerun, Store, StoredResult
 from runonce.store.memory import MemoryStore
 from tests.conftest import PROJECT, SCHEDULED
 

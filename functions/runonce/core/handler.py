@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _logs as logs
 from .._logs import log
@@ -36,8 +36,11 @@ from .fields import BadField
 from .finish import Attempt, Returned, Verdict, complete, fail, hold, read_return, release, retry
 from .occurrence import Occurrence
 from .outcomes import Answer, Outcome
-from .run import EventRun, Run, enter, leave
+from .run import Run, enter, leave
 from .store import Claim, Held, Store, StoredResult
+
+if TYPE_CHECKING:
+    from .event import EventRun
 
 
 def serve(handle: Callable[[Attempt], Answer]) -> Answer:

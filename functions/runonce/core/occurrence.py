@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .run import EventRun, Run
 from .store import Claim
+
+if TYPE_CHECKING:
+    from .event import EventRun
+    from .run import Run
 
 # Bump only with a migration: every stored record is found by a key of this version.
 KEY_VERSION = "runonce/v1"

@@ -1,7 +1,8 @@
 """The run a job executes: what `current_run()` returns, and the guard against nested runs.
 
 A scheduled job's run is a `Run` (its job, schedule time, project, location, forced); an event
-job's is an `EventRun` (the `Event` and the consumer). Both carry the run key and the attempt.
+job's is an `EventRun` (`runonce.core.event`: the `Event` and the consumer). Both carry the run
+key and the attempt.
 
 The current run lives in a context variable. Python does not hand context variables to threads
 a job starts, so such a thread must be started inside the run's context to call `current_run()`:
@@ -12,43 +13,13 @@ a job starts, so such a thread must be started inside the run's context to call 
 from __future__ import annotations
 
 import contextvars
-import json
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from .errors import NestedRunError
 
-
-@dataclass(frozen=True)
-class Event:
-    """The event a job receives, from Pub/Sub push or a CloudEvent alike."""
-
-    id: str
-    """Pub/Sub messageId, or the CloudEvent id."""
-    source: str
-    """The push subscription (`projects/P/subscriptions/S`), or the CloudEvent source."""
-    time: datetime | None
-    """When it was published (publishTime) or happened (CloudEvent time), in UTC, to the nanosecond
-    (a `DatetimeWithNanoseconds`: its `.nanosecond` keeps what `.microsecond` cannot); None if unknown."""
-    attributes: dict[str, str] = field(default_factory=dict)
-    """The message attributes (Pub/Sub), or the CloudEvent's context attributes."""
-    data: bytes = b""
-    """The payload: the message data decoded from base64, or the CloudEvent data as sent."""
-    delivery_attempt: int | None = None
-    """Pub/Sub's count of deliveries (only with a dead-letter policy, never on the emulator)."""
-    kind: str = "pubsub"
-    """`pubsub` (a push request) or `cloudevent`."""
-    ordering_key: str = ""
-    """The message's ordering key (Pub/Sub), kept so that a dead-letter copy can be replayed with it."""
-
-    def json(self) -> Any:
-        """The data decoded as UTF-8 JSON; ValueError if it is not JSON."""
-        return json.loads(self.data.decode("utf-8"))
-
-    def text(self) -> str:
-        """The data decoded as UTF-8 (undecodable bytes replaced)."""
-        return self.data.decode("utf-8", "replace")
+if TYPE_CHECKING:
+    from .event import EventRun
 
 
 # Marks the request a job is running for, so a nested call is caught even from another thread.
@@ -66,20 +37,6 @@ class Run:
     project: str
     location: str
     forced: bool
-    attempt_id: str
-    attempt: int
-
-
-@dataclass(frozen=True)
-class EventRun:
-    """The handling of one event (`@deduplicated_event`), as `current_run()` returns it."""
-
-    key: str
-    event: Event
-    """The event being handled: its id, source, time, attributes, data and delivery attempt."""
-    consumer: str
-    """The consumer setting (the `consumer` option, else K_SERVICE; "" if neither): part of a
-    CloudEvent's run key (a push subscription names its consumer itself)."""
     attempt_id: str
     attempt: int
 
@@ -121,7 +78,7 @@ def refuse_nested(request: Any, name: str) -> None:
     """Raise NestedRunError if a @deduplicated job is already running for this request or context."""
     environ = _environ(request)
     outer = _current.get(None) or (environ.get(_ENVIRON_KEY) if environ is not None else None)
-    if isinstance(outer, Run | EventRun):
+    if outer is not None:  # only runs are stored there: a scheduled Run or an EventRun
         job = outer.job if isinstance(outer, Run) else outer.event.source
         raise NestedRunError(
             f"{name} is @deduplicated and was called inside the @deduplicated job {job!r} "

@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 from functools import cached_property
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._text import describe
 from ..contract import RunStatus
-from .errors import RunonceError
+
+if TYPE_CHECKING:
+    from .requests import RerunRequest
 
 # Larger results are not stored (a Firestore document holds at most 1 MiB).
 MAX_RESULT_BYTES = 16 * 1024
@@ -242,24 +244,6 @@ class RequestState(str, Enum):
     """Its command withdrew it (the `jobs.run` call failed)."""
     VOID = "void"
     """A forced delivery found the run not finished, or gone: nothing was reopened."""
-
-
-class RerunRefused(RunonceError):
-    """The re-run cannot be requested: the message says why and what to do instead. Nothing written."""
-
-
-@dataclass(frozen=True)
-class RerunRequest:
-    """An operator's pending request to run the finished run `key` again."""
-
-    slot: str
-    """The record that holds it: one per Scheduler job, so a job has at most one pending request."""
-    request_id: str
-    key: str
-    schedule_time: str
-    by: str
-    at: datetime
-    expires: datetime
 
 
 @dataclass(frozen=True)

@@ -38,12 +38,11 @@ from ..contract import (
 )
 from ..core.decoration import decorate
 from ..core.errors import ConfigError, EventRetry, StoreError
+from ..core.event import Event, EventRun, EventSettings, load_event_settings
 from ..core.finish import Attempt
 from ..core.handler import claim_failed, misconfigured, rejected, run_once, serve
 from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
-from ..core.run import Event, EventRun
-from ..core.settings import EventSettings, load_event_settings
 from ..core.store import Claim
 from ..store.connection import Connection, Setup
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client

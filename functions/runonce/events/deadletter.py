@@ -48,7 +48,7 @@ from ..contract import (
     DeadLetterReason,
 )
 from ..core.errors import ConfigError, RunonceError
-from ..core.run import Event
+from ..core.event import Event
 
 # Seconds one forwarding may take, retries included; the push ack deadline is at least 10 s.
 FORWARD_SECONDS = 8.0

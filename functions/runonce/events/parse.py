@@ -18,9 +18,9 @@ from typing import Any
 from google.api_core.datetime_helpers import DatetimeWithNanoseconds
 
 from .._instant import parse_instant
+from ..core.event import Event
 from ..core.fields import BadField, read_text
 from ..core.occurrence import KEY_VERSION
-from ..core.run import Event
 
 # The CloudEvent type Eventarc gives a Pub/Sub message; its data is a push envelope.
 PUBSUB_CLOUDEVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from .._instant import parse_instant
 from .._text import MAX_ERROR_CHARS, clip
 from .._version import __version__
 from ..contract import (
@@ -27,8 +26,6 @@ from ..core.store import (
     Refusal,
     RequestState,
     Rerun,
-    RerunRefused,
-    RerunRequest,
     StoredResult,
 )
 
@@ -120,69 +117,6 @@ def released_fields(now: datetime) -> dict[str, Any]:
     return {"lease_expires": now, "released_at": now}
 
 
-def request_refusal(
-    key: str, record: dict[str, Any] | None, slot: dict[str, Any] | None, insist: bool, now: datetime
-) -> str | None:
-    """Why run `key` (its `record`) cannot be re-run now, with what to do instead; None if it can."""
-    if record is None:
-        return (
-            f"run {key} has no record: it never ran (or its record expired), so there is nothing "
-            "to re-run; look at it with `runonce show`"
-        )
-    status = record.get("status")
-    if status == RunStatus.IN_PROGRESS.value and _lease_live(record, now):
-        return (
-            f"run {key} is in progress (lease until {record.get('lease_expires')}): wait for it to "
-            "finish, or release a dead attempt's claim with `runonce release`"
-        )
-    if status == RunStatus.COMPLETED.value and not insist:
-        return f"run {key} completed: re-running it repeats its effect; pass --insist to run it again anyway"
-    if pending_request(slot, now):
-        assert slot is not None
-        return (
-            f"the job has a pending re-run request (of run {slot.get('rerun_key')}, by "
-            f"{slot.get('requested_by')}, until {slot.get('request_expires')}): wait until it is "
-            "delivered or expires"
-        )
-    return None
-
-
-def request_record(
-    request_id: str, key: str, fields: dict[str, Any], now: datetime, ttl: timedelta, retention: timedelta
-) -> dict[str, Any]:
-    """A pending re-run request of run `key`, valid `ttl` from `now`; `fields` add `by`,
-    `schedule_time` (RFC 3339: RerunRefused if not) and what else the operator's command records."""
-    try:
-        parse_instant(fields["schedule_time"])
-    except (ValueError, TypeError):
-        raise RerunRefused(
-            f"schedule_time {fields['schedule_time']!r} is not an RFC 3339 time like 2026-11-29T03:00:00Z"
-        ) from None
-    return {
-        **{name: value for name, value in fields.items() if name != "by"},
-        REQUEST_STATE_FIELD: RequestState.PENDING.value,
-        "request_id": request_id,
-        "rerun_key": key,
-        "requested_by": fields["by"],
-        "requested_at": now,
-        "request_expires": now + ttl,
-        EXPIRE_AT_FIELD: now + retention,
-    }
-
-
-def request_of(slot: str, record: dict[str, Any]) -> RerunRequest:
-    """The request a re-run slot's record holds."""
-    return RerunRequest(
-        slot,
-        record["request_id"],
-        record["rerun_key"],
-        record["schedule_time"],
-        record["requested_by"],
-        record["requested_at"],
-        record["request_expires"],
-    )
-
-
 def pending_request(slot: dict[str, Any] | None, now: datetime) -> bool:
     """Whether a slot's record is a request a forced delivery may consume: pending, not expired."""
     return (
@@ -190,20 +124,6 @@ def pending_request(slot: dict[str, Any] | None, now: datetime) -> bool:
         and slot.get(REQUEST_STATE_FIELD) == RequestState.PENDING.value
         and slot["request_expires"] > now
     )
-
-
-def withdrawable(slot: dict[str, Any] | None, request_id: str) -> bool:
-    """Whether a slot still holds request `request_id`, pending (expired or not)."""
-    return (
-        slot is not None
-        and slot.get("request_id") == request_id
-        and slot.get(REQUEST_STATE_FIELD) == RequestState.PENDING.value
-    )
-
-
-def withdrawn_fields(now: datetime) -> dict[str, Any]:
-    """What withdrawing a request writes."""
-    return {REQUEST_STATE_FIELD: RequestState.WITHDRAWN.value, "withdrawn_at": now}
 
 
 def told_rerun(record: dict[str, Any]) -> Rerun | None:
@@ -220,10 +140,10 @@ def reopenable(record: dict[str, Any] | None, now: datetime) -> bool:
         return False
     status = record.get("status")
     finished = status in (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
-    return finished or (status == RunStatus.IN_PROGRESS.value and not _lease_live(record, now))
+    return finished or (status == RunStatus.IN_PROGRESS.value and not lease_live(record, now))
 
 
-def _lease_live(record: dict[str, Any], now: datetime) -> bool:
+def lease_live(record: dict[str, Any], now: datetime) -> bool:
     lease = record.get("lease_expires")
     return not isinstance(lease, datetime) or lease > now
 

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_exception_type
@@ -38,11 +38,14 @@ from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
 from ..contract import CLAIMED_AT_FIELD, HISTORY_FIELD, RunStatus
 from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
-from ..core.store import Claim, Decision, Held, Refusal, Rerun, RerunRefused, RerunRequest, StoredResult
+from ..core.store import Claim, Decision, Held, Refusal, Rerun, StoredResult
 from . import _records
 from ._budget import Budget
 from ._commit import Writes
 from ._records import finish_fields, held, hold_fields, lease_fields, release_decision
+
+if TYPE_CHECKING:
+    from ..core.requests import RerunRequest
 
 _T = TypeVar("_T")
 
@@ -322,12 +325,15 @@ class Ledger:
             if removed is not None:
                 return
 
-    # The re-run verbs (docs/rerun.md): each decision is one Firestore transaction.
+    # The re-run verbs (docs/rerun.md): each decision is one Firestore transaction. Filing and
+    # withdrawing a request are the operators' alone: their module loads at the first use.
 
     def request_rerun(
         self, slot: str, key: str, fields: dict[str, Any], insist: bool, ttl: timedelta
     ) -> RerunRequest:
         """See `Store.request_rerun`."""
+        from . import _requests
+
         slot_doc, run_doc = self._collection.document(slot), self._collection.document(key)
         request_id = uuid.uuid4().hex
 
@@ -335,24 +341,24 @@ class Ledger:
         def write(transaction) -> dict[str, Any]:
             now = clock.now()
             record, request = _read(run_doc, transaction), _read(slot_doc, transaction)
-            refusal = _records.request_refusal(key, record, request, insist, now)
-            if refusal is not None:
-                raise RerunRefused(refusal)
-            written = _records.request_record(request_id, key, fields, now, ttl, self._retention)
+            _requests.refuse(key, record, request, insist, now)
+            written = _requests.request_record(request_id, key, fields, now, ttl, self._retention)
             transaction.set(slot_doc, written)
             return written
 
-        return _records.request_of(slot, _contended(lambda: write(self._client.transaction())))
+        return _requests.request_of(slot, _contended(lambda: write(self._client.transaction())))
 
     def withdraw_rerun(self, slot: str, request_id: str) -> bool:
         """See `Store.withdraw_rerun`."""
+        from . import _requests
+
         slot_doc = self._collection.document(slot)
 
         @firestore.transactional
         def withdraw(transaction) -> bool:
-            if not _records.withdrawable(_read(slot_doc, transaction), request_id):
+            if not _requests.withdrawable(_read(slot_doc, transaction), request_id):
                 return False
-            transaction.update(slot_doc, _records.withdrawn_fields(clock.now()))
+            transaction.update(slot_doc, _requests.withdrawn_fields(clock.now()))
             return True
 
         return bool(_contended(lambda: withdraw(self._client.transaction())))

@@ -19,15 +19,18 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _clock
 from .._text import MAX_ERROR_CHARS, clip
 from ..contract import CLAIMED_AT_FIELD, HISTORY_FIELD, RunStatus
 from ..core.errors import StoreRejected
-from ..core.store import Claim, Decision, Held, Refusal, Rerun, RerunRefused, RerunRequest, StoredResult
+from ..core.store import Claim, Decision, Held, Refusal, Rerun, StoredResult
 from . import _records
 from ._records import finish_fields, held, hold_fields, lease_fields, release_decision
+
+if TYPE_CHECKING:
+    from ..core.requests import RerunRequest
 
 _TICK = timedelta(microseconds=1)
 
@@ -165,23 +168,24 @@ class MemoryStore:
         self, slot: str, key: str, fields: dict[str, Any], insist: bool, ttl: timedelta
     ) -> RerunRequest:
         """See `Store.request_rerun`."""
+        from . import _requests
+
         with self._lock:
             now = self._clock()
-            record, request = self._records.get(key), self._records.get(slot)
-            refusal = _records.request_refusal(key, record, request, insist, now)
-            if refusal is not None:
-                raise RerunRefused(refusal)
-            written = _records.request_record(uuid.uuid4().hex, key, fields, now, ttl, self._retention)
+            _requests.refuse(key, self._records.get(key), self._records.get(slot), insist, now)
+            written = _requests.request_record(uuid.uuid4().hex, key, fields, now, ttl, self._retention)
             self._write(slot, written)
-            return _records.request_of(slot, written)
+            return _requests.request_of(slot, written)
 
     def withdraw_rerun(self, slot: str, request_id: str) -> bool:
         """See `Store.withdraw_rerun`."""
+        from . import _requests
+
         with self._lock:
             record = self._records.get(slot)
-            if record is None or not _records.withdrawable(record, request_id):
+            if record is None or not _requests.withdrawable(record, request_id):
                 return False
-            self._write(slot, {**record, **_records.withdrawn_fields(self._clock())})
+            self._write(slot, {**record, **_requests.withdrawn_fields(self._clock())})
             return True
 
     def take_rerun(self, slot: str, key: str, fields: dict[str, Any]) -> Rerun | None:
