@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import click
@@ -23,6 +23,7 @@ from operate import clients
 from operate import team as team_file
 from operate.team import BadInput
 from runonce import _clock
+from runonce._instant import parse_instant
 from runonce.core.errors import StoreError
 from runonce.core.requests import RerunRefused, RerunRequest
 from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
@@ -241,13 +242,13 @@ def ledger_store(team: Team, job: Job) -> Store:
 
 
 def _parse_time(text: str) -> datetime:
+    """The --time as the library reads a ScheduleTime (an offset required), in UTC; a fraction of
+    a second is kept (to the microsecond), so such a time is no run of the schedule's."""
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise Refused(f"--time {text!r} is not an RFC 3339 time like 2026-11-29T03:00:00Z") from None
-    if moment.tzinfo is None:
-        raise Refused(f"--time {text!r} needs a UTC offset, e.g. 2026-11-29T03:00:00Z")
-    return moment.astimezone(UTC)
+        instant = parse_instant(text)
+    except ValueError as exc:
+        raise Refused(f"--time {exc}") from None
+    return instant.utc + timedelta(microseconds=instant.nanos // 1000)
 
 
 @click.command("rerun")

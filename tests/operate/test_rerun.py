@@ -400,8 +400,10 @@ def test_a_rerun_within_the_skew_of_the_next_scheduled_time_is_refused(command, 
         ("job", "weekly", "no scheduled job 'weekly'"),
         ("time", "2026-11-29T03:30:00Z", "is not a past run"),
         ("time", "2026-11-29T03:00:00.500Z", "is not a past run"),
-        ("time", "yesterday", "not an RFC 3339 time"),
-        ("time", "2026-11-29T03:00:00", "needs a UTC offset"),
+        ("time", "yesterday", "'yesterday' is not an RFC 3339 timestamp"),
+        ("time", "2026-11-29T03:00:00", "'2026-11-29T03:00:00' is not an RFC 3339 timestamp"),
+        ("time", "2026-11-29 03:00:00+00:00", "is not an RFC 3339 timestamp"),
+        ("time", "2026-11-29T03:00:00+24:00", "impossible UTC offset"),
     ],
 )
 def test_bad_input_is_refused_with_exit_2_naming_it(
