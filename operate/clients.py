@@ -18,6 +18,7 @@ from google.auth import exceptions as auth_exceptions
 from operate.team import BadInput, TeamView
 from runonce.core.settings import DEFAULT_RETENTION_SECONDS
 from runonce.core.store import Store
+from stacks.config.team import Team
 
 FIRESTORE_EMULATOR = "FIRESTORE_EMULATOR_HOST"
 # The ledger's lease and retention matter to claims only; the command never claims.
@@ -32,8 +33,9 @@ class Unavailable(Exception):
     """A Google service refused a call or did not answer; the message names the resource (exit 1)."""
 
 
-def store(team: TeamView) -> Store:
-    """The team's ledger (its database and collection) as a Store."""
+def store(team: TeamView | Team, retention_seconds: int = DEFAULT_RETENTION_SECONDS) -> Store:
+    """The team's ledger (its project, database and collection) as a Store; what it writes (a
+    re-run request) expires after `retention_seconds`, the job's retention."""
     from google.cloud import firestore
 
     from runonce.store.firestore import Ledger, LedgerStore
@@ -42,7 +44,7 @@ def store(team: TeamView) -> Store:
         client = firestore.Client(project=team.project, database=team.database)
     except auth_exceptions.GoogleAuthError as exc:
         raise BadInput("credentials", f"{exc}; {_CREDENTIALS_FIX}") from None
-    retention = timedelta(seconds=DEFAULT_RETENTION_SECONDS)
+    retention = timedelta(seconds=retention_seconds)
     return LedgerStore(Ledger(client, team.collection, _UNUSED_LEASE, retention))
 
 

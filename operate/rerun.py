@@ -230,17 +230,6 @@ def find_job(team: Team, name: str) -> Job:
     raise Refused(f"team {team.name!r} has no scheduled job {name!r}{event}; its scheduled jobs: {names}")
 
 
-def ledger_store(team: Team, job: Job) -> Store:
-    """The team's ledger (its project, database and collection), as the job's function uses it."""
-    from google.cloud import firestore
-
-    from runonce.store.firestore import Ledger, LedgerStore
-
-    client = firestore.Client(project=team.project, database=team.database)
-    lease, retention = timedelta(seconds=job.lease_seconds), timedelta(seconds=job.retention_seconds)
-    return LedgerStore(Ledger(client, team.collection, lease, retention))
-
-
 def _parse_time(text: str) -> datetime:
     """The --time as the library reads a ScheduleTime (an offset required), in UTC; a fraction of
     a second is kept (to the microsecond), so such a time is no run of the schedule's."""
@@ -285,7 +274,7 @@ def rerun(
         team = team_file.load(team_name)
         job = find_job(team, job_name)
         target = Target.of(team, job)
-        store = ledger_store(team, job)
+        store = clients.store(team, job.retention_seconds)
         api = SchedulerApi(os.environ.get(SCHEDULER_URL_VARIABLE) or SCHEDULER_API)
         done = request_rerun(
             store, target, _parse_time(time_text), clients.operator(by), insist, api.run, wait_seconds

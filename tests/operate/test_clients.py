@@ -50,3 +50,31 @@ def test_on_the_emulators_user_is_taken(monkeypatch):
     monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", "127.0.0.1:1")
     monkeypatch.setenv("LOGNAME", "carol")
     assert operator(None) == "carol"
+
+
+def test_rerun_without_credentials_is_refused_naming_them_and_the_fix(monkeypatch):
+    from click.testing import CliRunner
+    from google.auth.exceptions import DefaultCredentialsError
+
+    from operate.cli import runonce
+
+    monkeypatch.delenv("FIRESTORE_EMULATOR_HOST", raising=False)
+
+    def no_credentials(*args, **kwargs):
+        raise DefaultCredentialsError("Your default credentials were not found")
+
+    monkeypatch.setattr(google.auth, "default", no_credentials)
+    command = [
+        "rerun",
+        "--team",
+        "example",
+        "--job",
+        "report",
+        "--time",
+        "2026-11-29T03:00:00Z",
+        "--by",
+        "ops",
+    ]
+    result = CliRunner().invoke(runonce, command)
+    assert result.exit_code == 2, result.output
+    assert "credentials" in result.output and "gcloud auth application-default login" in result.output
