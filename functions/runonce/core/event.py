@@ -21,7 +21,7 @@ from ..contract import (
     RETENTION_VARIABLE,
 )
 from .errors import ConfigError
-from .settings import Settings, _picker, _seconds, _shown
+from .settings import Settings, picker, seconds_setting, shown
 
 # An event older than this is not run but dead-lettered: Google's "end condition" for retried
 # events, so one that keeps failing does not loop until its retention ends.
@@ -105,8 +105,8 @@ def load_event_settings(
 
     `project` completes a dead-letter topic given by its id alone (the settings' project wins).
     """
-    pick = _picker(overrides, environ)
-    max_age = _seconds(
+    pick = picker(overrides, environ)
+    max_age = seconds_setting(
         *pick("max_event_age", MAX_EVENT_AGE_VARIABLE, DEFAULT_MAX_EVENT_AGE_SECONDS),
         1,
         MAX_RETRY_WINDOW_SECONDS,
@@ -131,14 +131,14 @@ def load_event_settings(
     topic_id = path["topic"] if path else topic
     if not _TOPIC_ID.fullmatch(topic_id) or topic_id.lower().startswith("goog"):
         raise ConfigError(
-            f"{name}={_shown(raw)} is not a Pub/Sub topic: use projects/PROJECT/topics/TOPIC, the topic "
+            f"{name}={shown(raw)} is not a Pub/Sub topic: use projects/PROJECT/topics/TOPIC, the topic "
             "id being 3-255 letters, digits and - _ . ~ + %, starting with a letter, not with goog"
         )
     if path is None:
         owner = settings.project or project
         if not owner:
             raise ConfigError(
-                f"{name}={_shown(raw)} names no project and none is known: write "
+                f"{name}={shown(raw)} names no project and none is known: write "
                 f"projects/PROJECT/topics/{topic_id}, or set {PROJECT_VARIABLE}"
             )
         topic = f"projects/{owner}/topics/{topic_id}"

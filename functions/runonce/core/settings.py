@@ -49,17 +49,19 @@ class Settings:
     """How far in the future a ScheduleTime may be before the delivery counts as a forced run."""
 
 
-def _shown(raw: object) -> str:
+def shown(raw: object) -> str:
     """A setting's value as an error message quotes it: repr, cut short."""
     return clip(repr(raw), 80)
 
 
-def _seconds(name: str, raw: object, minimum: int, maximum: int, example: int) -> timedelta:
+def seconds_setting(name: str, raw: object, minimum: int, maximum: int, example: int) -> timedelta:
+    """The setting `name` (its `raw` value) as a duration: whole seconds from `minimum` to `maximum`;
+    ConfigError naming it, with `example`, otherwise."""
     text = str(raw).strip() if not isinstance(raw, bool) else ""
     # int() would also take "1_000", " +5" and non-ASCII digits such as "١٢٠": only plain ASCII digits.
     if not _WHOLE_NUMBER.fullmatch(text):
         raise ConfigError(
-            f"{name}={_shown(raw)} is not a whole number of seconds; set it to plain digits "
+            f"{name}={shown(raw)} is not a whole number of seconds; set it to plain digits "
             f"between {minimum} and {maximum}, e.g. {example}"
         )
     value = int(text)
@@ -87,7 +89,7 @@ def _collection_problem(collection: str) -> str | None:
     return None
 
 
-def _picker(
+def picker(
     overrides: Mapping[str, object] | None, environ: Mapping[str, str] | None
 ) -> Callable[[str, str, object], tuple[str, object]]:
     """`pick(option, variable, default)`: (where the value came from, the value); a decorator
@@ -110,11 +112,11 @@ def load_settings(
 
     Raises ConfigError naming the setting and the fix; nothing is read from the store before.
     """
-    pick = _picker(overrides, environ)
-    lease = _seconds(
+    pick = picker(overrides, environ)
+    lease = seconds_setting(
         *pick("lease", LEASE_VARIABLE, DEFAULT_LEASE_SECONDS), 1, 24 * 3600, DEFAULT_LEASE_SECONDS
     )
-    retention = _seconds(
+    retention = seconds_setting(
         *pick("retention", RETENTION_VARIABLE, DEFAULT_RETENTION_SECONDS),
         60,
         3650 * 24 * 3600,
@@ -126,7 +128,7 @@ def load_settings(
             f"({int(lease.total_seconds())} s): raise RUNONCE_RETENTION_SECONDS "
             "or lower RUNONCE_LEASE_SECONDS"
         )
-    skew = _seconds(
+    skew = seconds_setting(
         *pick("forced_skew", FORCED_SKEW_VARIABLE, DEFAULT_FORCED_SKEW_SECONDS),
         0,
         3600,
@@ -138,7 +140,7 @@ def load_settings(
     problem = _collection_problem(collection)
     if problem is not None:
         raise ConfigError(
-            f"{name}={_shown(collection)} is not a Firestore collection id: it {problem}; use letters, "
+            f"{name}={shown(collection)} is not a Firestore collection id: it {problem}; use letters, "
             f"digits, - or _, e.g. {DEFAULT_COLLECTION}"
         )
 
@@ -146,7 +148,7 @@ def load_settings(
     database = str(database)
     if database != DEFAULT_DATABASE and not _DATABASE_ID.fullmatch(database):
         raise ConfigError(
-            f"{name}={_shown(database)} is not a Firestore database id; use {DEFAULT_DATABASE} or 4-63 "
+            f"{name}={shown(database)} is not a Firestore database id; use {DEFAULT_DATABASE} or 4-63 "
             "lowercase letters, digits and hyphens starting with a letter"
         )
 
