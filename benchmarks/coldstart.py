@@ -123,11 +123,12 @@ def render(result: Measurement) -> str:
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    """Sizes of the measurement; the defaults take about half a minute."""
+    """Sizes of the measurement; the defaults take about a minute (100 samples a variant: with
+    fewer, the machine's load moves the median by as much as the 5% the target allows)."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.coldstart", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--samples", type=int, default=40, help="timed processes per variant (default 40)")
+    parser.add_argument("--samples", type=int, default=100, help="timed processes per variant (default 100)")
     parser.add_argument(
         "--warmup", type=int, default=3, help="untimed processes per variant first (default 3, at least 1)"
     )
