@@ -35,6 +35,21 @@ def floor(request):
     return _body(request.get_json()["message"]["messageId"])
 
 
+def first_time(db: firestore.Client, message_id: str) -> bool:
+    """The pattern's store call: one transaction that reads the event id's document and writes it
+    unless it exists (a begin, a read and a commit); False for a duplicate."""
+    document = db.collection(TRANSACTION_COLLECTION).document(message_id)
+
+    @firestore.transactional
+    def check_and_record(transaction) -> bool:
+        if document.get(transaction=transaction).exists:
+            return False
+        transaction.set(document, {"processed_at": firestore.SERVER_TIMESTAMP})
+        return True
+
+    return check_and_record(db.transaction())
+
+
 @functions_framework.http
 def transaction_pattern(request):
     """The body behind one transaction that checks and records the event id."""
@@ -42,16 +57,7 @@ def transaction_pattern(request):
     if _db is None:
         _db = firestore.Client()
     message_id = request.get_json()["message"]["messageId"]
-    document = _db.collection(TRANSACTION_COLLECTION).document(message_id)
-
-    @firestore.transactional
-    def first_time(transaction) -> bool:
-        if document.get(transaction=transaction).exists:
-            return False
-        transaction.set(document, {"processed_at": firestore.SERVER_TIMESTAMP})
-        return True
-
-    if not first_time(_db.transaction()):
+    if not first_time(_db, message_id):
         return {"outcome": "duplicate"}
     return {"outcome": "completed", "result": _body(message_id)}
 

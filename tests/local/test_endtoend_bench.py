@@ -38,3 +38,10 @@ def test_the_cold_start_benchmark_times_both_imports_in_fresh_processes_and_prin
         coldstart.VARIANTS, 2
     )
     assert "ratio runonce / baseline" in coldstart.render(result)
+
+
+def test_the_event_benchmarks_store_floor_times_both_store_calls(firestore_emulator, monkeypatch):
+    """Each call must find a new event (a claim, a first time): the calls assert it."""
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", firestore_emulator.host)  # restored after the test
+    ours, pattern = endtoend_events.store_floor(firestore_emulator.host, runs=3, warmup=1)
+    assert ours > 0 and pattern > 0
