@@ -13,6 +13,7 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 RUNONCE = "runonce"
@@ -262,14 +263,9 @@ def _loaded_at_first_use(init: Path, name: str) -> list[Path]:
 
 def _relative_imports(path: Path) -> Iterator[Path]:
     """The package files a module imports relatively (`from .x import y`, `from .. import x`)."""
-    try:
-        tree = ast.parse(path.read_text())
-    except (SyntaxError, OSError):
-        return
-    for node in _runtime_nodes(tree):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            for alias in node.names:
-                yield from _relative_target(path, node, alias.name)
+    for node in _scan(path).relative:
+        for alias in node.names:
+            yield from _relative_target(path, node, alias.name)
 
 
 def _relative_target(path: Path, node: ast.ImportFrom, name: str) -> list[Path]:
@@ -280,18 +276,28 @@ def _relative_target(path: Path, node: ast.ImportFrom, name: str) -> list[Path]:
     return _module_files(base, [*(node.module.split(".") if node.module else []), name])
 
 
-def _runtime_nodes(node: ast.AST) -> Iterator[ast.AST]:
-    """Every node below `node` that can run: the body of `if TYPE_CHECKING:` (or
-    `if typing.TYPE_CHECKING:`) is left out, since only a type checker reads it and its imports
-    need no pin; its `else:` branch runs and is kept."""
-    for child in ast.iter_child_nodes(node):
-        yield child
-        if isinstance(child, ast.If) and _is_type_checking(child.test):
-            for branch in child.orelse:
-                yield branch
-                yield from _runtime_nodes(branch)
+def _runtime_statements(tree: ast.Module) -> Iterator[ast.stmt]:
+    """Every statement of the module that can run, in source order: the body of
+    `if TYPE_CHECKING:` (or `if typing.TYPE_CHECKING:`) is left out, since only a type checker
+    reads it and its imports need no pin; its `else:` branch runs and is kept. Imports are
+    statements, so only the statement blocks are walked (bodies, `except` handlers, `case`s),
+    not the expressions."""
+    pending: list[ast.AST] = list(reversed(tree.body))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.stmt):
+            yield node
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            blocks: list[ast.AST] = list(node.orelse)
         else:
-            yield from _runtime_nodes(child)
+            blocks = [
+                child
+                for name in node._fields
+                if isinstance(value := getattr(node, name, None), list)
+                for child in value
+                if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case)
+            ]
+        pending.extend(reversed(blocks))
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -303,15 +309,42 @@ def _is_type_checking(test: ast.expr) -> bool:
 def _imports(path: Path) -> Iterator[str]:
     """Dotted names of the absolute imports in a file (`from google.cloud import firestore`
     gives google.cloud.firestore); nothing if the file does not parse (reported elsewhere)."""
+    yield from _scan(path).absolute
+
+
+@dataclass(frozen=True)
+class _Imports:
+    """A module's imports that run, in source order."""
+
+    absolute: tuple[str, ...] = ()
+    """Dotted names of its absolute imports."""
+    relative: tuple[ast.ImportFrom, ...] = ()
+    """Its relative `from` imports."""
+
+
+def _scan(path: Path) -> _Imports:
+    """The imports of a file; none if it cannot be read or does not parse."""
     try:
-        tree = ast.parse(path.read_text())
+        return _scan_source(path.read_text())
     except (SyntaxError, OSError):
-        return
-    for node in _runtime_nodes(tree):
+        return _Imports()
+
+
+@cache
+def _scan_source(source: str) -> _Imports:
+    """Every function folder loads the same bundled runonce modules: each is parsed once per
+    process (keyed by its text, so an edited file is parsed again)."""
+    absolute: list[str] = []
+    relative: list[ast.ImportFrom] = []
+    for node in _runtime_statements(ast.parse(source)):
         if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+            absolute += (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                relative.append(node)
+            elif node.module:
+                absolute += (f"{node.module}.{alias.name}" for alias in node.names)
+    return _Imports(tuple(absolute), tuple(relative))
 
 
 def _distribution(name: str) -> str:
