@@ -15,6 +15,7 @@ from stacks.config import defaults
 from stacks.config.sharing import FunctionSettings, SharedFunction, explain, shared_functions
 from stacks.config.state import local_state_file, missing_local_state
 from stacks.config.team import EVENTARC, REPO_ROOT, Team
+from stacks.constructs import provider
 from stacks.constructs.archive import Archive
 from stacks.constructs.build_storage import BuildStorage, BuildStorageProps
 from stacks.constructs.dedup_store import DedupStore, DedupStoreProps
@@ -38,7 +39,6 @@ from stacks.constructs.monitoring import Monitoring, MonitoringProps
 from stacks.constructs.operators import EventJobAccess, OperatorAccess, OperatorAccessProps
 from stacks.constructs.provider import (
     DataGoogleProject,
-    DataGoogleStorageProjectServiceAccount,
     GoogleProvider,
     Sleep,
     TimeProvider,
@@ -68,10 +68,10 @@ class TeamStack(TerraformStack):
                 Annotations.of(self).add_warning(warning)
         else:
             GcsBackend(self, bucket=team.state.bucket, prefix=team.state.prefix)
-        provider = GoogleProvider(self, "google", project=team.project, region=team.region)
+        google = GoogleProvider(self, "google", project=team.project, region=team.region)
         TimeProvider(self, "time")
         # As an override: cdktf would rewrite the label keys' hyphens to underscores.
-        provider.add_override("default_labels", {**team.labels, "runonce-team": team.name})
+        google.add_override("default_labels", {**team.labels, "runonce-team": team.name})
         if team.acknowledge:
             # For `make policy` (policy/acknowledgements.py), in a comment Terraform ignores.
             self.add_override(ACKNOWLEDGED, dict(team.acknowledge))
@@ -153,7 +153,7 @@ class TeamStack(TerraformStack):
         # interpolated from the project number, "may cause Terraform apply errors in cases where
         # the service account does not yet exist" (the data source's docs).
         self.storage_agent = (
-            DataGoogleStorageProjectServiceAccount(
+            provider.DataGoogleStorageProjectServiceAccount(
                 self, "storage-agent", project=team.project, depends_on=self.apis.of(defaults.API_STORAGE)
             )
             if any(job.bucket for job in team.event_jobs if job.trigger == EVENTARC)

@@ -13,12 +13,12 @@ from constructs import Construct
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.team import EVENTARC, EventJob, Team
+from stacks.constructs import provider
 from stacks.constructs.identity import member, service_account
 from stacks.constructs.provider import (
     Cloudfunctions2FunctionEventTrigger,
     Cloudfunctions2FunctionEventTriggerEventFilters,
     CloudRunV2ServiceIamMember,
-    DataGoogleStorageBucket,
     ProjectIamMember,
     PubsubSubscription,
     PubsubSubscriptionDeadLetterPolicy,
@@ -166,7 +166,7 @@ class EventDelivery(Construct):
         wait includes them all, and the function waits for it."""
         self.trigger_email = ""
         """The Eventarc trigger's account (its email), "" for push."""
-        self.bucket_check: DataGoogleStorageBucket | None = None
+        self.bucket_check: provider.DataGoogleStorageBucket | None = None
         """For a bucket trigger: the bucket, read at plan (or apply) time, with postconditions that
         it is in the team's project and in `bucket_location`; None otherwise."""
         self.trigger_invoker: ProjectIamMember | None = None
@@ -231,14 +231,14 @@ class EventDelivery(Construct):
                 )
             )
 
-    def _check_bucket(self) -> DataGoogleStorageBucket:
+    def _check_bucket(self) -> provider.DataGoogleStorageBucket:
         """The bucket as Cloud Storage describes it, checked before its trigger is made: a trigger
         must be in its bucket's location, and the bucket in the trigger's project (the publisher
         grant is this project's Cloud Storage agent's). Synth cannot see a bucket; these
         postconditions stop the apply with the fix instead."""
         props, job = self.props, self.props.job
         location = job.bucket_location or props.region
-        return DataGoogleStorageBucket(
+        return provider.DataGoogleStorageBucket(
             self,
             "bucket",
             name=job.bucket,

@@ -7,13 +7,20 @@ object whose `__path__` is the real package folder before importing anything fro
 then finds the submodules on disk and never runs the package `__init__`. If the real package
 was already imported (a plain cdktf app in the same process), that package is used as is.
 The time provider's bindings (for `time_sleep` and `time_static`) are small, but are loaded the same way.
+
+The bindings only some teams' stacks use (a bucket trigger's, a Cloud Run job target's) are
+loaded when first named (`AT_FIRST_USE`): each submodule costs its import (tens of ms, or more
+where Python must compile it), and the constructs that need one reach it as `provider.<Class>`
+where they build it.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 import types
+from typing import TYPE_CHECKING, Any
 
 PACKAGE = "cdktf_cdktf_provider_google"
 TIME_PACKAGE = "cdktf_cdktf_provider_time"
@@ -46,7 +53,6 @@ from cdktf_cdktf_provider_google.artifact_registry_repository import (  # noqa: 
 from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import (  # noqa: E402
     ArtifactRegistryRepositoryIamMember,
 )
-from cdktf_cdktf_provider_google.cloud_run_v2_job_iam_member import CloudRunV2JobIamMember  # noqa: E402
 from cdktf_cdktf_provider_google.cloud_run_v2_service_iam_member import (  # noqa: E402
     CloudRunV2ServiceIamMember,
 )
@@ -66,10 +72,6 @@ from cdktf_cdktf_provider_google.cloudfunctions2_function import (  # noqa: E402
     Cloudfunctions2FunctionServiceConfig,
 )
 from cdktf_cdktf_provider_google.data_google_project import DataGoogleProject  # noqa: E402
-from cdktf_cdktf_provider_google.data_google_storage_bucket import DataGoogleStorageBucket  # noqa: E402
-from cdktf_cdktf_provider_google.data_google_storage_project_service_account import (  # noqa: E402
-    DataGoogleStorageProjectServiceAccount,
-)
 from cdktf_cdktf_provider_google.firestore_database import FirestoreDatabase  # noqa: E402
 from cdktf_cdktf_provider_google.firestore_field import (  # noqa: E402
     FirestoreField,
@@ -129,6 +131,30 @@ from cdktf_cdktf_provider_google.storage_bucket_object import StorageBucketObjec
 from cdktf_cdktf_provider_time.provider import TimeProvider  # noqa: E402
 from cdktf_cdktf_provider_time.sleep import Sleep  # noqa: E402
 from cdktf_cdktf_provider_time.static_resource import StaticResource  # noqa: E402
+
+AT_FIRST_USE = {
+    "CloudRunV2JobIamMember": f"{PACKAGE}.cloud_run_v2_job_iam_member",
+    "DataGoogleStorageBucket": f"{PACKAGE}.data_google_storage_bucket",
+    "DataGoogleStorageProjectServiceAccount": f"{PACKAGE}.data_google_storage_project_service_account",
+}
+"""The classes of the submodules imported when the class is first named, by class name."""
+
+if TYPE_CHECKING:
+    from cdktf_cdktf_provider_google.cloud_run_v2_job_iam_member import CloudRunV2JobIamMember
+    from cdktf_cdktf_provider_google.data_google_storage_bucket import DataGoogleStorageBucket
+    from cdktf_cdktf_provider_google.data_google_storage_project_service_account import (
+        DataGoogleStorageProjectServiceAccount,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """A class of `AT_FIRST_USE`, its submodule imported now (once: it is then a global here)."""
+    if name not in AT_FIRST_USE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(AT_FIRST_USE[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ArtifactRegistryRepository",

@@ -43,8 +43,9 @@ from stacks.config.targets import (
     Target,
     Workflow,
 )
+from stacks.constructs import provider
 from stacks.constructs.identity import member, resource_id
-from stacks.constructs.provider import CloudRunV2JobIamMember, ProjectIamMember, ServiceAccountIamMember
+from stacks.constructs.provider import ProjectIamMember, ServiceAccountIamMember
 from stacks.constructs.required_apis import RequiredApis
 
 ROLE_WORKFLOW = "roles/workflows.invoker"
@@ -104,7 +105,7 @@ def _grant_role(
     principal = member(runtime_email)
     if isinstance(target, CloudRunJob):
         job = _parts(JOB_NAME, target.job)
-        return CloudRunV2JobIamMember(
+        return provider.CloudRunV2JobIamMember(
             scope,
             f"{id}-target-runner",
             project=job["project"],
