@@ -89,10 +89,17 @@ def retry_ranges(retry: Retry, problem: ProblemAt) -> Iterator[Problem]:
 
 def shortest_gap_seconds(job: Job) -> int | None:
     """Shortest time between two runs over the next 100, in the job's zone; None if unreadable."""
-    if schedule_issue(job.schedule) or job.time_zone not in _time_zones():
+    return _shortest_gap_seconds(job.schedule, job.time_zone)
+
+
+@cache
+def _shortest_gap_seconds(schedule: str, time_zone: str) -> int | None:
+    """`shortest_gap_seconds` by schedule and zone, computed once a process: several checks ask
+    it of each job, and the jobs of a team often share a schedule."""
+    if schedule_issue(schedule) or time_zone not in _time_zones():
         return None
     try:
-        runs = CronSim(job.schedule, datetime(2026, 1, 1, tzinfo=ZoneInfo(job.time_zone)))
+        runs = CronSim(schedule, datetime(2026, 1, 1, tzinfo=ZoneInfo(time_zone)))
         times = [next(runs) for _ in range(100)]
     except (CronSimError, StopIteration):
         return None
