@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import requests
@@ -82,13 +82,12 @@ def store_floor(firestore_host: str, runs: int, warmup: int) -> tuple[float, flo
     from google.cloud import firestore
 
     from benchmarks.endtoend_event_functions import first_time
+    from benchmarks.ledger import runonce_ledger
     from runonce.core.store import Claim, StoredResult
-    from runonce.store.firestore import Ledger, LedgerStore
+    from runonce.store.firestore import LedgerStore
 
     client = firestore.Client(project=PROJECT)
-    store = LedgerStore(
-        Ledger(client, f"bench_floor_{uuid.uuid4().hex[:8]}", timedelta(minutes=10), timedelta(days=1))
-    )
+    store = LedgerStore(runonce_ledger(client))
 
     def runonce_writes(event_id: str) -> None:
         claim = store.claim(event_id, {"event_id": event_id, "source": "bench"})

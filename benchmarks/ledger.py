@@ -25,7 +25,8 @@ TARGET_RATIO = 0.35
 WARMUP = int(os.environ.get("BENCH_WARMUP", "300"))
 
 
-def _runonce_ledger(client):
+def runonce_ledger(client):
+    """runonce's Firestore ledger on a collection of its own, as the benchmarks time it."""
     from runonce.store.firestore import Ledger
 
     return Ledger(client, f"bench_{uuid.uuid4().hex[:8]}", timedelta(minutes=10), timedelta(days=1))
@@ -57,7 +58,7 @@ def main() -> int:
         os.environ["FIRESTORE_EMULATOR_HOST"] = emulator.host
         tap = WireTap()
         client = TappedClient(tap, project="runonce-bench")
-        ours = _runonce_ledger(client)
+        ours = runonce_ledger(client)
         seed = SeedLedger(client, f"seed_{uuid.uuid4().hex[:8]}", timedelta(minutes=10))
         for warmup in range(WARMUP):
             _time_runonce(ours, f"warm-{warmup}")
