@@ -17,13 +17,18 @@ def test_the_install_rule_writes_a_runonce_script_that_works_from_any_directory(
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     script = venv / "bin" / "runonce"
-    # The rule alone: the environment is given (STAMP, PY), so nothing is installed.
+    # The rule alone: the environment is given (PY, and a STAMP that make is told never to remake
+    # with -o, whatever the files' times), so nothing is installed. A STAMP of an existing file
+    # would not do: on a fresh clone git may write requirements.txt after it, and make would
+    # then create a venv and pip-install every requirement.
+    stamp = tmp_path / "installed"
     subprocess.run(
         [
             "make",
             "--no-print-directory",
             f"VENV={venv}",
-            "STAMP=Makefile",
+            f"STAMP={stamp}",
+            f"--old-file={stamp}",
             f"PY={sys.executable}",
             str(script),
         ],
