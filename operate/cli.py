@@ -52,10 +52,11 @@ class Duration(click.ParamType):
         parts = _DURATION.findall(text)
         if not parts or "".join(number + unit for number, unit in parts) != text:
             self.fail(f"{value!r} is not a duration like 90m, 6h, 2d or 1d12h", param, ctx)
-        since = timedelta(seconds=sum(int(number) * _UNITS[unit] for number, unit in parts))
-        if since > MAX_SINCE:
+        # Summed as whole seconds first: a timedelta of 10000000000d overflows (OverflowError).
+        seconds = sum(int(number) * _UNITS[unit] for number, unit in parts)
+        if seconds > MAX_SINCE.total_seconds():
             self.fail(f"{value!r} is more than {MAX_SINCE.days}d, the longest window listed", param, ctx)
-        return since
+        return timedelta(seconds=seconds)
 
 
 @contextmanager
@@ -135,7 +136,7 @@ def runs_command(
     with _answers():
         team = resolve(team_name)
         jobs: list[ScheduledJob | EventJob] = (
-            [team.job(job_name)] if job_name else [*team.jobs, *team.event_jobs]
+            [team.job(job_name)] if job_name is not None else [*team.jobs, *team.event_jobs]
         )
         store = clients.store(team)
         end = clock.now()
@@ -244,7 +245,7 @@ def release_command(key: str, team_name: str, force: bool, by: str | None) -> No
 
 
 def _event_jobs(team: TeamView, job_name: str | None) -> list[EventJob]:
-    if job_name:
+    if job_name is not None:
         job = team.job(job_name)
         if not isinstance(job, EventJob):
             raise BadInput("--job", f"{job.name} is a scheduled job: only event jobs have dead letters")

@@ -68,9 +68,20 @@ def publisher() -> Any:
         raise BadInput("credentials", f"{exc}; {_CREDENTIALS_FIX}") from None
 
 
+MAX_BY_CHARS = 256
+"""The longest `--by` kept on a record: an e-mail address is at most 254 characters."""
+
+
 def operator(by: str | None) -> str:
-    """Who makes a change: `by`, else the credentials' account, else (emulators) $USER."""
-    if by:
+    """Who makes a change: `by`, else the credentials' account, else (emulators) $USER. A `--by`
+    given blank, or too long to be a name, is BadInput."""
+    if by is not None:
+        if not by.strip():
+            raise BadInput("--by", "is blank: name who you are (--by you@example.com), or leave it out")
+        if len(by) > MAX_BY_CHARS:
+            raise BadInput(
+                "--by", f"is {len(by)} characters, more than {MAX_BY_CHARS}: give a name or an e-mail address"
+            )
         return by
     if os.environ.get(FIRESTORE_EMULATOR):
         try:

@@ -16,8 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
+from cronsim import CronSimError
 
 from operate import clients
 from operate import team as team_file
@@ -123,19 +125,14 @@ def request_rerun(
     now = _clock.now()
     if schedule_time.tzinfo is None:
         raise Refused("--time needs a UTC offset, e.g. 2026-11-29T03:00:00Z")
+    upcoming = _next_run(target, now)
     when = cron_instant(schedule_time)
-    if (
-        when.utc != schedule_time
-        or when.utc > now
-        or when.utc
-        not in expected_times(target.schedule, target.time_zone, when.utc - timedelta(seconds=1), when.utc)
-    ):
+    if when.utc != schedule_time or when.utc > now or not _is_run(target, when.utc):
         raise Refused(
-            f"{when.rfc3339()} is not a past run of job {target.job!r} (schedule {target.schedule!r} "
-            f"in {target.time_zone}); list its runs with "
+            f"--time: {when.rfc3339()} is not a past run of job {target.job!r} (schedule "
+            f"{target.schedule!r} in {target.time_zone}); list its runs with "
             f"`runonce runs --team {target.team} --job {target.job}`"
         )
-    upcoming = next_time(target.schedule, target.time_zone, now)
     if upcoming - now <= forced_skew:
         raise Refused(
             f"the job's next scheduled run is at {cron_instant(upcoming).rfc3339()}, less than "
@@ -160,6 +157,37 @@ def request_rerun(
         withdrawn = store.withdraw_rerun(target.slot, request.request_id)
         raise NotDispatched(str(exc), withdrawn) from None
     return _waited(store, request, wait_seconds)
+
+
+def _next_run(target: Target, now: datetime) -> datetime:
+    """The job's next scheduled time after `now`; BadInput naming the team file's field when its
+    time zone or schedule cannot be evaluated (as `runonce runs` refuses that file)."""
+    try:
+        ZoneInfo(target.time_zone)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise _unevaluable(target, "time_zone", target.time_zone, exc) from None
+    try:
+        return next_time(target.schedule, target.time_zone, now)
+    except (CronSimError, ValueError) as exc:  # ValueError: a cron that never fires (30 February)
+        raise _unevaluable(target, "schedule", target.schedule, exc) from None
+
+
+def _unevaluable(target: Target, field: str, value: str, exc: Exception) -> BadInput:
+    return BadInput(
+        "--team",
+        f"job {target.job}'s {field} {value!r} in team {target.team}'s file cannot be evaluated "
+        f"({exc}): fix the file; `make synth` checks it",
+    )
+
+
+def _is_run(target: Target, moment: datetime) -> bool:
+    """Whether `moment` is one of the job's schedule times (cronsim's, as Scheduler fires them)."""
+    try:
+        return moment in expected_times(
+            target.schedule, target.time_zone, moment - timedelta(seconds=1), moment
+        )
+    except OverflowError:  # a time at the calendar's edge (year 1): no ledger keeps such a run
+        return False
 
 
 def _waited(store: Store, request: RerunRequest, wait_seconds: float) -> Requested:
@@ -227,7 +255,9 @@ def find_job(team: Team, name: str) -> Job:
     names = ", ".join(job.name for job in team.jobs) or "none"
     event_job = any(job.name == name for job in team.event_jobs)
     event = " (an event job: only scheduled runs can be re-run)" if event_job else ""
-    raise Refused(f"team {team.name!r} has no scheduled job {name!r}{event}; its scheduled jobs: {names}")
+    raise Refused(
+        f"--job: team {team.name!r} has no scheduled job {name!r}{event}; its scheduled jobs: {names}"
+    )
 
 
 def _parse_time(text: str) -> datetime:

@@ -12,9 +12,10 @@ import functions_framework
 import pytest
 from google.cloud import firestore
 
+from operate.rerun import Target, request_rerun
 from runonce.contract import MissedRun
 from runonce.core.store import Claim, StoredResult
-from runonce.scheduler.expected import scheduled_key
+from runonce.scheduler.expected import forced_key, next_time, scheduled_key
 from runonce.store.firestore import Ledger, LedgerStore
 from tests.conftest import PROJECT
 from tests.watchdog.conftest import watchdog_lines
@@ -139,3 +140,33 @@ def test_a_wrong_setting_fails_the_tick_naming_the_variable(team_ledger, clock, 
     body = answer.get_json()
     assert body["outcome"] == "failed", body
     assert "RUNONCE_WATCHDOG_JOBS[0] lacks scheduler_job" in body["error"]
+
+
+def test_a_re_run_that_dies_is_reported_once_more_by_the_function(team_ledger, clock, capsys):
+    run = TICK - timedelta(hours=1)
+    key = scheduled_key("orders-close", run, PROJECT, LOCATION)
+    clock.current = run + timedelta(seconds=3)
+    assert isinstance(team_ledger.claim(key, {"job": "orders-close"}), Claim)  # its attempt dies
+    app = serve()
+
+    def reported(at: datetime) -> list[str]:
+        assert tick(app, clock, at).status_code == 200
+        return [
+            line["missed_run"] for line in watchdog_lines(capsys.readouterr().out) if line["run_key"] == key
+        ]
+
+    assert reported(TICK) == [MissedRun.RETRIED_OUT.value]
+    clock.current = TICK + timedelta(minutes=5)
+    target = Target("orders", "close", "orders-close", PROJECT, LOCATION, "0 * * * *", "Etc/UTC")
+
+    def forced_delivery(target: Target) -> None:
+        upcoming = next_time(target.schedule, target.time_zone, clock.current)
+        forced = forced_key(target.scheduler_job, upcoming, PROJECT, LOCATION)
+        assert (
+            team_ledger.take_rerun(target.slot, forced, {"job": "orders-close", "forced": True}) is not None
+        )
+
+    request_rerun(team_ledger, target, run, "oncall@example.com", False, forced_delivery)  # then dies
+    assert reported(TICK + timedelta(minutes=10)) == []  # its attempt holds the run
+    assert reported(TICK + timedelta(minutes=30)) == [MissedRun.RETRIED_OUT.value]
+    assert reported(TICK + timedelta(minutes=40)) == []

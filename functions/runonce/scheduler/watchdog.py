@@ -6,14 +6,19 @@ one grace (the job's retry window plus its lease) before now, reads each expecte
 the team's ledger by its scheduled run key (so a forced run's record, keyed apart, never counts
 for the scheduled run), and judges it: no record is `never_delivered`, an in-progress record
 whose lease is live is `still_held`, one whose lease ran out with no retry taking it over is
-`retried_out`; a completed or failed run is finished (the library logs a failure itself).
+`retried_out`; a completed or failed run is finished (the library logs a failure itself). A run an
+operator re-ran (its record keeps a history) is judged as its re-run: not missed while the re-run
+holds a live lease, nor within one grace of the re-run's delivery (the forced delivery that carried
+it is retried under the job's retry policy), and `retried_out` once that has passed.
 
 The watchdog's ticks are Scheduler deliveries, at least once, and several may run at a time. Each
 missed run is reported through a claim of `missed:<run key>` in the watchdog's own store: the tick
 that claims it logs the ERROR line and then completes the claim, every other tick finds it held
 and stays silent. A tick that dies between its claim and its line leaves a claim whose lease
 runs out, and the next tick reports the run; one that dies between its line and the completion
-makes that next tick report it a second time: a missed run is never left unreported.
+makes that next tick report it a second time: a missed run is never left unreported. The claim
+is per run and per operator action on its record: a run an operator released or re-ran that is
+missed again afterwards (its re-run died) is reported again, once.
 
 The module reads the ledger through the `Store` protocol only and imports no Google library; the
 function (functions/watchdog) gives it the Firestore stores, the tests the in-memory one.
@@ -35,6 +40,8 @@ from .. import _clock
 from .._instant import Instant, parse_instant
 from .._logs import log_as
 from ..contract import (
+    ACTIONS_FIELD,
+    HISTORY_FIELD,
     MISSED_RUN_FIELD,
     PROJECT_VARIABLE,
     STATUS_FIELD,
@@ -56,6 +63,8 @@ READERS = 16
 MISSED_PREFIX = "missed:"
 """The watchdog's claim of a missed run is the run key with this prefix, in its own store."""
 _FINISHED = {RunStatus.COMPLETED.value, RunStatus.FAILED.value}
+RERUN_ACTION = "rerun"
+"""The operator action a re-run's delivery records on the run (runonce.store._records)."""
 _JOB_FIELDS = ("job", "scheduler_job", "schedule", "time_zone", "grace_seconds", "lookback_seconds", "since")
 
 
@@ -97,6 +106,15 @@ class Missed:
     schedule_time: datetime
     run_key: str
     state: MissedRun
+    acted: int = 0
+    """How many operator actions (releases, re-runs) the run's record holds."""
+
+    @property
+    def marker(self) -> str:
+        """The watchdog's claim of this report: `missed:<run key>`, followed by `:<n>` once the
+        record holds n operator actions, so a run missed again after an operator acted is
+        reported again."""
+        return f"{MISSED_PREFIX}{self.run_key}" + (f":{self.acted}" if self.acted else "")
 
     @property
     def rfc3339(self) -> str:
@@ -126,16 +144,31 @@ _MESSAGES = {
 }
 
 
-def judge(record: Mapping[str, Any] | None, now: datetime) -> MissedRun | None:
-    """How a run whose grace has passed was missed, from its record; None if it finished."""
+def judge(record: Mapping[str, Any] | None, now: datetime, grace: timedelta) -> MissedRun | None:
+    """How a run whose grace has passed was missed, from its record; None if it finished, or if an
+    operator re-ran it and the re-run may still finish (see the module)."""
     if record is None:
         return MissedRun.NEVER_DELIVERED
     if record.get(STATUS_FIELD) in _FINISHED:
         return None
     lease = record.get("lease_expires")
-    if isinstance(lease, datetime) and lease.tzinfo is not None and lease > now:
-        return MissedRun.STILL_HELD
-    return MissedRun.RETRIED_OUT
+    live = isinstance(lease, datetime) and lease.tzinfo is not None and lease > now
+    if HISTORY_FIELD in record:
+        rerun = _rerun_at(record)
+        if live or (rerun is not None and now <= rerun + grace):
+            return None
+        return MissedRun.RETRIED_OUT
+    return MissedRun.STILL_HELD if live else MissedRun.RETRIED_OUT
+
+
+def _rerun_at(record: Mapping[str, Any]) -> datetime | None:
+    """When the run's last re-run was delivered (its `rerun` operator action)."""
+    for action in reversed(record.get(ACTIONS_FIELD) or []):
+        if not isinstance(action, Mapping) or action.get("action") != RERUN_ACTION:
+            continue
+        at = action.get("at")
+        return at if isinstance(at, datetime) and at.tzinfo is not None else None
+    return None
 
 
 def missed_runs(watch: Watch, ledger: Store, now: datetime) -> Iterator[Missed]:
@@ -150,9 +183,9 @@ def missed_runs(watch: Watch, ledger: Store, now: datetime) -> Iterator[Missed]:
     with ThreadPoolExecutor(max_workers=READERS) as pool:
         records = pool.map(ledger.read, [key for _, _, key in expected])
         for (job, time, key), record in zip(expected, records, strict=True):
-            state = judge(record, now)
+            state = judge(record, now, job.grace)
             if state is not None:
-                yield Missed(job, time, key, state)
+                yield Missed(job, time, key, state, len((record or {}).get(ACTIONS_FIELD) or []))
 
 
 def _window(job: WatchedJob, now: datetime) -> list[datetime]:
@@ -163,7 +196,7 @@ def _window(job: WatchedJob, now: datetime) -> list[datetime]:
 
 def report(watch: Watch, missed: Missed, claims: Store) -> bool:
     """Log `missed` as one ERROR line unless another tick has claimed it; whether this one did."""
-    claim = claims.claim(MISSED_PREFIX + missed.run_key, missed.fields(watch.team))
+    claim = claims.claim(missed.marker, missed.fields(watch.team))
     if not isinstance(claim, Claim):
         return False
     log_as(WATCHDOG_LOGGER, logging.ERROR, _MESSAGES[missed.state], **missed.fields(watch.team))
