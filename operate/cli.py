@@ -198,8 +198,9 @@ def show_command(key: str | None, team_name: str, job_name: str | None, schedule
     with _answers():
         team = resolve(team_name)
         key, asked = _key(team, key, job_name, schedule_time)
-        record = clients.store(team).read(key)
-        _dump(show.detail(team, key, record, clients.subscriber, clock.now(), asked))
+        store = clients.store(team)
+        record = store.read(key)
+        _dump(show.detail(team, store, key, record, clients.subscriber, clock.now(), asked))
 
 
 def _key(

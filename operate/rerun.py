@@ -135,19 +135,9 @@ def request_rerun(
             f"in {target.time_zone}); list its runs with "
             f"`runonce runs --team {target.team} --job {target.job}`"
         )
-    upcoming = next_time(target.schedule, target.time_zone, now)
-    if upcoming - now <= forced_skew:
-        raise Refused(
-            f"the job's next scheduled run is at {cron_instant(upcoming).rfc3339()}, less than "
-            f"{forced_skew.total_seconds():.0f} s away: a forced delivery now counts as that run. "
-            "Run the command again after it"
-        )
-    if store.exists(forced_key(target.scheduler_job, upcoming, target.project, target.location)):
-        raise Refused(
-            f"a forced run of job {target.job!r} before {cron_instant(upcoming).rfc3339()} already has "
-            "a record: Scheduler's delivery would carry its headers and be answered as its duplicate. "
-            "Run the command again after that time"
-        )
+    busy = interval_refusal(store, target, now, forced_skew)
+    if busy is not None:
+        raise Refused(f"{busy}. Run the command again after that time")
     fields: dict[str, Any] = {"by": by, "schedule_time": when.rfc3339()}
     fields["scheduler_job"] = target.scheduler_job
     try:
@@ -160,6 +150,29 @@ def request_rerun(
         withdrawn = store.withdraw_rerun(target.slot, request.request_id)
         raise NotDispatched(str(exc), withdrawn) from None
     return _waited(store, request, wait_seconds)
+
+
+def interval_refusal(
+    store: Store,
+    target: Target,
+    now: datetime,
+    forced_skew: timedelta = timedelta(seconds=DEFAULT_FORCED_SKEW_SECONDS),
+) -> str | None:
+    """Why a forced delivery of `target` dispatched `now` would not run as a forced run of its
+    own (it would count as the next scheduled run, or as a duplicate of a forced run already
+    recorded before that run), or None: what `rerun` and `gcloud scheduler jobs run` both rely on."""
+    upcoming = next_time(target.schedule, target.time_zone, now)
+    if upcoming - now <= forced_skew:
+        return (
+            f"the job's next scheduled run is at {cron_instant(upcoming).rfc3339()}, less than "
+            f"{forced_skew.total_seconds():.0f} s away: a forced delivery now counts as that run"
+        )
+    if store.exists(forced_key(target.scheduler_job, upcoming, target.project, target.location)):
+        return (
+            f"a forced run of job {target.job!r} before {cron_instant(upcoming).rfc3339()} already has "
+            "a record: Scheduler's delivery would carry its headers and be answered as its duplicate"
+        )
+    return None
 
 
 def _waited(store: Store, request: RerunRequest, wait_seconds: float) -> Requested:

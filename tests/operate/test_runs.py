@@ -131,17 +131,20 @@ def test_show_by_job_and_time_gives_the_record_and_the_next_step(ops, clock):
     shown = json.loads(result.stdout)
     assert (shown["key"], shown["job"]) == (claim.key, "report")
     assert shown["record"]["attempt_id"] == claim.attempt_id
-    assert shown["next"][0].startswith(f"runonce release {claim.key} --team {ops.team.name}")
+    assert shown["next"][0]["command"] == f"runonce release {claim.key} --team {ops.team.name}"
 
 
-def test_show_of_a_run_with_no_record_says_it_was_never_delivered(ops):
+def test_show_of_a_run_with_no_record_says_it_was_never_delivered_and_how_to_run_the_job(ops):
     result = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", "2026-11-29T02:00:00Z")
     assert result.exit_code == 0
     shown = json.loads(result.stdout)
-    assert shown["record"] is None and "never delivered" in shown["next"][0]
-    assert (
-        f"runonce rerun --team {ops.team.name} --job report --time 2026-11-29T02:00:00Z" in shown["next"][0]
+    assert shown["record"] is None and "never delivered" in shown["next"][0]["why"]
+    assert "runonce rerun` cannot run it" in shown["next"][0]["why"]
+    job = ops.team.job("report").scheduler_job  # type: ignore[union-attr]
+    assert shown["next"][1]["command"] == (
+        f"gcloud scheduler jobs run {job} --location=europe-west1 --project={ops.team.project}"
     )
+    assert "ScheduleTime 2026-11-29T03:10:00Z" in shown["next"][1]["why"]
 
 
 def test_show_of_a_failed_scheduled_run_gives_its_rerun_command(ops):
@@ -149,8 +152,10 @@ def test_show_of_a_failed_scheduled_run_gives_its_rerun_command(ops):
     ops.store.fail(claim, "bad input")
     shown = json.loads(ops.run("show", claim.key, "--team", ops.team.name).stdout)
     assert shown["next"] == [
-        f"runonce rerun --team {ops.team.name} --job report --time 2026-11-29T03:00:00Z: run it again "
-        "once the cause is fixed (its history is kept)"
+        {
+            "command": f"runonce rerun --team {ops.team.name} --job report --time 2026-11-29T03:00:00Z",
+            "why": "run it again once the cause is fixed (its history is kept)",
+        }
     ]
 
 
