@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfoNotFoundError
 
 from cronsim import CronSimError
 
+from operate.keys import SHORT_KEY
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView
 from runonce._instant import parse_instant
 from runonce.contract import RunStatus
@@ -156,7 +157,7 @@ def outcome(record: dict[str, Any], now: datetime) -> str:
             return f"held by attempt {record.get('attempts')} until {lease.astimezone(UTC).isoformat()}"
         return "lease ended: its attempt died or its retries ran out (runonce show KEY)"
     if record.get(RERUN_OF_FIELD):
-        return f"carried the re-run of run {record[RERUN_OF_FIELD]} (runonce show it)"
+        return f"carried the re-run of run {record[RERUN_OF_FIELD][:SHORT_KEY]} (runonce show it)"
     parts = [str(record.get("error") or status)]
     if record.get("result_stored") is False:
         parts.append(f"result not stored: {record.get('result_dropped')}")
