@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from operate import dead_letters, replay
@@ -28,7 +28,7 @@ from runonce.contract import (
     RunStatus,
 )
 from runonce.core.store import RERUN_OF_FIELD, Store
-from runonce.scheduler.expected import next_time
+from runonce.scheduler.expected import expected_times, next_time
 from runonce.store._records import lease_live, pending_request
 
 
@@ -183,7 +183,16 @@ def _never_delivered(situation: Situation, schedule_time: str | None) -> list[St
                 "is shown by `runonce show --team T --job JOB --time TIME`",
             )
         ]
-    if parse_instant(schedule_time).utc > situation.now:
+    moment = parse_instant(schedule_time).utc
+    if moment not in expected_times(job.schedule, job.time_zone, moment - timedelta(seconds=1), moment):
+        return [
+            Step(
+                None,
+                f"{schedule_time} is not a run of job {job.name} ({job.schedule!r} in {job.time_zone}), "
+                f"so no run has that key: `runonce runs {situation.where} --job {job.name}` lists its runs",
+            )
+        ]
+    if moment > situation.now:
         return [Step(None, f"not due yet: the run is at {schedule_time}")]
     return [
         Step(

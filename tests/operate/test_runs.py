@@ -216,3 +216,10 @@ def test_runs_expects_a_daily_job_in_its_time_zone_and_once_as_the_spring_forwar
         ("2027-03-28T01:00:00+00:00", "missing"),
         ("2027-03-29T00:30:00+00:00", "missing"),
     ]
+
+
+def test_show_of_a_time_that_is_no_run_of_the_job_suggests_no_command(ops):
+    result = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", "2026-11-29T02:45:00Z")
+    assert result.exit_code == 0, result.stderr
+    [step] = json.loads(result.stdout)["next"]
+    assert step["command"] is None and "is not a run of job report" in step["why"]
