@@ -9,6 +9,7 @@ the message names the reason or the option and the fix, and nothing changed.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -18,11 +19,12 @@ from typing import Any
 
 import click
 from google.api_core import exceptions as gexc
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from operate import clients, dead_letters, release, replay, runs, show
-from operate.keys import checked_key
+from operate.keys import resolve_key, short_keys
 from operate.rerun import rerun
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView, resolve
 from runonce import _clock as clock
@@ -94,7 +96,8 @@ def _json_value(value: Any) -> Any:
 
 
 def _console() -> Console:
-    return Console(width=200) if not sys.stdout.isatty() else Console()
+    # A terminal's width, or $COLUMNS; piped without $COLUMNS, wide enough not to fold a row.
+    return Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=200)
 
 
 def _when(value: datetime | None) -> str:
@@ -157,20 +160,14 @@ def runs_command(
 
 def print_runs(title: str, rows: list[runs.Row]) -> None:
     """The `runonce runs` table of `rows` under `title`, on stdout."""
-    table = Table(title=title)
-    for column in (
-        "job",
-        "time",
-        "forced",
-        "status",
-        "attempts",
-        "outcome or error",
-        "started",
-        "finished",
-        "duration",
-        "key",
-    ):
-        table.add_column(column, overflow="fold")
+    # A key's shortest unique prefix (`show` and `release` take it); a run with no record has
+    # none to look up: it is shown by --job and --time.
+    short = short_keys(row.key for row in rows if row.status != runs.MISSING)
+    # One line per run in 120 columns: the claim time and end are in `--json` and `show`.
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("job", "time (UTC)", "forced", "status", "tries", "took", "key"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("outcome or error", overflow="fold", ratio=1)
     for row in rows:
         table.add_row(
             row.job,
@@ -178,11 +175,9 @@ def print_runs(title: str, rows: list[runs.Row]) -> None:
             "" if row.forced is None else ("forced" if row.forced else ""),
             row.status,
             "" if row.attempts is None else str(row.attempts),
-            row.outcome,
-            _when(row.started),
-            _when(row.finished),
             "" if row.duration_seconds is None else f"{row.duration_seconds:.1f} s",
-            row.key,
+            short.get(row.key, ""),
+            row.outcome,
         )
     _console().print(table)
 
@@ -199,8 +194,9 @@ def show_command(key: str | None, team_name: str, job_name: str | None, schedule
     with _answers():
         team = resolve(team_name)
         key, asked = _key(team, key, job_name, schedule_time)
-        record = clients.store(team).read(key)
-        _dump(show.detail(team, key, record, clients.subscriber, clock.now(), asked))
+        store = clients.store(team)
+        record = store.read(key)
+        _dump(show.detail(team, store, key, record, clients.subscriber, clock.now(), asked))
 
 
 def _key(
@@ -210,7 +206,7 @@ def _key(
     if key:
         if job_name or schedule_time:
             raise BadInput("KEY", "give either KEY or --job with --time, not both")
-        return checked_key(key), None
+        return resolve_key(clients.collection(team), key), None
     if not (job_name and schedule_time):
         raise BadInput("KEY", "give the run's KEY, or --job and --time (its schedule time)")
     job = team.job(job_name)
@@ -238,7 +234,9 @@ def release_command(key: str, team_name: str, force: bool, by: str | None) -> No
     with _answers(changing=f"`runonce show {key} --team {team_name}` shows the record's operator_actions"):
         team = resolve(team_name)
         who = clients.operator(by)
-        released = release.release(clients.store(team), checked_key(key), who, force)
+        released = release.release(
+            clients.store(team), resolve_key(clients.collection(team), key), who, force
+        )
     click.echo(released.message, err=not released.done)
     if not released.done:
         sys.exit(REFUSED)  # every refusal of a release changes nothing

@@ -48,6 +48,16 @@ def store(team: TeamView | Team, retention_seconds: int = DEFAULT_RETENTION_SECO
     return LedgerStore(Ledger(client, team.collection, _UNUSED_LEASE, retention))
 
 
+def collection(team: TeamView) -> Any:
+    """The team's ledger as a Firestore collection, for the queries no Store offers (a key prefix)."""
+    from google.cloud import firestore
+
+    try:
+        return firestore.Client(project=team.project, database=team.database).collection(team.collection)
+    except auth_exceptions.GoogleAuthError as exc:
+        raise BadInput("credentials", f"{exc}; {_CREDENTIALS_FIX}") from None
+
+
 def subscriber() -> Any:
     """A Pub/Sub subscriber client."""
     from google.cloud.pubsub_v1 import SubscriberClient

@@ -1,9 +1,12 @@
 """A run key as an operator types it: checked against Firestore's document-id rules before any
-read, so a mistyped key is bad input (exit 2), not a client library's traceback."""
+read, so a mistyped key is bad input (exit 2), not a client library's traceback; or a short
+prefix of one (as `runonce runs` shows them), resolved to the one record id it starts."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from operate.team import BadInput
 
@@ -30,3 +33,58 @@ def checked_key(key: str, option: str = "KEY") -> str:
     if problem:
         raise BadInput(option, f"{key[:80]!r} {problem}; `runonce runs --team T` lists the run keys")
     return key
+
+
+SHORT_KEY = 12
+"""The fewest characters of a run key `runonce runs` shows (48 bits of a SHA-256 digest)."""
+MIN_PREFIX = 4
+"""A shorter KEY is looked up as a whole key only."""
+_CANDIDATES = 10
+
+
+def short_keys(keys: Iterable[str]) -> dict[str, str]:
+    """Each key's shortest prefix of at least SHORT_KEY characters that no other key of `keys`
+    starts with (the whole key if it is a prefix of another)."""
+    ordered = sorted(set(keys))
+    shown = {}
+    for index, key in enumerate(ordered):
+        neighbours = ordered[max(0, index - 1) : index] + ordered[index + 1 : index + 2]
+        common = max((_common(key, other) for other in neighbours), default=0)
+        shown[key] = key[: max(SHORT_KEY, common + 1)]
+    return shown
+
+
+def _common(one: str, other: str) -> int:
+    length = 0
+    for mine, theirs in zip(one, other, strict=False):
+        if mine != theirs:
+            break
+        length += 1
+    return length
+
+
+def resolve_key(collection: Any, given: str, option: str = "KEY") -> str:
+    """The run key `given` names: itself if a record has that id or none starts with it, else
+    the one record id that starts with it (as git takes a short hash); BadInput naming `option`
+    and listing the candidates if several do. `collection` is the ledger's Firestore collection."""
+    key = checked_key(given, option)
+    if len(key) < MIN_PREFIX:
+        return key
+    from google.cloud.firestore_v1.base_query import FieldFilter
+    from google.cloud.firestore_v1.field_path import FieldPath
+
+    name = FieldPath.document_id()
+    query = (
+        collection.where(filter=FieldFilter(name, ">=", collection.document(key)))
+        .where(filter=FieldFilter(name, "<", collection.document(key + "\uffff")))
+        .limit(_CANDIDATES + 1)
+    )
+    found = [snapshot.id for snapshot in query.stream()]
+    if key in found or len(found) <= 1:
+        return found[0] if found and key not in found else key
+    listed = ", ".join(found[:_CANDIDATES]) + (", ..." if len(found) > _CANDIDATES else "")
+    raise BadInput(
+        option,
+        f"{key!r} is the start of {len(found)}{'+' if len(found) > _CANDIDATES else ''} run keys: "
+        f"{listed}; give more of the key",
+    )

@@ -125,7 +125,7 @@ def request_rerun(
     now = _clock.now()
     if schedule_time.tzinfo is None:
         raise Refused("--time needs a UTC offset, e.g. 2026-11-29T03:00:00Z")
-    upcoming = _next_run(target, now)
+    _next_run(target, now)  # the team file's time zone and schedule evaluate, or BadInput naming them
     when = cron_instant(schedule_time)
     if when.utc != schedule_time or when.utc > now or not _is_run(target, when.utc):
         raise Refused(
@@ -133,18 +133,9 @@ def request_rerun(
             f"{target.schedule!r} in {target.time_zone}); list its runs with "
             f"`runonce runs --team {target.team} --job {target.job}`"
         )
-    if upcoming - now <= forced_skew:
-        raise Refused(
-            f"the job's next scheduled run is at {cron_instant(upcoming).rfc3339()}, less than "
-            f"{forced_skew.total_seconds():.0f} s away: a forced delivery now counts as that run. "
-            "Run the command again after it"
-        )
-    if store.exists(forced_key(target.scheduler_job, upcoming, target.project, target.location)):
-        raise Refused(
-            f"a forced run of job {target.job!r} before {cron_instant(upcoming).rfc3339()} already has "
-            "a record: Scheduler's delivery would carry its headers and be answered as its duplicate. "
-            "Run the command again after that time"
-        )
+    busy = interval_refusal(store, target, now, forced_skew)
+    if busy is not None:
+        raise Refused(f"{busy}. Run the command again after that time")
     fields: dict[str, Any] = {"by": by, "schedule_time": when.rfc3339()}
     fields["scheduler_job"] = target.scheduler_job
     try:
@@ -188,6 +179,29 @@ def _is_run(target: Target, moment: datetime) -> bool:
         )
     except OverflowError:  # a time at the calendar's edge (year 1): no ledger keeps such a run
         return False
+
+
+def interval_refusal(
+    store: Store,
+    target: Target,
+    now: datetime,
+    forced_skew: timedelta = timedelta(seconds=DEFAULT_FORCED_SKEW_SECONDS),
+) -> str | None:
+    """Why a forced delivery of `target` dispatched `now` would not run as a forced run of its
+    own (it would count as the next scheduled run, or as a duplicate of a forced run already
+    recorded before that run), or None: what `rerun` and `gcloud scheduler jobs run` both rely on."""
+    upcoming = _next_run(target, now)
+    if upcoming - now <= forced_skew:
+        return (
+            f"the job's next scheduled run is at {cron_instant(upcoming).rfc3339()}, less than "
+            f"{forced_skew.total_seconds():.0f} s away: a forced delivery now counts as that run"
+        )
+    if store.exists(forced_key(target.scheduler_job, upcoming, target.project, target.location)):
+        return (
+            f"a forced run of job {target.job!r} before {cron_instant(upcoming).rfc3339()} already has "
+            "a record: Scheduler's delivery would carry its headers and be answered as its duplicate"
+        )
+    return None
 
 
 def _waited(store: Store, request: RerunRequest, wait_seconds: float) -> Requested:

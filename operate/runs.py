@@ -4,7 +4,8 @@ A scheduled job's rows come from its cron and time zone: every expected time in 
 its scheduled run's key (`runonce.scheduler.expected`) and all those records are read in one
 batch, with no index; an expected time with no record gets a row that says so. Its forced runs
 are found by a query on `job` and `forced` (equality filters alone, which Firestore serves from
-its single-field indexes), kept when their schedule time is in the window. An event job's rows
+its single-field indexes), kept when they were claimed in the window: a forced run carries the
+job's *next* scheduled time, so its schedule time says nothing of when it ran. An event job's rows
 come from a query on the field naming its subscription (push: `event_source`) or function
 (Eventarc: `event_consumer`) and on `claimed_at`, served by the composite index the stack creates.
 """
@@ -18,10 +19,11 @@ from zoneinfo import ZoneInfoNotFoundError
 
 from cronsim import CronSimError
 
+from operate.keys import SHORT_KEY
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView
 from runonce._instant import parse_instant
 from runonce.contract import RunStatus
-from runonce.core.store import Store
+from runonce.core.store import RERUN_OF_FIELD, Store
 from runonce.scheduler.expected import expected_times, scheduled_key
 
 MISSING = "missing"
@@ -39,7 +41,8 @@ class Row:
     job: str
     key: str
     time: datetime | None
-    """The schedule time (scheduled jobs) or the event's time."""
+    """When the run was due: its schedule time, a forced run's claim (when it happened), or the
+    event's time."""
     forced: bool | None
     status: str
     attempts: int | None
@@ -49,6 +52,8 @@ class Row:
     finished: datetime | None
     duration_seconds: float | None
     event_id: str | None = None
+    schedule_time: datetime | None = None
+    """The ScheduleTime the run's deliveries carried (a forced run's: the job's next scheduled time)."""
 
     def json(self) -> dict[str, Any]:
         """The row as JSON-ready values (times in RFC 3339)."""
@@ -61,7 +66,8 @@ class Row:
 def scheduled_rows(
     store: Store, team: TeamView, job: ScheduledJob, start: datetime, end: datetime
 ) -> list[Row]:
-    """The expected runs of `job` in (start, end], recorded or not, and its forced runs there."""
+    """The expected runs of `job` in (start, end], recorded or not, and its forced runs last
+    claimed in [start, end]."""
     keys = {
         scheduled_key(job.scheduler_job, moment, team.project, team.region): moment
         for moment in _expected(job, start, end)
@@ -81,12 +87,13 @@ def scheduled_rows(
             None,
             None,
             None,
+            schedule_time=moment,
         )
         for key, moment in keys.items()
     ]
     for key, record in store.find({"job": job.scheduler_job, "forced": True}).items():
-        moment = _time(record.get("schedule_time"))
-        if moment is not None and start < moment <= end:
+        claimed = record.get("claimed_at")
+        if isinstance(claimed, datetime) and start <= claimed <= end:
             rows.append(row(job.name, key, record, now=end))
     return sorted(rows, key=lambda r: (r.time or end, r.key))
 
@@ -120,10 +127,15 @@ def row(job: str, key: str, record: dict[str, Any], now: datetime) -> Row:
     """The row of one record."""
     started, finished = record.get("claimed_at"), record.get("finished_at")
     event_id = record.get("event_id")
+    schedule_time = _time(record.get("schedule_time"))
+    if event_id is not None:
+        time = record.get("event_time")
+    else:
+        time = started if record.get("forced") else schedule_time
     return Row(
         job=job,
         key=key,
-        time=_time(record.get("schedule_time")) if event_id is None else record.get("event_time"),
+        time=time,
         forced=record.get("forced"),
         status=str(record.get("status")),
         attempts=record.get("attempts"),
@@ -132,6 +144,7 @@ def row(job: str, key: str, record: dict[str, Any], now: datetime) -> Row:
         finished=finished,
         duration_seconds=(finished - started).total_seconds() if started and finished else None,
         event_id=event_id,
+        schedule_time=schedule_time,
     )
 
 
@@ -143,6 +156,8 @@ def outcome(record: dict[str, Any], now: datetime) -> str:
         if lease is not None and lease > now:
             return f"held by attempt {record.get('attempts')} until {lease.astimezone(UTC).isoformat()}"
         return "lease ended: its attempt died or its retries ran out (runonce show KEY)"
+    if record.get(RERUN_OF_FIELD):
+        return f"carried the re-run of run {record[RERUN_OF_FIELD][:SHORT_KEY]} (runonce show it)"
     parts = [str(record.get("error") or status)]
     if record.get("result_stored") is False:
         parts.append(f"result not stored: {record.get('result_dropped')}")

@@ -1,15 +1,48 @@
-"""`runonce show`: one run's whole record, its dead-letter copy, and what the operator can do next."""
+"""`runonce show`: one run's whole record, its dead-letter copy, and what the operator can do next.
+
+Every next step is one the tool (or gcloud) accepts in the run's state, as the store says it is
+now: a `rerun` only for a scheduled run the ledger would take a request for, a `replay` only for
+a copy still in the subscription that a replay would not refuse, a `release` only for a claim
+whose lease ended. Where nothing would be accepted yet, the step has no command and says what to
+wait for.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from operate import dead_letters
+from operate import dead_letters, replay
 from operate.clients import Unavailable
+from operate.release import RELEASE
+from operate.rerun import Target, interval_refusal
 from operate.team import EventJob, ScheduledJob, TeamView
-from runonce.contract import ACTIONS_FIELD, DEAD_LETTER_MESSAGE_ID_FIELD, HISTORY_FIELD, RunStatus
+from runonce._instant import parse_instant
+from runonce.contract import (
+    ACTIONS_FIELD,
+    DEAD_LETTER_FAILED_AT_FIELD,
+    DEAD_LETTER_MESSAGE_ID_FIELD,
+    HISTORY_FIELD,
+    RunStatus,
+)
+from runonce.core.store import RERUN_OF_FIELD, Store
+from runonce.scheduler.expected import expected_times, next_time
+from runonce.store._records import lease_live, pending_request
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing the operator can do: a command the tool accepts now (None: nothing to run yet),
+    and why."""
+
+    command: str | None
+    why: str
+
+    def json(self) -> dict[str, Any]:
+        """The step as `show` prints it."""
+        return {"command": self.command, "why": self.why}
 
 
 def job_of(team: TeamView, record: dict[str, Any]) -> ScheduledJob | EventJob | None:
@@ -38,43 +71,257 @@ def copy_of(subscriber: Callable[[], Any], job: EventJob, record: dict[str, Any]
     return None
 
 
-def rerun_command(team: TeamView, job: ScheduledJob | EventJob | None, schedule_time: Any) -> str:
-    """The `runonce rerun` command for a scheduled run (placeholders where it is not known)."""
-    name = job.name if isinstance(job, ScheduledJob) else "JOB"
-    return f"runonce rerun --team {team.name} --job {name} --time {schedule_time or 'TIME'}"
+@dataclass(frozen=True)
+class Situation:
+    """What `next_steps` looks at: the run, its job, the ledger and the time."""
+
+    team: TeamView
+    store: Store
+    key: str
+    record: dict[str, Any] | None
+    job: ScheduledJob | EventJob | None
+    now: datetime
+
+    @property
+    def where(self) -> str:
+        return f"--team {self.team.name}"
+
+    def target(self, job: ScheduledJob) -> Target:
+        team = self.team
+        return Target(
+            team.name, job.name, job.scheduler_job, team.project, team.region, job.schedule, job.time_zone
+        )
+
+    def busy(self, job: ScheduledJob) -> str | None:
+        """Why a forced delivery of `job` now would not run as a forced run of its own (nor a
+        re-run request be taken), or None."""
+        target = self.target(job)
+        refusal = interval_refusal(self.store, target, self.now)
+        if refusal is not None:
+            return refusal
+        slot = self.store.read(target.slot)
+        if pending_request(slot, self.now):
+            assert slot is not None
+            return (
+                f"the job has a pending re-run request (of run {slot.get('rerun_key')}, until "
+                f"{slot.get('request_expires')}): a forced delivery now carries that re-run"
+            )
+        return None
+
+    def rerun(self, job: ScheduledJob, schedule_time: str, why: str, insist: bool = False) -> Step:
+        """The `runonce rerun` of this scheduled run, if the ledger would take it now."""
+        command = f"runonce rerun {self.where} --job {job.name} --time {schedule_time}"
+        command += " --insist" if insist else ""
+        busy = self.busy(job)
+        if busy is not None:
+            return Step(None, f"wait: {busy}; until then `{command}` is refused")
+        return Step(command, why)
+
+    def force(self, job: ScheduledJob, why: str) -> Step:
+        """Run the job now as a forced run (gcloud), if the delivery would run as one."""
+        command = (
+            f"gcloud scheduler jobs run {job.scheduler_job} --location={self.team.region} "
+            f"--project={self.team.project}"
+        )
+        busy = self.busy(job)
+        if busy is not None:
+            return Step(None, f"wait: {busy}; until then `{command}` would not run the job")
+        upcoming = next_time(job.schedule, job.time_zone, self.now).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return Step(command, f"{why} (the job then sees forced=true and ScheduleTime {upcoming})")
 
 
-def next_steps(
-    team: TeamView, key: str, record: dict[str, Any] | None, now: datetime, rerun: str
-) -> list[str]:
-    """What the operator can do about the run, as commands (`rerun`: its re-run command)."""
-    where = f"--team {team.name}"
+def next_steps(situation: Situation, schedule_time: str | None, copy: dict[str, Any] | None) -> list[Step]:
+    """What the operator can do about the run (`schedule_time`: the time it was asked by, for a
+    run with no record; `copy`: its dead-letter copy as `copy_of` found it)."""
+    record, job = situation.record, situation.job
     if record is None:
+        return _never_delivered(situation, schedule_time)
+    if record.get(RERUN_OF_FIELD):
         return [
-            "no record: Scheduler never delivered this run, or not yet. Check the Scheduler job's "
-            f"logs; `{rerun}` makes it run"
+            Step(
+                f"runonce show {record[RERUN_OF_FIELD]} {situation.where}",
+                "this forced delivery carried an operator's re-run of that run: its record says how it went",
+            )
         ]
     status = record.get("status")
+    scheduled = job if isinstance(job, ScheduledJob) and not record.get("forced") else None
     if status == RunStatus.IN_PROGRESS.value:
-        lease = record.get("lease_expires")
-        if lease is not None and lease > now:
-            return [f"wait: attempt {record.get('attempts')} holds the run until {lease.isoformat()}"]
+        return _in_progress(situation, scheduled)
+    steps: list[Step] = []
+    if isinstance(job, EventJob):
+        steps += _dead_letter(situation, job, copy)
+    if scheduled is not None and status == RunStatus.FAILED.value:
+        steps.append(
+            situation.rerun(
+                scheduled,
+                record["schedule_time"],
+                "run it again once the cause is fixed (its history is kept)",
+            )
+        )
+    elif scheduled is not None and status == RunStatus.COMPLETED.value:
+        steps.append(
+            situation.rerun(
+                scheduled,
+                record["schedule_time"],
+                "only if its effect must happen again: it runs once more, its history kept",
+                insist=True,
+            )
+        )
+    elif isinstance(job, ScheduledJob) and record.get("forced") and status == RunStatus.FAILED.value:
+        steps.append(_forced_again(situation, job, record))
+    return steps or [Step(None, f"nothing to do: the run {status}")]
+
+
+def _never_delivered(situation: Situation, schedule_time: str | None) -> list[Step]:
+    job = situation.job
+    if not isinstance(job, ScheduledJob) or schedule_time is None:
         return [
-            f"runonce release {key} {where}: end the dead attempt's claim, so the next delivery runs it",
-            f"if no delivery is coming (Scheduler's retries ran out), `{rerun}` makes it run",
+            Step(
+                None,
+                "no record: never delivered, not yet, expired (its TTL), or not a run of this team. "
+                f"`runonce runs {situation.where}` lists the runs; a scheduled run without a record "
+                "is shown by `runonce show --team T --job JOB --time TIME`",
+            )
+        ]
+    moment = parse_instant(schedule_time).utc
+    if moment not in expected_times(job.schedule, job.time_zone, moment - timedelta(seconds=1), moment):
+        return [
+            Step(
+                None,
+                f"{schedule_time} is not a run of job {job.name} ({job.schedule!r} in {job.time_zone}), "
+                f"so no run has that key: `runonce runs {situation.where} --job {job.name}` lists its runs",
+            )
+        ]
+    if moment > situation.now:
+        return [Step(None, f"not due yet: the run is at {schedule_time}")]
+    return [
+        Step(
+            None,
+            "no record: Scheduler never delivered this run, or not yet (it may still be retrying). "
+            "Check the Scheduler job's logs (paused, deleted, its deliveries refused). `runonce rerun` "
+            "cannot run it: a re-run reopens a record, and this run has none",
+        ),
+        situation.force(
+            job,
+            "if its work is still wanted, run the job now: a forced run under a key of its own, not this "
+            "run (which keeps no record); wait past this run's retries first, or a late delivery runs too",
+        ),
+    ]
+
+
+def _in_progress(situation: Situation, scheduled: ScheduledJob | None) -> list[Step]:
+    record = situation.record
+    assert record is not None
+    if lease_live(record, situation.now):
+        return [
+            Step(
+                None,
+                f"wait: attempt {record.get('attempts')} holds the run until {record.get('lease_expires')}",
+            )
         ]
     steps = []
-    if record.get(DEAD_LETTER_MESSAGE_ID_FIELD):
+    if not _released(record):
         steps.append(
-            f"runonce replay {record[DEAD_LETTER_MESSAGE_ID_FIELD]} {where}: publish the event again, once"
+            Step(
+                f"runonce release {situation.key} {situation.where}",
+                "end the dead attempt's claim, so the run's next delivery takes it over at once",
+            )
         )
-    if status == RunStatus.FAILED.value and "schedule_time" in record:
-        steps.append(f"{rerun}: run it again once the cause is fixed (its history is kept)")
-    return steps or ["nothing to do: the run completed"]
+    if scheduled is not None:
+        steps.append(
+            situation.rerun(
+                scheduled,
+                record["schedule_time"],
+                "if no delivery is coming (Scheduler's retries ran out), run it again",
+            )
+        )
+    return steps or [
+        Step(None, "released: the run's next delivery takes it over; none comes once its retries end")
+    ]
+
+
+def _released(record: dict[str, Any]) -> bool:
+    """Whether the attempt holding the run now was released already."""
+    actions = record.get(ACTIONS_FIELD) or []
+    last = actions[-1] if actions else {}
+    return last.get("action") == RELEASE and (last.get("detail") or {}).get("attempt_id") == record.get(
+        "attempt_id"
+    )
+
+
+def _forced_again(situation: Situation, job: ScheduledJob, record: dict[str, Any]) -> Step:
+    carried = parse_instant(record["schedule_time"]).utc
+    if carried > situation.now:
+        return Step(
+            None,
+            f"wait until {record['schedule_time']}, the next scheduled run: a forced run cannot be "
+            "re-run, and another forced run before that time would be answered as this one's duplicate; "
+            "after it, "
+            f"`gcloud scheduler jobs run {job.scheduler_job}` runs the job as a new forced run",
+        )
+    return situation.force(job, "run the job again as a new forced run (a forced run cannot be re-run)")
+
+
+def _dead_letter(situation: Situation, job: EventJob, copy: dict[str, Any] | None) -> list[Step]:
+    record = situation.record
+    assert record is not None
+    copy_id = record.get(DEAD_LETTER_MESSAGE_ID_FIELD)
+    if not copy_id:
+        if record.get(DEAD_LETTER_FAILED_AT_FIELD):
+            return [
+                Step(
+                    None,
+                    "its dead-letter copy could not be published; the event stays unacknowledged and its "
+                    "next delivery forwards it: check the dead-letter topic's publisher grant",
+                )
+            ]
+        return []
+    runs = f"runonce runs {situation.where} --job {job.name}"
+    again = f"runonce replay {copy_id} {situation.where} --again"
+    last = replay.last_step(record)
+    detail = (last or {}).get("detail") or {}
+    if copy is None:
+        if last is not None and last["action"] == replay.PUBLISHED:
+            return [
+                Step(
+                    runs,
+                    f"replayed at {last.get('at')} by {last.get('by')} as message "
+                    f"{detail.get('message_id')}, its copy acknowledged: the replayed event is a run of "
+                    "its own, listed here",
+                )
+            ]
+        return [
+            Step(
+                None,
+                f"its dead-letter copy {copy_id} is not in {job.dead_letter_subscription} "
+                "(acknowledged, past the subscription's retention, or held by a replay for a minute): "
+                "nothing to replay",
+            )
+        ]
+    if copy.get("unavailable") or copy.get("unreadable"):
+        return [Step(None, f"copy {copy_id}: {copy.get('unavailable') or copy.get('unreadable')}")]
+    command = f"runonce replay {copy_id} {situation.where}"
+    if last is None or last["action"] == replay.FAILED:
+        return [
+            Step(command, "publish the event back once the cause is fixed; the copy is then acknowledged")
+        ]
+    if last["action"] == replay.PUBLISHED:
+        if detail.get("copy") == copy_id:
+            return [
+                Step(command, "its replay was published but the copy not acknowledged: this acknowledges it")
+            ]
+        return [Step(again, f"the event was replayed already (message {detail.get('message_id')}): again")]
+    return [
+        Step(
+            runs, f"a replay began at {last.get('at')} and was never confirmed: look for the replayed event"
+        ),
+        Step(again, "only if the replayed event did not run: publish it again"),
+    ]
 
 
 def detail(
     team: TeamView,
+    store: Store,
     key: str,
     record: dict[str, Any] | None,
     subscriber: Callable[[], Any],
@@ -84,7 +331,8 @@ def detail(
     """Everything `show` tells about run `key` (`subscriber` makes a Pub/Sub client if one is
     needed; `asked`: the job and schedule time the operator named it by, if they did)."""
     job = job_of(team, record) if record else (asked[0] if asked else None)
-    schedule_time = (record or {}).get("schedule_time") or (asked[1] if asked else None)
+    copy = copy_of(subscriber, job, record) if isinstance(job, EventJob) and record else None
+    situation = Situation(team, store, key, record, job, now)
     return {
         "key": key,
         "team": team.name,
@@ -92,8 +340,6 @@ def detail(
         "record": record,
         HISTORY_FIELD: (record or {}).get(HISTORY_FIELD) or [],
         ACTIONS_FIELD: (record or {}).get(ACTIONS_FIELD) or [],
-        "dead_letter_copy": copy_of(subscriber, job, record)
-        if isinstance(job, EventJob) and record
-        else None,
-        "next": next_steps(team, key, record, now, rerun_command(team, job, schedule_time)),
+        "dead_letter_copy": copy,
+        "next": [step.json() for step in next_steps(situation, asked[1] if asked else None, copy)],
     }

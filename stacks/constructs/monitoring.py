@@ -383,8 +383,9 @@ class Monitoring(Construct):
             f"came too late to be deduplicated and was not run (`too_old`).\n\n"
             f"1. List the failed runs: `runonce runs --team {team} --job JOB --status failed`.\n"
             f"2. Read one with its error: `runonce show KEY --team {team}`.\n"
-            f"3. Once the cause is fixed, run it again: "
-            f"`runonce rerun --team {team} --job JOB --time SCHEDULE_TIME`.",
+            f"3. Once the cause is fixed, run the command `show` prints under `next` (a scheduled "
+            f"run: `runonce rerun --team {team} --job JOB --time SCHEDULE_TIME`; an event: "
+            f"`runonce replay COPY_ID --team {team}`).",
         )
         if props.event_services:
             log_match(
@@ -414,7 +415,8 @@ class Monitoring(Construct):
                 f"1. Read the run: `runonce show --team {team} --job JOB --time SCHEDULE_TIME`.\n"
                 f"2. still_held by a dead attempt: `runonce release KEY --team {team} --force`; "
                 f"retried_out: `runonce rerun --team {team} --job JOB --time SCHEDULE_TIME`; "
-                f"never_delivered: look at the Scheduler job, then force a run if the work is wanted.",
+                f"never_delivered: no record to re-run; look at the Scheduler job, and if the work is "
+                f"still wanted run the `gcloud scheduler jobs run` command `show` prints (a forced run).",
             )
         sustained = props.thresholds.sustained_seconds
         policy(

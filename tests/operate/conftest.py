@@ -1,22 +1,31 @@
 """Fixtures for the operators' command: a team file in a tmp folder, its ledger on the Firestore
-emulator, its topics and dead-letter subscription on the Pub/Sub emulator, and the command run
+emulator, its topics and dead-letter subscription on the Pub/Sub emulator, its scheduled jobs
+served under @deduplicated with a stand-in for Cloud Scheduler's `jobs.run`, and the command run
 through click's CliRunner."""
 
 from __future__ import annotations
 
+import re
+import threading
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import flask
 import pytest
 from click.testing import CliRunner, Result
 
+import runonce as library
+from emulator.googleapis import GoogleApisStandIn
 from operate import clients
 from operate.cli import runonce
-from operate.team import TeamView, resolve
+from operate.rerun import SCHEDULER_URL_VARIABLE
+from operate.team import ScheduledJob, TeamView, resolve
+from runonce import _clock
 from runonce.core.store import Claim, Store
-from runonce.scheduler.expected import scheduled_key
+from runonce.scheduler.expected import next_time, scheduled_key
 from runonce.store.firestore import Ledger, LedgerStore
 from tests.conftest import PROJECT
 from tests.events.conftest import PubSub
@@ -58,14 +67,14 @@ class Ops:
     def scheduled_key(self, moment: datetime, job: str = "report") -> str:
         return scheduled_key(self.team.job(job).scheduler_job, moment, self.team.project, self.team.region)  # type: ignore[union-attr]
 
-    def claim_scheduled(self, moment: datetime, forced: bool = False) -> Claim:
-        """Claim the scheduled (or forced) run of `report` at `moment`, as the handler does."""
+    def claim_scheduled(self, moment: datetime) -> Claim:
+        """Claim the scheduled run of `report` at `moment`, as the handler does for its delivery."""
         job = self.team.jobs[0]
-        key = self.scheduled_key(moment) if not forced else f"forced-{moment.isoformat()}"
+        key = self.scheduled_key(moment)
         fields = {
             "job": job.scheduler_job,
             "schedule_time": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "forced": forced,
+            "forced": False,
             "project": self.team.project,
             "location": self.team.region,
         }
@@ -118,3 +127,82 @@ class Topics:
 @pytest.fixture
 def topics(ops) -> Topics:
     return Topics(ops.team)
+
+
+def scheduler_headers(team: TeamView, job: ScheduledJob, moment: datetime | None) -> dict[str, str]:
+    """What Cloud Scheduler sends for `job` (the stack's headers included), carrying ScheduleTime
+    `moment`, or no ScheduleTime at all (`None`, as a forced run may come)."""
+    headers = {
+        "User-Agent": "Google-Cloud-Scheduler",
+        "X-CloudScheduler": "true",
+        "X-CloudScheduler-JobName": job.scheduler_job,
+        "X-Runonce-Project": team.project,
+        "X-Runonce-Location": team.region,
+    }
+    if moment is not None:
+        headers["X-CloudScheduler-ScheduleTime"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return headers
+
+
+_JOB_RUN = re.compile(r"/v1/projects/[^/]+/locations/[^/]+/jobs/(?P<job>[^/:]+):run$")
+
+
+@dataclass
+class Served:
+    """The team's scheduled jobs under @deduplicated on its ledger (served by Flask), and a
+    stand-in for Cloud Scheduler's API whose `jobs.run` delivers what Scheduler delivers for a
+    forced run (the job's next scheduled time) before it answers."""
+
+    ops: Ops
+    app: Any
+    api: GoogleApisStandIn
+    behaviour: Callable[[], object] = lambda: {"rows": 1}
+    """How the job body ends (return a result, raise PermanentError...)."""
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[library.Run] = field(default_factory=list)
+
+    def deliver(self, job: str, moment: datetime | None) -> dict[str, Any]:
+        """Deliver `job`'s run carrying ScheduleTime `moment` (None: no ScheduleTime); its answer."""
+        scheduled = self.ops.team.job(job)
+        assert isinstance(scheduled, ScheduledJob)
+        answer = self.app.post("/", headers=scheduler_headers(self.ops.team, scheduled, moment))
+        body = {**(answer.json or {}), "status_code": answer.status_code}
+        self.answers.append(body)
+        return body
+
+    def force(self, job: str) -> dict[str, Any]:
+        """A "Force run" of `job` now: a delivery carrying the job's next scheduled time."""
+        scheduled = self.ops.team.job(job)
+        assert isinstance(scheduled, ScheduledJob)
+        return self.deliver(job, next_time(scheduled.schedule, scheduled.time_zone, _clock.now()))
+
+    def dispatched(self, resource: dict[str, Any]) -> None:
+        """The stand-in's `jobs.run`: force the job its last call named."""
+        match = _JOB_RUN.search(self.api.calls[-1].path)
+        assert match, self.api.calls[-1].path
+        name = next(job.name for job in self.ops.team.jobs if job.scheduler_job == match["job"])
+        self.force(name)
+
+
+@pytest.fixture
+def served(ops, monkeypatch) -> Iterator[Served]:
+    """`ops`' team served, and `runonce rerun` pointed at the Scheduler stand-in."""
+    lock = threading.Lock()
+    holder: list[Served] = []
+
+    def body(request: flask.Request) -> object:
+        with lock:
+            holder[0].runs.append(library.current_run())  # type: ignore[arg-type]
+        return holder[0].behaviour()
+
+    ledger = clients.store(ops.team).ledger  # type: ignore[attr-defined]
+    handler = library.deduplicated(collection=ops.team.collection, client=ledger._client, lease=120)(body)
+    app = flask.Flask(f"served-{uuid.uuid4().hex[:6]}")
+    app.add_url_rule("/", "handle", lambda: handler(flask.request._get_current_object()), methods=["POST"])
+    api = GoogleApisStandIn().start()
+    served = Served(ops, app.test_client(), api)
+    holder.append(served)
+    api.on_start = served.dispatched
+    monkeypatch.setenv(SCHEDULER_URL_VARIABLE, api.url)
+    yield served
+    api.stop()

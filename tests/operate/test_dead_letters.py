@@ -159,7 +159,7 @@ def test_show_of_a_dead_lettered_event_gives_its_copy_and_the_replay_command(ops
     assert result.exit_code == 0, result.stderr
     shown = json.loads(result.stdout)
     assert shown["job"] == "orders" and shown["dead_letter_copy"]["copy_id"] == copy_id
-    assert shown["next"][0].startswith(f"runonce replay {copy_id} --team {ops.team.name}")
+    assert shown["next"][0]["command"] == f"runonce replay {copy_id} --team {ops.team.name}"
 
 
 def test_dead_letters_of_a_job_whose_subscription_does_not_exist_exits_1_with_pubsubs_reason(ops):

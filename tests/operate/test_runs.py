@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runonce.core.store import StoredResult
+import runonce as library
 from tests.conftest import SCHEDULED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,24 +22,65 @@ def _rows(result) -> list[dict]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
-def test_runs_lists_each_expected_run_with_its_record_or_a_row_saying_it_has_none_and_forced_runs(ops):
-    ops.store.complete(ops.claim_scheduled(SCHEDULED), StoredResult.of({"rows": 3}))
+def test_runs_lists_each_expected_run_with_its_record_or_a_row_saying_it_has_none_and_forced_runs(
+    ops, served, clock
+):
     ops.store.fail(ops.claim_scheduled(SCHEDULED - timedelta(minutes=10)), "upstream said 400")
-    forced = ops.claim_scheduled(SCHEDULED - timedelta(minutes=5), forced=True)
+    clock.current = SCHEDULED - timedelta(minutes=4, seconds=30)
+    forced = served.force("report")  # Scheduler sends the next scheduled time, 03:00
+    clock.current = SCHEDULED + timedelta(seconds=5)
+    scheduled = served.deliver("report", SCHEDULED)
+    assert (forced["outcome"], scheduled["outcome"]) == ("completed", "completed")
+    assert forced["run_key"] != scheduled["run_key"] == ops.scheduled_key(SCHEDULED)
     rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "report", "--since", "30m", "--json"))
-    by_time = {(row["time"], row["forced"]): row for row in rows}
-    assert [(row["time"][11:16], row["status"]) for row in rows] == [
-        ("02:40", "missing"),
-        ("02:50", "failed"),
-        ("02:55", "in_progress"),
-        ("03:00", "completed"),
+    assert [(row["time"][11:19], row["forced"], row["status"]) for row in rows] == [
+        ("02:40:00", False, "missing"),
+        ("02:50:00", False, "failed"),
+        ("02:55:30", True, "completed"),
+        ("03:00:00", False, "completed"),
     ]
-    assert by_time[("2026-11-29T02:50:00+00:00", False)]["outcome"] == "upstream said 400"
-    assert by_time[("2026-11-29T02:55:00+00:00", True)]["key"] == forced.key
-    missing = by_time[("2026-11-29T02:40:00+00:00", False)]
-    assert missing["key"] == ops.scheduled_key(SCHEDULED - timedelta(minutes=20))
-    done = by_time[("2026-11-29T03:00:00+00:00", False)]
-    assert (done["attempts"], done["duration_seconds"]) == (1, 0.0)
+    by_key = {row["key"]: row for row in rows}
+    assert by_key[forced["run_key"]]["schedule_time"] == "2026-11-29T03:00:00+00:00"
+    assert rows[1]["outcome"] == "upstream said 400"
+    assert rows[0]["key"] == ops.scheduled_key(SCHEDULED - timedelta(minutes=20))
+    assert by_key[scheduled["run_key"]]["attempts"] == 1
+
+
+def test_a_forced_run_of_a_daily_job_a_minute_ago_is_listed_though_it_carries_tomorrows_time(
+    ops, served, clock
+):
+    forced = served.force("nightly")
+    assert forced["outcome"] == "completed"
+    clock.advance(60)
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "nightly", "--since", "1h", "--json"))
+    [row] = rows
+    assert (row["key"], row["forced"], row["time"]) == (
+        forced["run_key"],
+        True,
+        (SCHEDULED + timedelta(seconds=5)).isoformat(),
+    )
+    assert row["schedule_time"] == "2026-11-30T01:30:00+00:00"  # 02:30 in Berlin, tomorrow
+
+
+def test_forced_runs_are_in_the_window_of_when_they_were_claimed(ops, served, clock):
+    first = served.force("nightly")
+    clock.advance(3 * 3600)
+    served.behaviour = lambda: (_ for _ in ()).throw(library.PermanentError("no"))
+    clock.current = SCHEDULED + timedelta(days=1, hours=2)  # past tomorrow's run: a new interval
+    second = served.force("nightly")
+    assert (first["outcome"], second["outcome"]) == ("completed", "failed")
+    recent = _rows(ops.run("runs", "--team", ops.team.name, "--job", "nightly", "--since", "2h", "--json"))
+    assert [(row["key"], row["status"]) for row in recent if row["forced"]] == [(second["run_key"], "failed")]
+    day = _rows(ops.run("runs", "--team", ops.team.name, "--job", "nightly", "--since", "2d", "--json"))
+    assert [row["key"] for row in day if row["forced"]] == [first["run_key"], second["run_key"]]
+
+
+def test_a_forced_run_with_no_schedule_time_is_refused_with_400_and_leaves_nothing_to_list(ops, served):
+    answer = served.deliver("report", None)
+    assert answer["status_code"] == 400 and "ScheduleTime" in str(answer)
+    assert ops.store.find({}) == {}
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--job", "report", "--since", "1h", "--json"))
+    assert {row["status"] for row in rows} == {"missing"}
 
 
 def test_runs_filters_by_status_and_prints_a_table(ops):
@@ -90,17 +131,20 @@ def test_show_by_job_and_time_gives_the_record_and_the_next_step(ops, clock):
     shown = json.loads(result.stdout)
     assert (shown["key"], shown["job"]) == (claim.key, "report")
     assert shown["record"]["attempt_id"] == claim.attempt_id
-    assert shown["next"][0].startswith(f"runonce release {claim.key} --team {ops.team.name}")
+    assert shown["next"][0]["command"] == f"runonce release {claim.key} --team {ops.team.name}"
 
 
-def test_show_of_a_run_with_no_record_says_it_was_never_delivered(ops):
+def test_show_of_a_run_with_no_record_says_it_was_never_delivered_and_how_to_run_the_job(ops):
     result = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", "2026-11-29T02:00:00Z")
     assert result.exit_code == 0
     shown = json.loads(result.stdout)
-    assert shown["record"] is None and "never delivered" in shown["next"][0]
-    assert (
-        f"runonce rerun --team {ops.team.name} --job report --time 2026-11-29T02:00:00Z" in shown["next"][0]
+    assert shown["record"] is None and "never delivered" in shown["next"][0]["why"]
+    assert "runonce rerun` cannot run it" in shown["next"][0]["why"]
+    job = ops.team.job("report").scheduler_job  # type: ignore[union-attr]
+    assert shown["next"][1]["command"] == (
+        f"gcloud scheduler jobs run {job} --location=europe-west1 --project={ops.team.project}"
     )
+    assert "ScheduleTime 2026-11-29T03:10:00Z" in shown["next"][1]["why"]
 
 
 def test_show_of_a_failed_scheduled_run_gives_its_rerun_command(ops):
@@ -108,8 +152,10 @@ def test_show_of_a_failed_scheduled_run_gives_its_rerun_command(ops):
     ops.store.fail(claim, "bad input")
     shown = json.loads(ops.run("show", claim.key, "--team", ops.team.name).stdout)
     assert shown["next"] == [
-        f"runonce rerun --team {ops.team.name} --job report --time 2026-11-29T03:00:00Z: run it again "
-        "once the cause is fixed (its history is kept)"
+        {
+            "command": f"runonce rerun --team {ops.team.name} --job report --time 2026-11-29T03:00:00Z",
+            "why": "run it again once the cause is fixed (its history is kept)",
+        }
     ]
 
 
@@ -170,3 +216,10 @@ def test_runs_expects_a_daily_job_in_its_time_zone_and_once_as_the_spring_forwar
         ("2027-03-28T01:00:00+00:00", "missing"),
         ("2027-03-29T00:30:00+00:00", "missing"),
     ]
+
+
+def test_show_of_a_time_that_is_no_run_of_the_job_suggests_no_command(ops):
+    result = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", "2026-11-29T02:45:00Z")
+    assert result.exit_code == 0, result.stderr
+    [step] = json.loads(result.stdout)["next"]
+    assert step["command"] is None and "is not a run of job report" in step["why"]
