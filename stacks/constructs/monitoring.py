@@ -3,7 +3,8 @@ the `runonce` command to run, the e-mail channels they notify, and one dashboard
 (docs/monitoring.md lists every metric, alert and threshold, with its sources).
 
 The metrics count lines of the team's own functions only (Cloud Run functions log under the
-`cloud_run_revision` resource, `resource.labels.service_name` naming the function's service),
+`cloud_run_revision` resource, `resource.labels.service_name` naming the function's service by
+its short name, which `service_name` takes from the end of the service's full name),
 labelled by job and outcome: never by run key or event id, one value per run, which would make a
 time series per run. A metric's kind and value type cannot change once created and its labels
 can be added but not changed, so both are fixed here, once.
@@ -18,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdktf import ITerraformDependable
+from cdktf import Fn, ITerraformDependable, TerraformLocal, Token
 from constructs import Construct
 
 from stacks import naming
@@ -93,7 +94,8 @@ class MonitoringProps:
     team: str
     """Team name: names the metrics and titles the alerts and the dashboard."""
     services: Mapping[str, str]
-    """The Cloud Run service of each of the team's functions, by function name."""
+    """The Cloud Run service of each of the team's functions, by function name, as the function's
+    `service_config[0].service` gives it: its full name, `projects/P/locations/R/services/NAME`."""
     event_services: Sequence[str]
     """The services (values of `services`) of the event jobs' functions."""
     scheduler_jobs: Mapping[str, str]
@@ -149,8 +151,17 @@ def any_of(field_path: str, values: Sequence[str]) -> str:
     return "(" + " OR ".join(f'{field_path}="{value}"' for value in values) + ")"
 
 
+def service_name(service: str) -> str:
+    """The `service_name` label of the `cloud_run_revision` entries and time series of a Cloud Run
+    service given by its full name (`projects/P/locations/R/services/NAME`, what a function's
+    `service_config[0].service` holds at apply time): NAME, its last segment, taken by Terraform
+    (docs/monitoring.md, "Which service a filter names")."""
+    return Token.as_string(Fn.element(Fn.reverse(Fn.split("/", service)), 0))
+
+
 def runonce_lines(services: Sequence[str]) -> str:
-    """A Logging filter for the library's lines from these Cloud Run services."""
+    """A Logging filter for the library's lines from these Cloud Run services (by `service_name`
+    label: short names)."""
     return (
         f'resource.type="{RUN_REVISION}" AND {any_of("resource.labels.service_name", services)} '
         f'AND jsonPayload.logger="{RUNONCE_LOGGER}"'
@@ -213,7 +224,16 @@ class Monitoring(Construct):
         """The props it was built from."""
         self.metric_names: list[str] = []
         """The names of the team's log-based metrics (what Monitoring's metric types end with)."""
-        services = list(props.services.values())
+        # One local per service: the dashboard's JSON names it with no quote inside `${...}`.
+        self.service_names = {
+            service: TerraformLocal(self, f"service-{function}", service_name(service)).as_string
+            for function, service in props.services.items()
+        }
+        """The `service_name` label of each of the team's services (a Terraform local), by the
+        service's full name."""
+        self.event_service_names = [self.service_names[service] for service in props.event_services]
+        """The `service_name` labels of the event jobs' services."""
+        services, event_services = list(self.service_names.values()), self.event_service_names
         self.answers = self._metric(
             "answers",
             self.answers_name,
@@ -239,7 +259,7 @@ class Monitoring(Construct):
             self._metric(
                 "dead-letters",
                 self.dead_letters_name,
-                f"{runonce_lines(list(props.event_services))} AND {DEAD_LETTERED}",
+                f"{runonce_lines(event_services)} AND {DEAD_LETTERED}",
                 "runonce dead-letter copies",
                 {
                     "job": "The event job",
@@ -321,7 +341,7 @@ class Monitoring(Construct):
         )
         on_metrics: list[ITerraformDependable] = [*self.metrics, self.metrics_settled]
         period = f"{props.thresholds.notification_period_seconds}s"
-        services = list(props.services.values())
+        services, event_services = list(self.service_names.values()), self.event_service_names
 
         def policy(
             id: str,
@@ -392,7 +412,7 @@ class Monitoring(Construct):
                 "dead-lettered",
                 "an event was dead-lettered",
                 "ERROR",
-                f"{runonce_lines(list(props.event_services))} AND ({DEAD_LETTERED} "
+                f"{runonce_lines(event_services)} AND ({DEAD_LETTERED} "
                 f"OR {any_of('jsonPayload.outcome', DEAD_LETTER_OUTCOMES)})",
                 ["job", "outcome"],
                 f"An event of job `JOB` (the notification's `job` label) did not run: it was too old "
@@ -564,7 +584,7 @@ class Monitoring(Construct):
                         reducer="REDUCE_MAX",
                         plot="LINE",
                     )
-                    for service in self.props.services.values()
+                    for service in self.service_names.values()
                 ],
             )
         )

@@ -22,8 +22,9 @@ MAX_LOG_FILTER = 20000
 """Cloud Logging's longest filter, in characters ("The maximum length of the filter is 20000
 characters", the LogMetric reference)."""
 SERVICE_CLAUSE = len('resource.labels.service_name="" OR ') + naming.MAX_FUNCTION_NAME
-"""The most one function adds to a filter naming the team's services (a service is named like its
-function, at most 49 characters)."""
+"""The most one function adds to a filter naming the team's services, as Logging receives it at
+apply time: the service's short name (the `service_name` label; a service is named like its
+function, at most 49 characters), not its full name (docs/monitoring.md)."""
 FILTER_REST = 200
 """The rest of the longest filter: the resource type, the logger and the outcome clauses."""
 MAX_FUNCTIONS = (MAX_LOG_FILTER - FILTER_REST) // SERVICE_CLAUSE

@@ -23,7 +23,13 @@ from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
 from stacks.team import AlertThresholds, EventJob, Team
 from tests.stacks.conftest import Synthesized, synthesize
 
-SERVICE = re.compile(r"\$\{google_cloudfunctions2_function\.([^.}]+)\.service_config\[0\]\.service\}")
+SERVICE = re.compile(r"\$\{local\.([^}]+)\}")
+"""A filter's reference to the local holding one service's `service_name` label."""
+FULL_NAME = re.compile(
+    r'^\$\{element\(reverse\(split\("/", '
+    r"google_cloudfunctions2_function\.([^.]+)\.service_config\[0\]\.service\)\), 0\)\}$"
+)
+"""The local's value: the last segment of the function's service (its full name at apply time)."""
 TERRAFORM_ONLY = ("//", "project", "depends_on", "lifecycle")
 """Arguments of a Terraform resource that are not fields of the API's message."""
 
@@ -45,6 +51,12 @@ def policies(synth: Synthesized) -> dict[str, dict[str, Any]]:
     }
 
 
+def scoped(synth: Synthesized, text: str) -> set[str]:
+    """The logical ids of the functions whose services a filter names."""
+    locals_ = synth.document["locals"]
+    return {FULL_NAME.fullmatch(locals_[name]).group(1) for name in SERVICE.findall(text)}  # type: ignore[union-attr]
+
+
 def function_names(synth: Synthesized, jobs: list[str]) -> set[str]:
     """The logical ids of the functions of these jobs."""
     return {
@@ -56,8 +68,7 @@ def function_names(synth: Synthesized, jobs: list[str]) -> set[str]:
 
 def test_the_answers_metric_counts_the_answers_of_every_function_of_the_team(example):
     metric = by_name(example, "google_logging_metric", "name")["runonce-example-answers"]
-    scoped = set(SERVICE.findall(metric["filter"]))
-    assert scoped == set(resources(example, "google_cloudfunctions2_function"))
+    assert scoped(example, metric["filter"]) == set(resources(example, "google_cloudfunctions2_function"))
     assert metric["filter"].startswith(
         'resource.type="cloud_run_revision" AND (resource.labels.service_name='
     )
@@ -77,7 +88,7 @@ def test_the_answers_metric_counts_the_answers_of_every_function_of_the_team(exa
 
 def test_the_dead_letter_metric_counts_the_copies_of_the_event_functions_only(example):
     metric = by_name(example, "google_logging_metric", "name")["runonce-example-dead-letters"]
-    assert set(SERVICE.findall(metric["filter"])) == function_names(example, ["orders"])
+    assert scoped(example, metric["filter"]) == function_names(example, ["orders"])
     assert metric["filter"].endswith("AND jsonPayload.dead_letter_message_id:*")
     assert set(metric["label_extractors"]) == {"job", "outcome"}
 
@@ -143,7 +154,7 @@ def test_every_alert_names_the_runonce_command_to_run_for_its_team(example):
 def test_the_failed_alert_matches_runs_that_will_not_run_again_on_the_teams_functions(example):
     (condition,) = policies(example)["a run failed permanently"]["conditions"]
     matched = condition["condition_matched_log"]["filter"]
-    assert set(SERVICE.findall(matched)) == set(resources(example, "google_cloudfunctions2_function"))
+    assert scoped(example, matched) == set(resources(example, "google_cloudfunctions2_function"))
     assert matched.endswith(
         'AND jsonPayload.latency_ms:* AND (jsonPayload.outcome="failed" OR jsonPayload.outcome="too_old")'
     )
@@ -304,7 +315,7 @@ def test_the_dashboards_latency_chart_shows_every_function(example):
         data["timeSeriesQuery"]["timeSeriesFilter"]["filter"]
         for data in latency["widget"]["xyChart"]["dataSets"]
     ]
-    assert {found for text in filters for found in SERVICE.findall(text)} == set(
+    assert {found for text in filters for found in scoped(example, text)} == set(
         resources(example, "google_cloudfunctions2_function")
     )
     assert all(text.startswith('metric.type="run.googleapis.com/request_latencies"') for text in filters)
@@ -380,24 +391,30 @@ def test_the_thresholds_come_from_the_team_file(example, archive_dir):
     assert found["a run failed permanently"]["alert_strategy"]["notification_rate_limit"]["period"] == "1800s"
 
 
+RECEIPTS = "projects/acme-alone-1/locations/europe-west1/services/orders-receipts"
+"""A service's full name, as a function's `service_config[0].service` holds it."""
+
+
 def test_monitoring_alone_watches_only_the_services_and_subscriptions_it_is_given():
     stack = TerraformStack(CdktfTesting.app(), "alone")
     apis = RequiredApis(stack, "apis", RequiredApisProps(project="acme-alone-1"))
     props = MonitoringProps(
         project="acme-alone-1",
         team="orders",
-        services={"receipts": "orders-receipts"},
-        event_services=["orders-receipts"],
+        services={"receipts": RECEIPTS},
+        event_services=[RECEIPTS],
         scheduler_jobs={},
         events=[WatchedEvents(job="receipts", dead_letter_subscription="orders-receipts-dead-letter")],
         apis=apis,
         channels=["projects/acme-alone-1/notificationChannels/42"],
     )
     Monitoring(stack, "monitoring", props)
-    document = json.loads(CdktfTesting.synth(stack))["resource"]
+    synthesized = json.loads(CdktfTesting.synth(stack))
+    document = synthesized["resource"]
     metrics = {config["name"]: config for config in document["google_logging_metric"].values()}
     assert set(metrics) == {"runonce-orders-answers", "runonce-orders-dead-letters"}
-    assert 'resource.labels.service_name="orders-receipts"' in metrics["runonce-orders-answers"]["filter"]
+    (local,) = SERVICE.findall(metrics["runonce-orders-answers"]["filter"])
+    assert synthesized["locals"][local] == f'${{element(reverse(split("/", "{RECEIPTS}")), 0)}}'
     titles = {config["display_name"] for config in document["google_monitoring_alert_policy"].values()}
     assert titles == {
         "runonce orders: a run failed permanently",

@@ -1,0 +1,688 @@
+"""Every filter the synthesized stacks write, applied to the log lines the library really writes.
+
+The lines come from real decorated handlers run here on the in-memory store, one delivery per
+outcome; each is stored as Cloud Logging stores a Cloud Run function's stdout JSON line (see
+`stored`). The filters come from the synthesized JSON: the log-based metrics' `filter`, the alert
+conditions' `condition_matched_log.filter` and `condition_threshold.filter`, and the dashboard's
+chart filters. Terraform references in them are replaced by the values the APIs return
+(`API_VALUES`), and what remains inside `${...}` is evaluated by `terraform console` (offline, no
+provider), so the oracle reads each filter as Google receives it at apply time. The filter reader
+is tests/stacks/logquery.py; docs/monitoring.md ("Checked offline") says what this proves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import flask
+import pytest
+
+import runonce
+from runonce import OutcomeUnknown, PermanentError
+from runonce.contract import WATCHDOG_LOGGER, MissedRun
+from runonce.core.errors import ConfigError, StoreUnavailable
+from runonce.core.outcomes import Outcome
+from runonce.core.settings import DEFAULT_RETENTION_SECONDS
+from runonce.events import adapter as event_adapter
+from runonce.events.adapter import EventSetup
+from runonce.scheduler import adapter as scheduled_adapter
+from runonce.scheduler.watchdog import Missed, Watch, WatchedJob, report
+from runonce.store.memory import MemoryStore
+from stacks import naming
+from stacks.constructs.monitoring import LOG_METRIC_PREFIX, RUN_REVISION
+from tests.conftest import SCHEDULED, ManualClock
+from tests.core.conftest import MemoryConnection, scheduler_headers
+from tests.events.conftest import Copy, MemoryEventConnection, RecordedDeadLetters, envelope
+from tests.stacks.conftest import Synthesized
+from tests.stacks.logquery import matches
+
+LEASE = timedelta(seconds=120)
+RETENTION = timedelta(seconds=DEFAULT_RETENTION_SECONDS)
+REFERENCE = re.compile(r"(?<![\w.])(google_[a-z0-9_]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_.\[\]]+)")
+"""A reference to a resource's attribute inside `${...}`."""
+LOCAL = re.compile(r"\$\{local\.([A-Za-z0-9_-]+)\}")
+SPECIAL_FIELDS = (
+    "severity",
+    "httpRequest",
+    "time",
+    "timestamp",
+    "timestampSeconds",
+    "timestampNanos",
+    "logging.googleapis.com/insertId",
+    "logging.googleapis.com/labels",
+    "logging.googleapis.com/operation",
+    "logging.googleapis.com/sourceLocation",
+    "logging.googleapis.com/spanId",
+    "logging.googleapis.com/trace",
+    "logging.googleapis.com/trace_sampled",
+)
+"""The fields of a JSON line that Cloud Logging lifts out of `jsonPayload` into the LogEntry
+(Cloud Logging's "Structured logging" page, "Special JSON fields in messages"); `message` stays."""
+
+
+def _service_full_name(config: Mapping[str, Any]) -> str:
+    return f"projects/{config['project']}/locations/{config['location']}/services/{config['name']}"
+
+
+API_VALUES: dict[tuple[str, str], Callable[[Mapping[str, Any]], str]] = {
+    # Functions API `ServiceConfig.service`: "Name of the service associated with a Function. The
+    # format of this field is projects/{project}/locations/{region}/services/{service}"; the
+    # service is named after the function (google provider issue 20320; the API bodies in
+    # firebase-tools issues 7369 and 8841: functions/NAME has services/NAME).
+    ("google_cloudfunctions2_function", "service_config[0].service"): _service_full_name,
+}
+"""The value the API returns for each resource attribute a filter uses, from the resource's
+arguments (docs/monitoring.md, "Which service a filter names")."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The lines the library writes, one delivery per outcome.
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery the library answered, and every line it wrote while answering it."""
+
+    name: str
+    kind: str
+    """"scheduled", "event" or "watchdog"."""
+    outcome: str
+    """What the delivery was answered ("" for the watchdog's line)."""
+    lines: tuple[dict[str, Any], ...]
+
+
+def _lines(text: str) -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads(line) for line in text.splitlines() if line.startswith("{"))
+
+
+def _flask(handler: Callable[[flask.Request], Any]) -> flask.testing.FlaskClient:
+    app = flask.Flask("oracle")
+    app.add_url_rule("/", "handle", lambda: handler(flask.request._get_current_object()), methods=["POST"])
+    return app.test_client()
+
+
+class _DownStore(MemoryStore):
+    def claim(self, key, fields):
+        raise StoreUnavailable("the store did not answer (deadline exceeded)")
+
+
+class _RefusingConnection:
+    def __init__(self, overrides, client):
+        pass
+
+    def get(self):
+        raise ConfigError("RUNONCE_LEASE_SECONDS is not a whole number of seconds: set it to 30-3600")
+
+
+class _FailingDeadLetters(RecordedDeadLetters):
+    def _publish(self, data: bytes, attributes: dict[str, str]) -> str:
+        raise RuntimeError("NotFound: the dead-letter topic does not exist")
+
+
+class _UnforwardingConnection(MemoryEventConnection):
+    """An event connection whose dead-letter topic refuses every copy."""
+
+    def get(self) -> EventSetup:
+        made = super().get()
+        return EventSetup(made.base, made.settings, _FailingDeadLetters(made.settings.dead_letter_topic, []))
+
+
+def _deliveries(monkeypatch: pytest.MonkeyPatch) -> Iterator[Delivery]:
+    clock = ManualClock(SCHEDULED + timedelta(seconds=5))
+    runonce.set_clock(clock)
+    try:
+        yield from _scheduled(monkeypatch, clock)
+        yield from _events(monkeypatch)
+        yield _missed_run(clock)
+    finally:
+        runonce.set_clock(None)
+
+
+def _answered(name: str, kind: str, send: Callable[[], Any]) -> Delivery:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        response = send()
+    return Delivery(name, kind, response.json["outcome"], _lines(out.getvalue()))
+
+
+def _scheduled(monkeypatch: pytest.MonkeyPatch, clock: ManualClock) -> Iterator[Delivery]:
+    store = MemoryStore(LEASE, RETENTION, clock)
+
+    def client(job: Callable[[flask.Request], Any], connection: Any = None) -> flask.testing.FlaskClient:
+        monkeypatch.setattr(
+            scheduled_adapter,
+            "Connection",
+            connection or (lambda overrides, client: MemoryConnection(store, overrides)),
+        )
+        handler = runonce.deduplicated(collection="runs", client=None, lease=int(LEASE.total_seconds()))(job)
+        return _flask(handler)
+
+    def send(app: flask.testing.FlaskClient, time: str) -> Callable[[], Any]:
+        return lambda: app.post("/", headers=scheduler_headers(time=time))
+
+    def fail(request):
+        raise PermanentError("the report's source table is gone")
+
+    def crash(request):
+        raise RuntimeError("connection reset")
+
+    def unsure(request):
+        raise OutcomeUnknown("the upload's answer was lost", hold_seconds=60)
+
+    done = client(lambda request: {"rows": 42})
+    yield _answered("scheduled completed", "scheduled", send(done, "2026-11-29T03:00:00Z"))
+    yield _answered("scheduled duplicate", "scheduled", send(done, "2026-11-29T03:00:00Z"))
+    yield _answered("scheduled failed", "scheduled", send(client(fail), "2026-11-29T02:00:00Z"))
+    yield _answered("scheduled retry", "scheduled", send(client(crash), "2026-11-29T01:00:00Z"))
+    held = client(unsure)
+    yield _answered("scheduled held", "scheduled", send(held, "2026-11-28T23:00:00Z"))
+    yield _answered("scheduled in progress", "scheduled", send(held, "2026-11-28T23:00:00Z"))
+    yield _answered("scheduled too old", "scheduled", send(done, "2026-11-20T03:00:00Z"))
+    yield _answered("scheduled rejected", "scheduled", send(done, "not a time"))
+    down = _DownStore(LEASE, RETENTION, clock)
+    unavailable = client(lambda request: 1, lambda overrides, client: MemoryConnection(down, overrides))
+    yield _answered("scheduled store unavailable", "scheduled", send(unavailable, "2026-11-28T22:00:00Z"))
+    refused = client(lambda request: 1, _RefusingConnection)
+    yield _answered("scheduled misconfigured", "scheduled", send(refused, "2026-11-28T21:00:00Z"))
+
+
+def _events(monkeypatch: pytest.MonkeyPatch) -> Iterator[Delivery]:
+    store = MemoryStore(timedelta(seconds=60), RETENTION, runonce._clock.now)
+    copies: list[Copy] = []
+
+    def client(job: Callable[[Any], Any], failing: bool = False, **options: Any) -> flask.testing.FlaskClient:
+        kind = _UnforwardingConnection if failing else MemoryEventConnection
+        monkeypatch.setattr(
+            event_adapter, "EventConnection", lambda overrides, client: kind(store, overrides, copies)
+        )
+        topic = "projects/runonce-local/topics/example-orders-dead-letter"
+        handler = runonce.deduplicated_event(
+            collection="events", client=None, dead_letter_topic=topic, lease=60, **options
+        )(job)
+        return _flask(handler)
+
+    def post(app: flask.testing.FlaskClient, body: dict) -> Callable[[], Any]:
+        return lambda: app.post("/", data=json.dumps(body), content_type="application/json")
+
+    def refuse(event):
+        raise PermanentError("order 7 has no customer")
+
+    def message(number: int, age: float = 1.0) -> dict:
+        return envelope(message_id=str(number), publish_time=runonce._clock.now() - timedelta(seconds=age))
+
+    done = client(lambda event: {"seen": event.id})
+    yield _answered("event completed", "event", post(done, message(1)))
+    yield _answered("event duplicate", "event", post(done, message(1)))
+    yield _answered("event failed", "event", post(client(refuse), message(2)))
+    old = message(3, age=700)
+    yield _answered("event too old", "event", post(client(lambda event: 1, max_event_age=600), old))
+    unforwarded = client(refuse, failing=True)
+    yield _answered("event dead letter failed", "event", post(unforwarded, message(4)))
+
+
+def _missed_run(clock: ManualClock) -> Delivery:
+    job = WatchedJob(
+        job="report",
+        scheduler_job=naming.scheduler_job_name("example", "report"),
+        schedule="0 3 * * *",
+        time_zone="UTC",
+        grace=timedelta(minutes=30),
+        lookback=timedelta(days=1),
+        since=SCHEDULED - timedelta(days=30),
+    )
+    watch = Watch(team="example", project="runonce-example", location="europe-west1", jobs=(job,))
+    missed = Missed(job, SCHEDULED, "0" * 64, MissedRun.NEVER_DELIVERED)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert report(watch, missed, MemoryStore(LEASE, RETENTION, clock))
+    return Delivery("watchdog missed run", "watchdog", "", _lines(out.getvalue()))
+
+
+@pytest.fixture(scope="module")
+def deliveries() -> list[Delivery]:
+    """Every delivery, with the lines the library wrote for it (run once for the module)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        made = list(_deliveries(monkeypatch))
+    expected = {outcome.label for outcome in Outcome} - {"error"}
+    assert {delivery.outcome for delivery in made} >= expected, "an outcome has no delivery here"
+    return made
+
+
+# ---------------------------------------------------------------------------------------------
+# Log entries and time series as the APIs return them.
+
+
+def stored(line: Mapping[str, Any], service: str, project: str, region: str) -> dict[str, Any]:
+    """A JSON line a Cloud Run function wrote to stdout, as Cloud Logging stores it: under the
+    `cloud_run_revision` resource with its five labels (Cloud Monitoring's resource list,
+    `cloud_run_revision`: project_id, service_name, revision_name, location, configuration_name),
+    its special fields lifted into the entry, the rest as `jsonPayload`."""
+    entry: dict[str, Any] = {
+        "logName": f"projects/{project}/logs/run.googleapis.com%2Fstdout",
+        "resource": {
+            "type": RUN_REVISION,
+            "labels": {
+                "project_id": project,
+                "service_name": service,
+                "revision_name": f"{service}-00001-abc",
+                "location": region,
+                "configuration_name": service,
+            },
+        },
+        "severity": line.get("severity", "DEFAULT"),
+        "jsonPayload": {key: value for key, value in line.items() if key not in SPECIAL_FIELDS},
+    }
+    if "logging.googleapis.com/trace" in line:
+        entry["trace"] = line["logging.googleapis.com/trace"]
+    return entry
+
+
+def extracted(entry: Mapping[str, Any], extractors: Mapping[str, str]) -> dict[str, str]:
+    """A log-based metric's labels for an entry: `EXTRACT(jsonPayload.FIELD)` of each."""
+    labels = {}
+    for key, expression in extractors.items():
+        match = re.fullmatch(r"EXTRACT\(jsonPayload\.([A-Za-z0-9_]+)\)", expression)
+        assert match, f"label extractor {expression!r} is not read here"
+        value = entry["jsonPayload"].get(match.group(1))
+        if value is not None:
+            labels[key] = str(value)
+    return labels
+
+
+# ---------------------------------------------------------------------------------------------
+# The filters, as Google receives them at apply time.
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One stack's filters evaluated as at apply time, and what the oracle needs beside them."""
+
+    synth: Synthesized
+    metrics: dict[str, dict[str, Any]]
+    """Each log-based metric by name: its filter evaluated, its label extractors."""
+    log_matches: dict[str, str]
+    """Each log-match condition's filter, by policy title."""
+    thresholds: dict[str, str]
+    """Each threshold condition's filter, by condition name."""
+    dashboard: dict[str, Any]
+    """The dashboard's JSON, evaluated and parsed."""
+
+    @property
+    def services(self) -> dict[str, str]:
+        """The short name of each function's service (the function's name), by function name."""
+        return {
+            config["name"]: config["name"]
+            for config in self.synth.resources("google_cloudfunctions2_function").values()
+        }
+
+    @property
+    def project(self) -> str:
+        return self.synth.team.project
+
+    @property
+    def region(self) -> str:
+        return self.synth.team.region
+
+
+def api_value(document: Mapping[str, Any], match: re.Match[str]) -> str:
+    """The value the API returns for one reference, as an HCL string literal."""
+    kind, name, attribute = match.groups()
+    make = API_VALUES.get((kind, attribute))
+    assert make is not None, (
+        f"a filter uses {kind}.{attribute}, whose value at apply time is not documented in "
+        f"API_VALUES: add it with its source"
+    )
+    return json.dumps(make(document["resource"][kind][name]))
+
+
+def evaluate(document: Mapping[str, Any], templates: Mapping[str, str]) -> dict[str, str]:
+    """The templates (strings of the synthesized JSON, with `${...}`) as Terraform evaluates them,
+    references replaced by the APIs' values, by one offline `terraform console`."""
+    terraform = shutil.which("terraform")
+    if terraform is None:
+        pytest.fail("terraform is not on PATH: the oracle evaluates the filters with terraform console")
+    used = {name for text in templates.values() for name in LOCAL.findall(text)}
+    locals_ = {
+        name: REFERENCE.sub(lambda m: api_value(document, m), document["locals"][name]) for name in used
+    }
+    for name, value in locals_.items():
+        assert "${local." not in value, f"local {name} refers to another local: not read here"
+    templates = {
+        key: REFERENCE.sub(lambda m: api_value(document, m), text) for key, text in templates.items()
+    }
+    workdir = Path(document["__workdir"])
+    (workdir / "main.tf.json").write_text(
+        json.dumps({"locals": {**locals_, "oracle_templates": dict(templates)}})
+    )
+    result = subprocess.run(
+        [terraform, "console"],
+        input="jsonencode(local.oracle_templates)\n",
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        env={"CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1", "PATH": "/usr/bin:/bin"},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    (printed,) = [line for line in result.stdout.splitlines() if line.strip()]
+    return json.loads(json.loads(printed))
+
+
+def applied(synth: Synthesized, workdir: Path) -> Applied:
+    document = {**synth.document, "__workdir": str(workdir)}
+    templates: dict[str, str] = {}
+    extractors = {}
+    for config in synth.resources("google_logging_metric").values():
+        templates[f"metric {config['name']}"] = config["filter"]
+        extractors[config["name"]] = config.get("label_extractors", {})
+    for config in synth.resources("google_monitoring_alert_policy").values():
+        for condition in config["conditions"]:
+            if "condition_matched_log" in condition:
+                templates[f"log {config['display_name']}"] = condition["condition_matched_log"]["filter"]
+            if "condition_threshold" in condition:
+                templates[f"threshold {condition['display_name']}"] = condition["condition_threshold"][
+                    "filter"
+                ]
+    (dashboard,) = synth.resources("google_monitoring_dashboard").values()
+    templates["dashboard"] = dashboard["dashboard_json"]
+    values = evaluate(document, templates)
+    prefix = f"runonce {synth.team.name}: "
+    return Applied(
+        synth,
+        {
+            name: {"filter": values[f"metric {name}"], "label_extractors": extractors[name]}
+            for name in extractors
+        },
+        {
+            key.removeprefix("log ").removeprefix(prefix): text
+            for key, text in values.items()
+            if key.startswith("log ")
+        },
+        {
+            key.removeprefix("threshold "): text
+            for key, text in values.items()
+            if key.startswith("threshold ")
+        },
+        json.loads(values["dashboard"]),
+    )
+
+
+@pytest.fixture(scope="module", params=["example", "payments"])
+def stack(request, tmp_path_factory) -> Applied:
+    """A team's stack with its filters evaluated as at apply time."""
+    return applied(
+        request.getfixturevalue(request.param), tmp_path_factory.mktemp(f"console-{request.param}")
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# What each filter must match.
+
+OTHER_SERVICE = "another-team-report"
+"""A function of another team in the same project: its lines match none of this team's filters."""
+
+
+def entries(stack: Applied, deliveries: list[Delivery]) -> list[tuple[Delivery, str, dict[str, Any]]]:
+    """Every line of every delivery, as written by each of the team's functions and by another
+    team's (the watchdog's by the team's watchdog function only)."""
+    services = [*stack.services.values(), OTHER_SERVICE]
+    return [
+        (delivery, service, stored(line, service, stack.project, stack.region))
+        for delivery in deliveries
+        for service in services
+        for line in delivery.lines
+    ]
+
+
+def answers(stack: Applied, deliveries: list[Delivery]) -> list[tuple[Delivery, str, dict[str, Any]]]:
+    """The entries the answers metric counts, by the oracle."""
+    metric = stack.metrics[f"runonce-{stack.synth.team.name}-answers"]
+    return [found for found in entries(stack, deliveries) if matches(metric["filter"], found[2])]
+
+
+def test_every_filter_reads_as_the_logging_or_monitoring_language(stack):
+    for metric in stack.metrics.values():
+        matches(metric["filter"], {})
+    for text in [*stack.log_matches.values()]:
+        matches(text, {})
+    for text in stack.thresholds.values():
+        matches(text, {}, "monitoring")
+
+
+def test_the_answers_metric_counts_each_delivery_of_the_teams_functions_once_with_its_outcome(
+    stack, deliveries
+):
+    counted = answers(stack, deliveries)
+    for delivery in deliveries:
+        if delivery.kind == "watchdog":
+            assert not [entry for found, _, entry in counted if found is delivery]
+            continue
+        for service in stack.services.values():
+            lines = [entry for found, where, entry in counted if found is delivery and where == service]
+            assert len(lines) == 1, (delivery.name, service, len(lines))
+            if delivery.outcome != "dead_letter_failed":  # see the next test
+                assert lines[0]["jsonPayload"]["outcome"] == delivery.outcome, delivery.name
+    assert not [entry for _, where, entry in counted if where == OTHER_SERVICE]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the library writes the answering line (latency_ms) of a failed event with outcome "
+    "failed before it forwards the copy; when forwarding fails the delivery is answered 500 "
+    "dead_letter_failed on a line without latency_ms (functions/runonce/events, outside the stacks)",
+)
+def test_a_failed_forwarding_is_counted_as_answered_dead_letter_failed(stack, deliveries):
+    (delivery,) = [found for found in deliveries if found.outcome == "dead_letter_failed"]
+    counted = [entry for found, where, entry in answers(stack, deliveries) if found is delivery]
+    assert {entry["jsonPayload"]["outcome"] for entry in counted} == {"dead_letter_failed"}
+
+
+def test_the_failed_run_alert_fires_once_on_runs_that_will_not_run_again_and_on_nothing_else(
+    stack, deliveries
+):
+    condition = stack.log_matches["a run failed permanently"]
+    for delivery in deliveries:
+        # A failed event whose copy could not be forwarded failed permanently all the same.
+        will_not_run = delivery.outcome in ("failed", "too_old", "dead_letter_failed")
+        for service in [*stack.services.values(), OTHER_SERVICE]:
+            fired = [
+                line
+                for line in delivery.lines
+                if matches(condition, stored(line, service, stack.project, stack.region))
+            ]
+            assert len(fired) == (1 if will_not_run and service != OTHER_SERVICE else 0), (
+                delivery.name,
+                service,
+            )
+
+
+def test_the_dead_letter_alert_and_metric_see_each_copy_and_each_failed_forwarding_of_the_event_functions(
+    stack, deliveries
+):
+    team = stack.synth.team
+    if not team.event_jobs:
+        assert "an event was dead-lettered" not in stack.log_matches
+        assert f"runonce-{team.name}-dead-letters" not in stack.metrics
+        return
+    event_services = {naming.function_name(team.name, job.name) for job in team.event_jobs}
+    condition = stack.log_matches["an event was dead-lettered"]
+    metric = stack.metrics[f"runonce-{team.name}-dead-letters"]
+    for delivery in deliveries:
+        for service in [*stack.services.values(), OTHER_SERVICE]:
+            found = [
+                entry
+                for line in delivery.lines
+                if matches(condition, entry := stored(line, service, stack.project, stack.region))
+            ]
+            counted = [
+                extracted(entry, metric["label_extractors"])
+                for line in delivery.lines
+                if matches(metric["filter"], entry := stored(line, service, stack.project, stack.region))
+            ]
+            ours = service in event_services
+            forwarded = delivery.kind == "event" and delivery.outcome in ("failed", "too_old")
+            unforwarded = delivery.kind == "event" and delivery.outcome == "dead_letter_failed"
+            assert bool(found) == (ours and (forwarded or unforwarded)), (delivery.name, service)
+            assert len(counted) == (1 if ours and forwarded else 0), (delivery.name, service)
+            for labels in counted:
+                assert labels["outcome"] == delivery.outcome, delivery.name
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an event job's lines carry no `job` field (functions/runonce/events binds run_key and "
+    "event_id only), so the metrics' and alerts' `job` label is empty for event jobs",
+)
+def test_an_event_jobs_lines_carry_the_job_label_the_metrics_extract(deliveries):
+    for delivery in deliveries:
+        if delivery.kind == "event":
+            assert all("job" in line for line in delivery.lines), delivery.name
+
+
+def test_the_missed_run_metric_and_alert_see_the_watchdogs_line_about_the_teams_jobs_only(stack, deliveries):
+    team = stack.synth.team
+    if not team.jobs:
+        return
+    (watchdog,) = [delivery for delivery in deliveries if delivery.kind == "watchdog"]
+    (line,) = watchdog.lines
+    assert line["logger"] == WATCHDOG_LOGGER
+    ours = {**line, "scheduler_job": naming.scheduler_job_name(team.name, team.jobs[0].name)}
+    theirs = {**line, "scheduler_job": "another-team-report"}
+    metric = stack.metrics[f"runonce-{team.name}-missed-runs"]["filter"]
+    condition = stack.log_matches["a scheduled run was missed"]
+    entry = stored(ours, naming.function_name(team.name, "watchdog"), stack.project, stack.region)
+    other = stored(theirs, naming.function_name(team.name, "watchdog"), stack.project, stack.region)
+    assert matches(metric, entry) and matches(condition, entry)
+    assert not matches(metric, other) and not matches(condition, other)
+    for delivery, _, found in entries(stack, deliveries):
+        if delivery.kind != "watchdog":
+            assert not matches(metric, found) and not matches(condition, found), delivery.name
+
+
+def series(stack: Applied, deliveries: list[Delivery]) -> list[tuple[Delivery, dict[str, Any]]]:
+    """The answers metric's time series points, one per counted entry: the metric's type, the
+    labels extracted from the entry, and the entry's monitored resource."""
+    name = f"runonce-{stack.synth.team.name}-answers"
+    extractors = stack.metrics[name]["label_extractors"]
+    return [
+        (
+            delivery,
+            {
+                "metric": {"type": f"{LOG_METRIC_PREFIX}{name}", "labels": extracted(entry, extractors)},
+                "resource": entry["resource"],
+            },
+        )
+        for delivery, _, entry in answers(stack, deliveries)
+    ]
+
+
+def test_the_sustained_alert_counts_misconfigured_and_store_unavailable_answers_only(stack, deliveries):
+    points = series(stack, deliveries)
+    for outcome in ("misconfigured", "store_unavailable"):
+        condition = stack.thresholds[
+            f"{outcome} answers for {stack.synth.team.alert_thresholds.sustained_seconds // 60} min"
+        ]
+        seen = {delivery.outcome for delivery, point in points if matches(condition, point, "monitoring")}
+        assert seen == {outcome}
+
+
+CHARTS: dict[str, Callable[[str], bool]] = {
+    "Runs per job by outcome": lambda outcome: True,
+    "Duplicates skipped (duplicate)": lambda outcome: outcome == "duplicate",
+    "Held by another attempt (409 in_progress)": lambda outcome: outcome == "in_progress",
+    # dead_letter_failed is left out: its answer is counted as failed (the xfail test above).
+    "Answers that ask for a retry (5xx)": lambda outcome: (
+        outcome != "dead_letter_failed" and next(o for o in Outcome if o.label == outcome).status >= 500
+    ),
+    # A failed event whose copy could not be forwarded failed permanently all the same.
+    "Permanent failures (failed)": lambda outcome: outcome in ("failed", "dead_letter_failed"),
+}
+"""The answers each chart on the answers metric shows, by title."""
+
+
+def chart_filters(stack: Applied) -> dict[str, list[str]]:
+    return {
+        tile["widget"]["title"]: [
+            data["timeSeriesQuery"]["timeSeriesFilter"]["filter"]
+            for data in tile["widget"]["xyChart"]["dataSets"]
+        ]
+        for tile in stack.dashboard["mosaicLayout"]["tiles"]
+    }
+
+
+def test_each_chart_of_the_answers_metric_shows_the_answers_it_is_named_for(stack, deliveries):
+    charts = chart_filters(stack)
+    points = series(stack, deliveries)
+    for title, shows in CHARTS.items():
+        seen = {
+            delivery.outcome
+            for delivery, point in points
+            if any(matches(f, point, "monitoring") for f in charts[title])
+        }
+        assert seen == {delivery.outcome for delivery, _ in points if shows(delivery.outcome)}, title
+
+
+def test_the_latency_chart_shows_each_function_of_the_team_and_no_other(stack):
+    (filters,) = [
+        found for title, found in chart_filters(stack).items() if title.startswith("Function latency")
+    ]
+
+    def latency(service: str) -> dict[str, Any]:
+        labels = stored({}, service, stack.project, stack.region)["resource"]
+        return {"metric": {"type": "run.googleapis.com/request_latencies"}, "resource": labels}
+
+    for service in stack.services.values():
+        assert sum(matches(f, latency(service), "monitoring") for f in filters) == 1, service
+    assert not any(matches(f, latency(OTHER_SERVICE), "monitoring") for f in filters)
+
+
+def test_the_dead_letter_backlog_charts_and_alerts_watch_the_stacks_own_subscriptions(stack):
+    subscriptions = [
+        config["name"] for config in stack.synth.resources("google_pubsub_subscription").values()
+    ]
+    watched = [
+        *chart_filters(stack).get("Dead-letter backlog", []),
+        *[t for n, t in stack.thresholds.items() if "dead" in n or "unacknowledged" in n],
+    ]
+    for text in watched:
+        hits = [
+            name
+            for name in subscriptions
+            for metric in ("num_undelivered_messages", "oldest_unacked_message_age")
+            if matches(
+                text,
+                {
+                    "metric": {"type": f"pubsub.googleapis.com/subscription/{metric}"},
+                    "resource": {
+                        "type": "pubsub_subscription",
+                        "labels": {"project_id": stack.project, "subscription_id": name},
+                    },
+                },
+                "monitoring",
+            )
+        ]
+        assert len(hits) == 1, (text, hits)
+
+
+def test_the_dashboard_waits_for_every_log_based_metric_it_charts(stack):
+    ((name, dashboard),) = stack.synth.resources("google_monitoring_dashboard").items()
+    charted = {
+        match.group(1)
+        for filters in chart_filters(stack).values()
+        for text in filters
+        if (match := re.search(rf'metric.type="{re.escape(LOG_METRIC_PREFIX)}([^"]+)"', text))
+    }
+    metrics = {config["name"]: key for key, config in stack.synth.resources("google_logging_metric").items()}
+    assert charted and charted <= set(metrics), name
+    assert {f"google_logging_metric.{metrics[metric]}" for metric in charted} <= set(dashboard["depends_on"])
