@@ -433,8 +433,10 @@ class Monitoring(Construct):
                 f"(`missed_run`: never_delivered, still_held or retried_out). Its log line carries "
                 f"the exact command.\n\n"
                 f"1. Read the run: `runonce show --team {team} --job JOB --time SCHEDULE_TIME`.\n"
-                f"2. still_held by a dead attempt: `runonce release KEY --team {team} --force`; "
-                f"retried_out: `runonce rerun --team {team} --job JOB --time SCHEDULE_TIME`; "
+                f"2. still_held: an attempt may still be alive; wait until its lease ends "
+                f"(`lease_expires` in show: rerun and release are refused until then), then follow "
+                f"what show prints; retried_out: `runonce rerun --team {team} --job JOB --time "
+                f"SCHEDULE_TIME`; "
                 f"never_delivered: no record to re-run; look at the Scheduler job, and if the work is "
                 f"still wanted run the `gcloud scheduler jobs run` command `show` prints (a forced run).",
             )

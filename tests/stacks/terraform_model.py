@@ -31,6 +31,10 @@ from typing import Any
 TERRAFORM = shutil.which("terraform")
 REFERENCE = re.compile(r"\$\{(google_[a-z0-9_]+|time_sleep|time_static)\.([A-Za-z0-9_-]+)(\.[^}]*)?\}")
 DATA = re.compile(r"\$\{data\.[^}]*\}")
+# A reference inside an expression (a local's `${element(split("/", google_x.y.attr[0].z), 0)}`).
+INNER_REFERENCE = re.compile(
+    r"\b(google_[a-z0-9_]+|time_sleep|time_static)\.([A-Za-z0-9_-]+)((?:\.[A-Za-z0-9_]+|\[\d+\])*)"
+)
 # Arguments the provider cannot change in place (ForceNew), per type; any other type: `name`.
 # Every argument of an IAM member resource forces a replacement.
 REPLACE: dict[str, set[str]] = {
@@ -82,7 +86,13 @@ def model(document: Mapping[str, Any]) -> dict[str, Any]:
             if lifecycle:
                 body["lifecycle"] = lifecycle
             resources[f"{kind}__{name}"] = body
-    return {"resource": {"terraform_data": resources}}
+    modelled_stack: dict[str, Any] = {"resource": {"terraform_data": resources}}
+    if document.get("locals"):  # a local between two resources carries the dependency: keep it
+        modelled_stack["locals"] = {
+            name: INNER_REFERENCE.sub(lambda found: f"{modelled(found.group(1), found.group(2))}.id", value)
+            for name, value in document["locals"].items()
+        }
+    return modelled_stack
 
 
 @dataclass
