@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy.grants import is_build_trigger_grant, is_eventarc_agent_grant
+from policy.grants import is_build_trigger_grant, is_service_agent_grant
 from policy.synthesized import Resource, Stack
 
 SKIPPED = {
@@ -42,8 +42,12 @@ ACCEPTED: dict[str, tuple[str, Callable[[Resource, Stack], bool]]] = {
         "that agent alone (the google_project_service_identity of eventarc.googleapis.com) at "
         "project level, the only level it has: Google grants it there by default when the first "
         "Eventarc resource is created, and a trigger is refused until it is in effect "
-        "(policy.grants.is_eventarc_agent_grant, docs/stacks.md).",
-        lambda grant, stack: is_build_trigger_grant(grant, stack) or is_eventarc_agent_grant(grant, stack),
+        "(policy.grants.is_service_agent_grant, docs/stacks.md). "
+        "And, the same way, on the Pub/Sub service agent's own role, roles/pubsub.serviceAgent, "
+        "granted to that agent alone (the google_project_service_identity of pubsub.googleapis.com): "
+        "an agent created on request gets no role by itself (IAM, 'Create and grant roles to "
+        "service agents').",
+        lambda grant, stack: is_build_trigger_grant(grant, stack) or is_service_agent_grant(grant, stack),
     ),
 }
 """Check id -> (why, which resources): failed checks accepted on those resources only, unlike

@@ -1,8 +1,9 @@
 """The grants the stacks make at project level on purpose, recognized by their exact shape.
 
 Several rules (and the checkov runner) accept a project-level grant only where nothing narrower
-exists, and only for its one principal: a proxy's target role, the Eventarc service agent's own
-role, an Eventarc trigger account's invoker role. Each is recognized here, once.
+exists, and only for its one principal: a proxy's target role, the Eventarc and Pub/Sub service
+agents' own roles, an Eventarc trigger account's
+invoker role. Each is recognized here, once.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ SERVICE_IAM_TARGETS = {
 }
 EVENTARC_API = "eventarc.googleapis.com"
 EVENTARC_AGENT_ROLE = "roles/eventarc.serviceAgent"
+AGENT_ROLES = {EVENTARC_API: EVENTARC_AGENT_ROLE, "pubsub.googleapis.com": "roles/pubsub.serviceAgent"}
+"""Each service agent's own role, as Google grants it on the project when it creates the agent."""
 SERVICE_IDENTITY_MEMBER = re.compile(r"^\$\{google_project_service_identity\.([^.}]+)\.member\}$")
 FUNCTION = "google_cloudfunctions2_function"
 TRIGGER_ACCOUNT = ("event_trigger", "service_account_email")
@@ -36,19 +39,26 @@ RUNTIME_ACCOUNT = ("service_config", "service_account_email")
 
 
 def is_eventarc_agent_grant(grant: Resource, stack: Stack) -> bool:
-    """roles/eventarc.serviceAgent at project level (the only level it has) for the Eventarc
-    service agent, as this stack's `google_project_service_identity` of Eventarc names it. The
-    checkov runner accepts CKV_GCP_49 on this grant too."""
+    """roles/eventarc.serviceAgent at project level for the Eventarc service agent
+    (`is_service_agent_grant` of Eventarc)."""
+    return is_service_agent_grant(grant, stack, EVENTARC_API)
+
+
+def is_service_agent_grant(grant: Resource, stack: Stack, api: str = "") -> bool:
+    """A service agent's own role (`AGENT_ROLES`) at project level (the only level it has) for
+    that agent alone, as this stack's `google_project_service_identity` of its API names it (of
+    `api` only, when given). The checkov runner accepts CKV_GCP_49 on these grants too."""
     identities = stack.configs("google_project_service_identity")
     members = grant.members
     return (
         grant.type == "google_project_iam_member"
-        and grant.role == EVENTARC_AGENT_ROLE
         and "condition" not in grant.config
         and bool(members)
         and all(
             (named := SERVICE_IDENTITY_MEMBER.match(member)) is not None
-            and identities.get(named.group(1), {}).get("service") == EVENTARC_API
+            and (service := identities.get(named.group(1), {}).get("service")) in AGENT_ROLES
+            and AGENT_ROLES[service] == grant.role
+            and (not api or service == api)
             for member in members
         )
     )

@@ -115,11 +115,6 @@ def topic_path(project: str, topic: str) -> str:
     return f"projects/{project}/topics/{topic}"
 
 
-def pubsub_service_agent(project_number: str) -> str:
-    """The project's Pub/Sub service agent, which forwards dead letters."""
-    return f"service-{project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
-
-
 WATCHDOG = "watchdog"
 """The team's watchdog takes a job's place in the names: function and Scheduler job
 `<team>-watchdog`, runtime account `<team>-watchdog-run` (so no job of a watched team may be

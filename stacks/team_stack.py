@@ -32,7 +32,6 @@ from stacks.constructs.event_job import (
     event_environment,
     grant_push_token_creator,
 )
-from stacks.constructs.eventarc_agent import declare_beta_provider, eventarc_agent
 from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.constructs.legacy_accounts import keep_job_accounts
 from stacks.constructs.monitoring import Monitoring, MonitoringProps
@@ -45,6 +44,7 @@ from stacks.constructs.provider import (
 )
 from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
 from stacks.constructs.scheduled_job import ScheduledJob, ScheduledJobProps
+from stacks.constructs.service_agents import declare_beta_provider, eventarc_agent, pubsub_agent
 from stacks.constructs.target_access import grant_target, target_apis
 from stacks.constructs.team_identity import TeamIdentity, TeamIdentityProps
 from stacks.constructs.watchdog import Watchdog, WatchdogProps
@@ -161,6 +161,11 @@ class TeamStack(TerraformStack):
         )
         """The `google_storage_project_service_account` data source, for teams with a bucket trigger."""
         storage_agent_member = self.storage_agent.member if self.storage_agent is not None else ""
+        self.pubsub_agent = pubsub_agent(self, team.project, self.apis) if team.event_jobs else None
+        """The Pub/Sub service agent and its role, for teams with event jobs: every grant to the
+        agent names its `member` (`stacks.constructs.service_agents`)."""
+        pubsub_agent_member = self.pubsub_agent[0].get_string_attribute("member") if self.pubsub_agent else ""
+        pubsub_agent_role = [self.pubsub_agent[1]] if self.pubsub_agent else []
         # Every account and grant first, then one wait after all grants, then the functions: a
         # build started before its grants settle cannot fetch its source.
         identities = {
@@ -203,7 +208,7 @@ class TeamStack(TerraformStack):
                     job=job,
                     runtime_email=identities[job.name].runtime_email,
                     invoker_email=self.identity.invoker_email,
-                    project_number=project_number,
+                    pubsub_agent=pubsub_agent_member,
                     project_data=self.project.fqn,
                     storage_agent_member=storage_agent_member,
                     apis=self.apis,
@@ -245,6 +250,7 @@ class TeamStack(TerraformStack):
                 *(identity.ledger_grant for identity in identities.values()),
                 *(grant for grants in self.target_grants.values() for grant in grants),
                 *(grant for events in self.events.values() for grant in events.grants),
+                *pubsub_agent_role,
             ],
         )
         """The `time_sleep` after every grant of the build account and of every runtime account;
@@ -252,8 +258,8 @@ class TeamStack(TerraformStack):
         eventarc_jobs = [events for events in self.events.values() if events.trigger_invoker is not None]
         self.eventarc_agent = eventarc_agent(self, team.project, self.apis) if eventarc_jobs else None
         """The Eventarc service agent and its role, for teams with an Eventarc job
-        (`stacks.constructs.eventarc_agent`)."""
-        if self.eventarc_agent is not None:
+        (`stacks.constructs.service_agents`)."""
+        if self.pubsub_agent is not None:
             declare_beta_provider(self, team.project, team.region)
         self.trigger_settled = (
             Sleep(
@@ -343,7 +349,7 @@ class TeamStack(TerraformStack):
             {name: self.events[name].grant_invoker(self.functions[name]) for name in pushes}
         )
         self.push_token_creator = (
-            grant_push_token_creator(self, self.identity.invoker_account, project_number, self.apis)
+            grant_push_token_creator(self, self.identity.invoker_account, pubsub_agent_member, self.apis)
             if pushes and self.identity.invoker_account is not None
             else None
         )
@@ -355,9 +361,10 @@ class TeamStack(TerraformStack):
             "invoker-settled",
             create_duration=defaults.INVOKER_SETTLE,
             triggers={"functions": ",".join(sorted(invoker_grants))},
-            depends_on=[*invoker_grants.values(), *token_grants],
+            depends_on=[*invoker_grants.values(), *token_grants, *pubsub_agent_role],
         )
-        """The `time_sleep` after every invoker grant (and the push token creator grant): a
+        """The `time_sleep` after every invoker grant (and the push token creator grant and the
+        Pub/Sub agent's role, which signs the push tokens): a
         Scheduler job or push subscription is created, or repointed to another function or
         invoker, only once the grants it needs have had time to settle."""
         for shared in self.shared_functions:

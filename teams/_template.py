@@ -20,7 +20,7 @@ team = Team(
     region="europe-west1",  # set: region of the functions and Scheduler jobs
     labels={"owner": "my-team"},
     alert_emails=["my-team-oncall@example.com"],  # set: who gets the alerts (docs/monitoring.md);
-    # or notification_channels=["projects/P/notificationChannels/ID"], or alerts=False on purpose
+    # or notification_channels=["<an existing channel's display name>"], or alerts=False on purpose
     jobs=[
         Job(
             name="nightly-export",  # set: lowercase, hyphens; unique within the team

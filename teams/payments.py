@@ -7,8 +7,10 @@ team = Team(
     project="runonce-payments",
     region="us-central1",
     labels={"owner": "payments", "cost-center": "finance"},
-    # The payments team's existing on-call channel, and an e-mail channel the stack creates.
-    notification_channels=["projects/runonce-payments/notificationChannels/4017293846123456789"],
+    # The payments team's existing on-call channel, by its display name, and an e-mail channel the
+    # stack creates. The plan reads the existing one and stops unless exactly one channel of the
+    # project has that name: create it first (docs/monitoring.md, "Notification channels").
+    notification_channels=["Payments on-call"],
     alert_emails=["payments-oncall@example.com"],
     point_in_time_recovery=True,
     jobs=[

@@ -10,7 +10,7 @@ from policy.grants import (
     ONE_DATABASE_CONDITION,
     SERVICE_IAM_TARGETS,
     TARGET_PATH,
-    is_eventarc_agent_grant,
+    is_service_agent_grant,
     is_target_grant,
     is_trigger_invoker_grant,
     proxy_targets,
@@ -132,7 +132,7 @@ def role_scoped_to_one_resource(resource: Resource, stack: Stack) -> Verdict:
         return Verdict.COMPLIANT
     if is_target_grant(resource, stack):  # the narrowest level the target's API offers (RO-IAM-8)
         return Verdict.COMPLIANT
-    if _is_storage_trigger_grant(resource, stack) or is_eventarc_agent_grant(resource, stack):
+    if _is_storage_trigger_grant(resource, stack) or is_service_agent_grant(resource, stack):
         return Verdict.COMPLIANT
     if is_trigger_invoker_grant(resource, stack):  # before its function exists (RO-IAM-7, RO-DEP-2)
         return Verdict.COMPLIANT

@@ -7,11 +7,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from policy.grants import SERVICE_IDENTITY_MEMBER, is_service_agent_grant
 from policy.synthesized import Resource, Stack, account_named, block, first_at, values_at
 from policy.verdict import Verdict
 from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE
 
 MIN_DELIVERY_ATTEMPTS, MAX_DELIVERY_ATTEMPTS = 5, 100
+PUBSUB_API = "pubsub.googleapis.com"
 PUBSUB_AGENT = re.compile(r"^serviceAccount:service-[^@]+@gcp-sa-pubsub\.iam\.gserviceaccount\.com$")
 TOPIC_REFERENCE = re.compile(r"^\$\{google_pubsub_topic\.([^.}]+)\.(id|name)\}$")
 SUBSCRIPTION_REFERENCE = re.compile(r"^\$\{google_pubsub_subscription\.([^.}]+)\.(id|name)\}$")
@@ -19,6 +21,18 @@ PUBSUB_GRANT_TYPES = {"google_pubsub_topic_iam_member", "google_pubsub_subscript
 TOKEN_CREATOR = "roles/iam.serviceAccountTokenCreator"
 ACCOUNT_NAME = re.compile(r"^\$\{google_service_account\.([^.}]+)\.name\}$")
 RUNTIME_ACCOUNT = ("service_config", "service_account_email")
+
+
+def is_pubsub_agent(member: str, stack: Stack) -> bool:
+    """Whether an IAM member is the Pub/Sub service agent: its email, or the `member` of this
+    stack's `google_project_service_identity` of Pub/Sub (how the stacks name it)."""
+    named = SERVICE_IDENTITY_MEMBER.match(member)
+    if named is not None:
+        return (
+            stack.configs("google_project_service_identity").get(named.group(1), {}).get("service")
+            == PUBSUB_API
+        )
+    return PUBSUB_AGENT.match(member) is not None
 
 
 def push_config(resource: Resource) -> Mapping[str, Any] | None:
@@ -106,7 +120,7 @@ def _agent_token_grants(stack: Stack, account: str) -> set[str]:
         if grant.role == TOKEN_CREATOR
         and (found := ACCOUNT_NAME.match(str(grant.config.get("service_account_id", "")))) is not None
         and found.group(1) == account
-        and all(PUBSUB_AGENT.match(member) for member in grant.members)
+        and all(is_pubsub_agent(member, stack) for member in grant.members)
     }
 
 
@@ -119,7 +133,7 @@ def _dead_lettering_granted(subscription: Resource, stack: Stack) -> bool:
     agent = [
         grant
         for grant in stack.of_type(*PUBSUB_GRANT_TYPES)
-        if any(PUBSUB_AGENT.match(member) for member in grant.members)
+        if any(is_pubsub_agent(member, stack) for member in grant.members)
     ]
     publishes = any(
         grant.type == "google_pubsub_topic_iam_member"
@@ -142,8 +156,9 @@ def pubsub_agent_forwards_dead_letters(resource: Resource, stack: Stack) -> Verd
     subscription that dead-letters into it (dead-lettering needs both); token creator on each
     account a push subscription or an Eventarc trigger signs its OIDC tokens as, on that account
     (a project created on or before April 8, 2021 needs it to sign), and the subscription or the
-    triggered function depends on that grant; and nothing else (no project-level token creator
-    either)."""
+    triggered function depends on that grant; and nothing else but its own role
+    (roles/pubsub.serviceAgent, which an agent created on request lacks), no project-level token
+    creator either."""
     if resource.type == "google_cloudfunctions2_function":
         signer = _trigger_signer(resource.config)
         if not signer:
@@ -160,8 +175,10 @@ def pubsub_agent_forwards_dead_letters(resource: Resource, stack: Stack) -> Verd
         if signer and not _agent_token_grants(stack, signer) & stack.depends_on_closure(resource):
             return Verdict.NON_COMPLIANT
         return Verdict.COMPLIANT
-    if not resource.is_iam or not any(PUBSUB_AGENT.match(member) for member in resource.members):
+    if not resource.is_iam or not any(is_pubsub_agent(member, stack) for member in resource.members):
         return Verdict.NOT_APPLICABLE
+    if is_service_agent_grant(resource, stack, PUBSUB_API):  # its own role, as Google grants it
+        return Verdict.COMPLIANT
     if resource.type == "google_service_account_iam_member":
         needed = any(resource.address in _agent_token_grants(stack, signer) for signer in _signers(stack))
     else:

@@ -354,8 +354,10 @@ class Team:
     on purpose, creates no alert policy and no channel. The log-based metrics and the dashboard
     are created either way."""
     notification_channels: list[str] = field(default_factory=list)
-    """Existing Cloud Monitoring notification channels every alert of the team notifies, by full
-    name: `projects/PROJECT/notificationChannels/ID` (`gcloud beta monitoring channels list`)."""
+    """Existing Cloud Monitoring notification channels of the team's project every alert of the
+    team notifies, by display name (`displayName` in `gcloud beta monitoring channels list`). The
+    stack reads each with the `google_monitoring_notification_channel` data source, so a plan
+    fails, before anything is created, unless exactly one channel has that name."""
     alert_emails: list[str] = field(default_factory=list)
     """E-mail addresses every alert of the team notifies: the stack creates one e-mail
     notification channel for each."""

@@ -48,7 +48,7 @@ def event_environment(team: Team, job: EventJob) -> dict[str, str]:
 
 
 def grant_push_token_creator(
-    scope: Construct, invoker: ServiceAccount, project_number: str, apis: RequiredApis
+    scope: Construct, invoker: ServiceAccount, pubsub_agent: str, apis: RequiredApis
 ) -> ServiceAccountIamMember:
     """roles/iam.serviceAccountTokenCreator for the Pub/Sub service agent on the team's invoker
     account only, the account every push subscription of the team signs its OIDC tokens as.
@@ -60,19 +60,20 @@ def grant_push_token_creator(
     that account alone (IAM, "Roles for service account authentication": the principal needs the
     permissions "on the service account"), so the agent can sign as no other account of the
     project. One grant per team, in `time_sleep.invoker-settled` like the invoker grants."""
-    return _agent_token_creator(scope, "team-invoker-push-token-creator", invoker, project_number, apis)
+    return _agent_token_creator(scope, "team-invoker-push-token-creator", invoker, pubsub_agent, apis)
 
 
 def _agent_token_creator(
-    scope: Construct, id: str, account: ServiceAccount, project_number: str, apis: RequiredApis
+    scope: Construct, id: str, account: ServiceAccount, pubsub_agent: str, apis: RequiredApis
 ) -> ServiceAccountIamMember:
-    """roles/iam.serviceAccountTokenCreator for the Pub/Sub service agent on `account` only."""
+    """roles/iam.serviceAccountTokenCreator for the Pub/Sub service agent (`pubsub_agent`, its
+    member) on `account` only."""
     return ServiceAccountIamMember(
         scope,
         id,
         service_account_id=account.name,
         role=defaults.ROLE_TOKEN_CREATOR,
-        member=member(naming.pubsub_service_agent(project_number)),
+        member=pubsub_agent,
         depends_on=apis.of(defaults.API_IAM),
     )
 
@@ -93,8 +94,10 @@ class EventDeliveryProps:
     """The function's runtime account, which publishes runonce's dead letters."""
     invoker_email: str
     """The team's invoker account, which signs the push requests' OIDC tokens."""
-    project_number: str
-    """The project number (a Terraform reference), naming the Pub/Sub service agent."""
+    pubsub_agent: str
+    """The Pub/Sub service agent as an IAM principal: the `member` of the stack's
+    `google_project_service_identity` for Pub/Sub (`stacks.constructs.service_agents`), so every
+    grant to it follows the agent's creation."""
     project_data: str
     """The address of the stack's `google_project` data source (`data.google_project.X`), whose
     number a bucket trigger's bucket must have."""
@@ -127,7 +130,7 @@ class EventDelivery(Construct):
         self.props = props
         job = props.job
         pubsub = props.apis.of(defaults.API_PUBSUB)
-        self.service_agent = member(naming.pubsub_service_agent(props.project_number))
+        self.service_agent = props.pubsub_agent
         """The Pub/Sub service agent as an IAM principal."""
         self.topic: PubsubTopic | None = None
         """The topic the stack created, or None when the job names an existing one (or its
@@ -216,7 +219,7 @@ class EventDelivery(Construct):
         # sign them (Eventarc, "Roles and permissions for Cloud Run functions targets"). On this
         # account only, as for the push invoker; in `grants`, so the function waits for it.
         self.trigger_token_creator = _agent_token_creator(
-            self, "trigger-agent-token-creator", account, props.project_number, props.apis
+            self, "trigger-agent-token-creator", account, props.pubsub_agent, props.apis
         )
         self.grants.append(self.trigger_token_creator)
         if job.bucket:

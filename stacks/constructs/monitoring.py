@@ -25,6 +25,7 @@ from constructs import Construct
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.team import EVENTARC, AlertThresholds, Team
+from stacks.constructs import provider
 from stacks.constructs.provider import (
     LoggingMetric,
     LoggingMetricMetricDescriptor,
@@ -107,7 +108,7 @@ class MonitoringProps:
     alerts: bool = True
     """Create the alert policies (and the e-mail channels); False: metrics and dashboard only."""
     channels: Sequence[str] = ()
-    """Existing notification channels, by full name."""
+    """Existing notification channels of the project, by display name (read at plan)."""
     emails: Sequence[str] = ()
     """Addresses to create an e-mail channel for."""
     thresholds: AlertThresholds = field(default_factory=AlertThresholds)
@@ -185,11 +186,12 @@ def metric_filter(metric: str, resource: str = RUN_REVISION, **labels: str) -> s
     return " AND ".join(clauses)
 
 
-def channel_id(address: str) -> str:
-    """The construct id of an address's e-mail channel: the same for the same address wherever it
-    is listed (reordering the list changes no channel), distinct for distinct addresses."""
+def channel_id(address: str, kind: str = "email") -> str:
+    """The construct id of an address's e-mail channel (or of an existing channel's data source,
+    by display name): the same for the same value wherever it is listed (reordering the list
+    changes no channel), distinct for distinct values."""
     digest = hashlib.sha256(address.encode()).hexdigest()[:6]
-    return f"email-{re.sub(r'[^a-z0-9]+', '-', address.lower()).strip('-')}-{digest}"
+    return f"{kind}-{re.sub(r'[^a-z0-9]+', '-', address.lower()).strip('-')}-{digest}"
 
 
 def _threshold(filter_: str, name: str, duration: str, above: float, aligner: str, period: str) -> Any:
@@ -275,6 +277,9 @@ class Monitoring(Construct):
         """Every log-based metric of the team."""
         self.channels: list[MonitoringNotificationChannel] = []
         """The e-mail channels the stack creates."""
+        self.existing_channels: list[provider.DataGoogleMonitoringNotificationChannel] = []
+        """The `google_monitoring_notification_channel` data sources of the team's existing
+        channels, one per display name in `MonitoringProps.channels`."""
         self.policies: list[MonitoringAlertPolicy] = []
         """Every alert policy of the team."""
         self.metrics_settled: Sleep | None = None
@@ -331,7 +336,15 @@ class Monitoring(Construct):
             )
             for address in props.emails
         ]
-        notify = [*props.channels, *(channel.name for channel in self.channels)]
+        # Read at plan (no depends_on: a data source that depends on a resource with changes is
+        # read during the apply), so a channel that does not exist, or is not unique, stops the plan.
+        self.existing_channels = [
+            provider.DataGoogleMonitoringNotificationChannel(
+                self, channel_id(display_name, "channel"), project=props.project, display_name=display_name
+            )
+            for display_name in props.channels
+        ]
+        notify = [*(channel.name for channel in self.existing_channels), *(c.name for c in self.channels)]
         self.metrics_settled = Sleep(
             self,
             "metrics-settled",

@@ -8,7 +8,8 @@ then finds the submodules on disk and never runs the package `__init__`. If the 
 was already imported (a plain cdktf app in the same process), that package is used as is.
 The time provider's bindings (for `time_sleep` and `time_static`) are small, but are loaded the same way.
 
-The bindings only some teams' stacks use (a bucket trigger's, a Cloud Run job target's) are
+The bindings only some teams' stacks use (a bucket trigger's, a Cloud Run job target's, an
+existing notification channel's) are
 loaded when first named (`AT_FIRST_USE`): each submodule costs its import (tens of ms, or more
 where Python must compile it), and the constructs that need one reach it as `provider.<Class>`
 where they build it.
@@ -134,6 +135,7 @@ from cdktf_cdktf_provider_time.static_resource import StaticResource  # noqa: E4
 
 AT_FIRST_USE = {
     "CloudRunV2JobIamMember": f"{PACKAGE}.cloud_run_v2_job_iam_member",
+    "DataGoogleMonitoringNotificationChannel": f"{PACKAGE}.data_google_monitoring_notification_channel",
     "DataGoogleStorageBucket": f"{PACKAGE}.data_google_storage_bucket",
     "DataGoogleStorageProjectServiceAccount": f"{PACKAGE}.data_google_storage_project_service_account",
 }
@@ -141,6 +143,9 @@ AT_FIRST_USE = {
 
 if TYPE_CHECKING:
     from cdktf_cdktf_provider_google.cloud_run_v2_job_iam_member import CloudRunV2JobIamMember
+    from cdktf_cdktf_provider_google.data_google_monitoring_notification_channel import (
+        DataGoogleMonitoringNotificationChannel,
+    )
     from cdktf_cdktf_provider_google.data_google_storage_bucket import DataGoogleStorageBucket
     from cdktf_cdktf_provider_google.data_google_storage_project_service_account import (
         DataGoogleStorageProjectServiceAccount,
@@ -175,6 +180,7 @@ __all__ = [
     "Cloudfunctions2FunctionEventTrigger",
     "Cloudfunctions2FunctionEventTriggerEventFilters",
     "Cloudfunctions2FunctionServiceConfig",
+    "DataGoogleMonitoringNotificationChannel",
     "DataGoogleProject",
     "DataGoogleStorageBucket",
     "DataGoogleStorageProjectServiceAccount",

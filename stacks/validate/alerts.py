@@ -13,9 +13,15 @@ from stacks.config.problem import Problem
 from stacks.config.sharing import shared_functions
 from stacks.config.team import Team
 
-# The full name Cloud Monitoring gives a channel (the alert policy's `notification_channels`
-# entries: "projects/[PROJECT_ID]/notificationChannels/[CHANNEL_ID]", provider docs).
-CHANNEL_NAME = re.compile(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
+# The full name Cloud Monitoring gives a channel ("projects/[PROJECT_ID]/notificationChannels/
+# [CHANNEL_ID]", provider docs): the data source that reads a team's channels cannot look one up
+# by it (its filters are display_name, type and labels).
+CHANNEL_NAME = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")
+MAX_CHANNEL_DISPLAY_NAME = 512
+"""A channel's display name "is limited to 512 Unicode characters" (NotificationChannel reference)."""
+# The data source writes `display_name="<value>"` into the API's filter unescaped: a quote, a
+# backslash or a line break would break the filter.
+UNFILTERABLE = re.compile(r'["\\\n\r]')
 # One address, no display name or list: what the e-mail channel's `email_address` label takes.
 EMAIL = re.compile(r"^[^@\s,;<>\"]+@[^@\s,;<>\"]+\.[A-Za-z]{2,}$")
 MAX_LOG_FILTER = 20000
@@ -43,7 +49,7 @@ def alert_settings(team: Team) -> Iterator[Problem]:
             "alerts",
             "the team's alerts would notify no one: it names no notification channel and no e-mail",
             'set alert_emails=["oncall@example.com"] (the stack creates an e-mail channel for each) '
-            'or notification_channels=["projects/P/notificationChannels/ID"], or alerts=False to '
+            'or notification_channels=["<an existing channel\'s display name>"], or alerts=False to '
             "deploy without alerts on purpose",
         )
     if not team.alerts and (team.notification_channels or team.alert_emails):
@@ -53,12 +59,23 @@ def alert_settings(team: Team) -> Iterator[Problem]:
             "remove alerts=False to create the alerts, or remove the channels and e-mails",
         )
     for index, channel in enumerate(team.notification_channels):
-        if not CHANNEL_NAME.match(channel):
+        field = f"notification_channels[{index}]"
+        if CHANNEL_NAME.match(channel):
             yield problem(
-                f"notification_channels[{index}]",
-                f"{channel!r} is not a notification channel's full name",
-                "write projects/PROJECT/notificationChannels/ID, as `gcloud beta monitoring "
-                "channels list` prints it in `name`",
+                field,
+                f"{channel!r} is a channel's full name: the stack reads each channel by its display "
+                "name, so that a missing one fails the plan",
+                f"write its display name instead (`gcloud beta monitoring channels describe {channel} "
+                "--format='value(displayName)'`)",
+            )
+        elif not channel.strip() or len(channel) > MAX_CHANNEL_DISPLAY_NAME or UNFILTERABLE.search(channel):
+            yield problem(
+                field,
+                f"{channel!r} cannot name a channel: a display name has 1-{MAX_CHANNEL_DISPLAY_NAME} "
+                "characters, and the channel is looked up with it in a filter that cannot hold a "
+                "quote, a backslash or a line break",
+                "rename the channel without them (`gcloud beta monitoring channels update`) and "
+                "write its display name here",
             )
     for index, address in enumerate(team.alert_emails):
         if not EMAIL.match(address):

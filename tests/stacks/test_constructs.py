@@ -218,9 +218,10 @@ def test_functions_are_created_sixty_seconds_after_every_grant_of_the_build_and_
     assert iam_settled["triggers"] == {"functions": "ledger-close,orders,report,sync,watchdog"}
     assert sorted(iam_settled["depends_on"]) == sorted(grants)
     # The team's build account has four grants, each function's runtime account one, the event
-    # job's dead-letter topic two (its runtime account and the Pub/Sub service agent), and the
-    # watchdog's account two (its own database, and the ledger read only).
-    assert len(grants) == 4 + len(EXAMPLE_FUNCTIONS) + 2 + 2
+    # job's dead-letter topic two (its runtime account and the Pub/Sub service agent), the Pub/Sub
+    # service agent's own role, and the watchdog's account two (its own database, and the ledger
+    # read only).
+    assert len(grants) == 4 + len(EXAMPLE_FUNCTIONS) + 2 + 1 + 2
     for config in example.resources("google_cloudfunctions2_function").values():
         assert "time_sleep.iam-settled" in config["depends_on"]
 
@@ -585,13 +586,15 @@ def test_scheduler_jobs_are_created_or_repointed_two_minutes_after_every_invoker
         for name in example.resources("google_cloud_run_v2_service_iam_member")
         if not name.startswith("watchdog_")
     ]
-    # The example's event job pushes, so the Pub/Sub agent's token creator grant settles here too.
+    # The example's event job pushes, so the Pub/Sub agent's token creator grant and its own role
+    # (it signs the push tokens) settle here too.
     token_creator = address(example, "google_service_account_iam_member", role=defaults.ROLE_TOKEN_CREATOR)
+    agent_role = address(example, "google_project_iam_member", role="roles/pubsub.serviceAgent")
     settled = example.resources("time_sleep")["invoker-settled"]
     # IAM: policy changes "typically propagate in 2 minutes" (docs/stacks.md, First deploy).
     assert settled["create_duration"] == "120s"
     assert settled["triggers"] == {"functions": "ledger-close,orders,report,sync"}
-    assert sorted(settled["depends_on"]) == sorted([*grants, token_creator])
+    assert sorted(settled["depends_on"]) == sorted([*grants, token_creator, agent_role])
     for job in EXAMPLE_JOBS:
         listed = depends_on(example, "google_cloud_scheduler_job", name=f"example-{job}")
         assert "time_sleep.invoker-settled" in listed

@@ -267,7 +267,7 @@ def test_an_event_delivery_alone_pushes_its_topic_to_the_function_it_is_given_wi
         job=job,
         runtime_email="orders-paid-run@acme-alone-1.iam.gserviceaccount.com",
         invoker_email="orders-call@acme-alone-1.iam.gserviceaccount.com",
-        project_number="123",
+        pubsub_agent="serviceAccount:service-123@gcp-sa-pubsub.iam.gserviceaccount.com",
         project_data="data.google_project.project",
         storage_agent_member="",
         apis=apis,

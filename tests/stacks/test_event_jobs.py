@@ -260,10 +260,49 @@ def test_dead_letters_are_kept_seven_days_in_a_pull_subscription_that_never_expi
     assert "push_config" not in pull
 
 
-def test_the_service_agent_publishes_dead_letters_and_consumes_the_push_subscription(events):
-    agent = (
-        "serviceAccount:service-${data.google_project.project.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+def test_the_pubsub_agent_is_provisioned_through_google_beta_once_pubsub_is_on(events):
+    (agent,) = events.resources("google_project_service_identity").values()
+    assert (agent["provider"], agent["project"], agent["service"]) == (
+        "google-beta",
+        "acme-prod-1",
+        "pubsub.googleapis.com",
     )
+    assert any(address.startswith("google_project_service.apis_pubsub") for address in agent["depends_on"])
+    assert events.document["terraform"]["required_providers"]["google-beta"]["version"] == "6.50.0"
+
+
+def test_the_pubsub_agent_gets_the_role_an_agent_created_on_request_lacks(events):
+    roles = [
+        (config["role"], config.get("condition"))
+        for config in events.resources("google_project_iam_member").values()
+        if config["member"] == PUBSUB_AGENT
+    ]
+    assert roles == [("roles/pubsub.serviceAgent", None)]
+
+
+def test_every_grant_to_the_pubsub_agent_names_the_provisioned_agent(events):
+    members = [
+        config["member"]
+        for kind in events.document["resource"]
+        if kind.endswith("_iam_member")
+        for config in events.resources(kind).values()
+        if "pubsub" in config["member"]
+    ]
+    # Publisher on the dead-letter topic, subscriber on the push subscription, token creator on
+    # the invoker, its own role: all through the identity, none by an interpolated email.
+    assert members == [PUBSUB_AGENT] * 4
+
+
+def test_the_push_subscription_waits_for_the_pubsub_agents_role(events):
+    role, _ = _one(events, "google_project_iam_member", role="roles/pubsub.serviceAgent")
+    settled = events.document["resource"]["time_sleep"]["invoker-settled"]
+    assert f"google_project_iam_member.{role}" in settled["depends_on"]
+    _, push = _one(events, "google_pubsub_subscription", name="acme-orders-push")
+    assert "time_sleep.invoker-settled" in push["depends_on"]
+
+
+def test_the_service_agent_publishes_dead_letters_and_consumes_the_push_subscription(events):
+    agent = PUBSUB_AGENT
     topic, _ = _one(events, "google_pubsub_topic", name="acme-orders-dead-letter")
     push, _ = _one(events, "google_pubsub_subscription", name="acme-orders-push")
     topic_grants = [
@@ -332,9 +371,7 @@ def test_the_push_subscription_waits_for_the_invoker_grant_and_the_dead_letter_g
     assert set(publishers) <= set(push["depends_on"])
 
 
-PUBSUB_AGENT = (
-    "serviceAccount:service-${data.google_project.project.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
-)
+PUBSUB_AGENT = "${google_project_service_identity.pubsub-agent.member}"
 
 
 def test_the_service_agent_may_create_tokens_for_the_invoker_account_only(events):
@@ -348,13 +385,14 @@ def test_the_service_agent_may_create_tokens_for_the_invoker_account_only(events
             "member": PUBSUB_AGENT,
         },
     )
-    # One grant, on that account: none on the project, none on any other account.
+    # One grant, on that account: none on the project, none on any other account; at project
+    # level the agent holds its own role only.
     assert len(events.resources("google_service_account_iam_member")) == 1
-    assert not [
-        c
+    assert [
+        c["role"]
         for c in events.resources("google_project_iam_member").values()
         if c["role"] == "roles/iam.serviceAccountTokenCreator" or c["member"] == PUBSUB_AGENT
-    ]
+    ] == ["roles/pubsub.serviceAgent"]
 
 
 def test_the_token_creator_grant_waits_for_the_iam_api_and_settles_before_the_push_subscription(events):
@@ -483,11 +521,6 @@ def test_eventarc_stacks_enable_eventarc_and_pass_the_pack(eventarc):
 def test_an_eventarc_job_counts_its_trigger_account_against_the_quotas():
     # The build account (no invoker: nothing signs as it), the runtime and the trigger account.
     assert usage(replace(GOOD_TEAM, event_jobs=[EVENTARC_BUCKET]))["service_accounts"] == 1 + 1 + 1
-
-
-PUBSUB_AGENT = (
-    "serviceAccount:service-${data.google_project.project.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
-)
 
 
 @pytest.mark.parametrize("account_id", ["acme-uploads-trg", "acme-orders-trg"])

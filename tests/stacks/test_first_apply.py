@@ -249,9 +249,16 @@ def test_the_eventarc_agent_is_created_through_google_beta_once_eventarc_is_on(e
     )
 
 
-def test_a_team_without_eventarc_jobs_declares_no_beta_provider(example):
-    assert "google-beta" not in example.document["terraform"]["required_providers"]
-    assert "google_project_service_identity" not in example.document["resource"]
+def test_a_team_without_event_jobs_declares_no_beta_provider(payments):
+    assert "google-beta" not in payments.document["terraform"]["required_providers"]
+    assert "google_project_service_identity" not in payments.document["resource"]
+
+
+def test_a_team_with_push_jobs_only_provisions_the_pubsub_agent_alone(example):
+    agents = example.resources("google_project_service_identity")
+    assert {name: config["service"] for name, config in agents.items()} == {
+        "pubsub-agent": "pubsub.googleapis.com"
+    }
 
 
 @pytest.mark.parametrize("job", ["uploads", "paid"])

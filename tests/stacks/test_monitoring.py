@@ -263,11 +263,19 @@ def test_every_alert_notifies_the_teams_email_channel(example):
 
 def test_existing_channels_are_notified_beside_the_created_ones(payments):
     (name,) = resources(payments, "google_monitoring_notification_channel")
+    ((existing, _),) = payments.document["data"]["google_monitoring_notification_channel"].items()
     for config in policies(payments).values():
         assert config["notification_channels"] == [
-            "projects/runonce-payments/notificationChannels/4017293846123456789",
+            f"${{data.google_monitoring_notification_channel.{existing}.name}}",
             f"${{google_monitoring_notification_channel.{name}.name}}",
         ]
+
+
+def test_an_existing_channel_is_read_at_plan_by_its_display_name_in_the_teams_project(payments):
+    ((_, channel),) = payments.document["data"]["google_monitoring_notification_channel"].items()
+    # No depends_on: a data source depending on a resource with pending changes is read during
+    # the apply, and a missing channel would then fail half way through a first apply.
+    assert channel == {"display_name": "Payments on-call", "project": "runonce-payments"}
 
 
 def dashboard_json(synth: Synthesized) -> str:
@@ -406,7 +414,7 @@ def test_monitoring_alone_watches_only_the_services_and_subscriptions_it_is_give
         scheduler_jobs={},
         events=[WatchedEvents(job="receipts", dead_letter_subscription="orders-receipts-dead-letter")],
         apis=apis,
-        channels=["projects/acme-alone-1/notificationChannels/42"],
+        channels=["orders on-call"],
     )
     Monitoring(stack, "monitoring", props)
     synthesized = json.loads(CdktfTesting.synth(stack))
@@ -422,8 +430,13 @@ def test_monitoring_alone_watches_only_the_services_and_subscriptions_it_is_give
         "runonce orders: misconfigured or store unavailable for 5 min",
         "runonce orders: dead letters waiting for receipts",
     }
+    read = json.loads(CdktfTesting.synth(stack))["data"]["google_monitoring_notification_channel"]
+    ((channel, config),) = read.items()
+    assert config["display_name"] == "orders on-call"
     for config in document["google_monitoring_alert_policy"].values():
-        assert config["notification_channels"] == ["projects/acme-alone-1/notificationChannels/42"]
+        assert config["notification_channels"] == [
+            f"${{data.google_monitoring_notification_channel.{channel}.name}}"
+        ]
     assert "google_monitoring_notification_channel" not in document
 
 

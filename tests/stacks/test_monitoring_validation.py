@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from stacks.config.team_files import read_team_file
 from stacks.team import AlertThresholds, EventJob, Job, Team
 from stacks.validate import find_problems
@@ -27,10 +29,7 @@ def problems(**changes) -> list[tuple[str, str, str]]:
 
 def test_a_team_with_an_email_or_a_channel_is_valid():
     assert problems() == []
-    assert (
-        problems(alert_emails=[], notification_channels=["projects/acme-prod-1/notificationChannels/123"])
-        == []
-    )
+    assert problems(alert_emails=[], notification_channels=["acme on-call (PagerDuty)"]) == []
 
 
 def test_a_team_whose_alerts_reach_no_one_is_refused_with_the_fix():
@@ -49,10 +48,18 @@ def test_channels_given_with_alerts_false_are_refused():
     assert field == "alerts" and "nothing would notify them" in message
 
 
-def test_a_channel_that_is_not_a_full_name_is_refused():
-    ((field, message, fix),) = problems(notification_channels=["123456"])
+def test_a_channel_given_by_its_full_name_is_refused_with_the_command_that_prints_its_display_name():
+    name = "projects/acme-prod-1/notificationChannels/123"
+    ((field, message, fix),) = problems(notification_channels=[name])
     assert field == "notification_channels[0]"
-    assert "'123456'" in message and "projects/PROJECT/notificationChannels/ID" in fix
+    assert "full name" in message and "display name" in message
+    assert f"gcloud beta monitoring channels describe {name}" in fix
+
+
+@pytest.mark.parametrize("display_name", ["", "  ", 'the "on-call" channel', "a\\b", "two\nlines", "x" * 513])
+def test_a_display_name_the_channel_lookup_cannot_filter_by_is_refused(display_name):
+    ((field, message, _),) = problems(notification_channels=[display_name])
+    assert field == "notification_channels[0]" and "cannot name a channel" in message
 
 
 def test_an_entry_that_is_not_one_address_is_refused():

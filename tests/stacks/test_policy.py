@@ -592,8 +592,8 @@ def test_a_push_subscription_without_dead_letter_policy_is_flagged_with_the_gran
     stack = json.loads(example.json)
     name, push = _push(stack)
     del push["dead_letter_policy"]
-    agent_publisher, _ = _pubsub_grant(stack, "google_pubsub_topic_iam_member", "gcp-sa-pubsub")
-    agent_subscriber, _ = _pubsub_grant(stack, "google_pubsub_subscription_iam_member", "gcp-sa-pubsub")
+    agent_publisher, _ = _pubsub_grant(stack, "google_pubsub_topic_iam_member", "pubsub-agent")
+    agent_subscriber, _ = _pubsub_grant(stack, "google_pubsub_subscription_iam_member", "pubsub-agent")
     # The runtime account still publishes only to the topic its function's
     # RUNONCE_DEAD_LETTER_TOPIC names, which is not flagged.
     assert flagged(stack) == {
@@ -612,7 +612,7 @@ def test_a_service_agent_without_subscriber_on_the_push_subscription_is_flagged(
 
 def test_a_service_agent_with_another_role_on_the_dead_letter_topic_is_flagged(example):
     stack = json.loads(example.json)
-    name, grant = _pubsub_grant(stack, "google_pubsub_topic_iam_member", "gcp-sa-pubsub")
+    name, grant = _pubsub_grant(stack, "google_pubsub_topic_iam_member", "pubsub-agent")
     grant["role"] = "roles/pubsub.editor"
     push, _ = _push(stack)
     # The editor grant is more than needed, and the publisher grant dead-lettering needs is gone.
