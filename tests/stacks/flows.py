@@ -18,7 +18,18 @@ SHAPES_DOC = Path(__file__).resolve().parents[2] / "docs" / "stacks" / "shapes.m
 REFERENCE = re.compile(
     r"(?<![\w.])(?P<data>data\.)?(?P<type>(?:google|time)_[a-z0-9_]+)\.(?P<name>[A-Za-z0-9_-]+)"
     r"\.(?P<attribute>[a-z0-9_]+(?:\[\d+\])?(?:\.[a-z0-9_]+(?:\[\d+\])?)*)"
+    r"|(?<![\w.])local\.(?P<local>[A-Za-z0-9_]+)-[A-Za-z0-9_-]+"
 )
+"""A block's attribute, or a local value (`local.KIND-PATH_HASH`, cdktf's name for a local a
+construct defines: KIND is the construct's own name for it, the rest its path)."""
+
+
+def local_kind(name: str) -> str:
+    """A local's kind: its name up to cdktf's path (`monitoring_service-report_F161ABF7` ->
+    `monitoring_service`)."""
+    return name.split("-", 1)[0]
+
+
 REF = "REF"
 """Where a row's `written as` form puts the reference (`data.TYPE.NAME.ATTRIBUTE` as written)."""
 EMBEDDED = "…"
@@ -72,23 +83,30 @@ def _fields(value: Any, path: tuple[str, ...]) -> Iterator[tuple[str, str]]:
 def flows(document: dict[str, Any]) -> list[Flow]:
     """Every reference to another block's attribute in a synthesized stack (`self.` references
     of postconditions and provider and variable references are not flows between blocks)."""
+    fields = [
+        (f"{prefix}{kind}.{field}", value, f"{prefix}{kind}.{name}")
+        for section, prefix in (("resource", ""), ("data", "data."))
+        for kind, blocks in document.get(section, {}).items()
+        for name, config in blocks.items()
+        for field, value in _fields(config, ())
+    ]
+    # A local is a block of its own: what flows into it, then from it (`local.KIND` as source).
+    fields += [(f"local.{local_kind(name)}", value, f"local.{name}") for name, value in _locals(document)]
     found = []
-    for section, prefix in (("resource", ""), ("data", "data.")):
-        for kind, blocks in document.get(section, {}).items():
-            for name, config in blocks.items():
-                for field, value in _fields(config, ()):
-                    for expression in _expressions(value):
-                        for match in REFERENCE.finditer(expression):
-                            found.append(
-                                Flow(
-                                    source=f"{match['data'] or ''}{match['type']}.{match['attribute']}",
-                                    consumer=f"{prefix}{kind}.{field}",
-                                    reference=match.group(0),
-                                    value=value,
-                                    address=f"{prefix}{kind}.{name}",
-                                )
-                            )
+    for consumer, value, address in fields:
+        for expression in _expressions(value):
+            for match in REFERENCE.finditer(expression):
+                source = (
+                    f"local.{match['local']}"
+                    if match["local"]
+                    else f"{match['data'] or ''}{match['type']}.{match['attribute']}"
+                )
+                found.append(Flow(source, consumer, match.group(0), value, address))
     return found
+
+
+def _locals(document: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(name, value) for name, value in document.get("locals", {}).items() if isinstance(value, str)]
 
 
 @dataclass(frozen=True)

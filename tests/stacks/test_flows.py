@@ -51,7 +51,9 @@ ACCEPTED = {
     "google_service_account_iam_member.service_account_id": ACCOUNT_NAME,
     # A Cloud Run service: its full name or its short one.
     "google_cloud_run_v2_service_iam_member.name": rf"({FULL_SERVICE}|{SERVICE_NAME})",
-    # The short service name: the `service_name` label of cloud_run_revision.
+    # The full service name into the local that keeps its last segment, the short service name
+    # (the `service_name` label of cloud_run_revision), which the filters name.
+    "local.monitoring_service": FULL_SERVICE,
     "google_logging_metric.filter": SERVICE_NAME,
     "google_monitoring_alert_policy.conditions.condition_matched_log.filter": SERVICE_NAME,
     "google_monitoring_dashboard.dashboard_json": SERVICE_NAME,
@@ -84,14 +86,6 @@ ACCEPTED = {
     ),
 }
 """What each consumer field takes where the reference goes, as a regular expression."""
-WRONG_SHAPE = {
-    "google_logging_metric.filter",
-    "google_monitoring_alert_policy.conditions.condition_matched_log.filter",
-    "google_monitoring_dashboard.dashboard_json",
-}
-"""Flows whose documented shape is not what the consumer takes (issue 23, section 2: the filters
-compare the short `service_name` label with the service's full name); their check is expected to
-fail, strictly, so it fails once they are fixed and this set must shrink."""
 
 
 @pytest.fixture(scope="module")
@@ -172,18 +166,7 @@ def _delivered(row: Row) -> str:
 
 @pytest.mark.parametrize(
     "row",
-    [
-        pytest.param(
-            row,
-            id=f"{row.source}->{row.consumer}",
-            marks=[
-                pytest.mark.xfail(strict=True, reason="issue 23 section 2: full name in a short-name filter")
-            ]
-            if row.consumer in WRONG_SHAPE
-            else [],
-        )
-        for row in ROWS
-    ],
+    [pytest.param(row, id=f"{row.source}->{row.consumer}") for row in ROWS],
 )
 def test_the_consumer_takes_the_documented_shape(row):
     accepted = ACCEPTED[row.consumer]

@@ -22,7 +22,7 @@ def seconds(duration: str) -> int:
 
 
 def _address(reference: str) -> str:
-    """The block a reference names (`google_x.name`, `data.google_x.name`)."""
+    """The block a reference names (`google_x.name`, `data.google_x.name`, `local.name`)."""
     parts = reference.split(".")
     return ".".join(parts[:3] if parts[0] == "data" else parts[:2])
 
@@ -36,6 +36,7 @@ def longest_wait(document: dict[str, Any]) -> tuple[int, list[str]]:
         for kind, named in document.get(section, {}).items()
         for name, config in named.items()
     }
+    blocks.update({f"local.{name}": {} for name in document.get("locals", {})})
     after: dict[str, set[str]] = {
         address: set(config.get("depends_on", [])) for address, config in blocks.items()
     }
