@@ -414,3 +414,11 @@ def test_bad_input_is_refused_with_exit_2_naming_it(
     assert message in result.output
     assert runs_of(scheduler) == []
     assert record(client, collection, SLOT) is None
+
+
+def test_the_alerts_job_label_the_scheduler_job_id_names_the_job_too(command, failed_run, job, deliveries):
+    # The failed-run and missed-run alerts fill JOB from the log line's `job` field, the Scheduler
+    # job's id (X-CloudScheduler-JobName); the command they print must be one rerun accepts.
+    result = command(job=SCHEDULER_JOB)
+    assert result.exit_code == 0, result.output
+    assert job.keys() == [RUN_KEY, RUN_KEY] and deliveries[-1]["outcome"] == "completed"
