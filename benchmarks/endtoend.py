@@ -16,6 +16,7 @@ its process and writes the statistics there (the timings then include the profil
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -28,6 +29,8 @@ from pathlib import Path
 
 import requests
 
+from benchmarks import own_time as own
+from benchmarks.own_time import OwnTimes, StoreClock, TimedClient
 from emulator.firestore import FirestoreEmulator
 from localscheduler.delivery import rfc3339
 from localscheduler.instances import InstancePool
@@ -125,6 +128,40 @@ def interleaved(
     return Measurement(latencies, failures, baseline)
 
 
+def new_runs() -> Callable[[], dict[str, str]]:
+    """Scheduler's headers of a new run at each call: one job, a ScheduleTime a second later each
+    time, all well inside the retention and far from counting as forced."""
+    job = f"bench-{uuid.uuid4().hex[:8]}"
+    base = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    sequence = iter(range(10**9))
+
+    def headers() -> dict[str, str]:
+        return {
+            "X-CloudScheduler-JobName": job,
+            "X-CloudScheduler-ScheduleTime": rfc3339(base + timedelta(seconds=next(sequence))),
+        }
+
+    return headers
+
+
+def own_time(emulator_host: str, runs: int, warmup: int) -> OwnTimes:
+    """The seed's handler and runonce's, called in this process on the emulator: each delivery's
+    time beside its store calls (benchmarks.own_time)."""
+    os.environ["FIRESTORE_EMULATOR_HOST"] = emulator_host
+    from benchmarks.endtoend_functions import job_body, seed_answer, seed_ledger
+    from runonce import deduplicated
+
+    clock = StoreClock()
+    client = TimedClient(clock, project=PROJECT)
+    seed = seed_ledger(client)
+    handlers = {
+        SEED: lambda request: seed_answer(seed, request),
+        RUNONCE: deduplicated(client=client)(job_body),
+    }
+    runs_headers = new_runs()
+    return own.measure(handlers, clock, lambda variant: own.request(runs_headers()), runs, warmup)
+
+
 def measure(
     emulator_host: str, runs: int, warmup: int, batch: int, log_dir: Path, profile: Path | None = None
 ) -> Measurement:
@@ -136,17 +173,10 @@ def measure(
         variant: InstancePool(f"bench-{target}", FUNCTIONS, target, 1, env, log_dir)
         for variant, target in VARIANTS.items()
     }
-    job = f"bench-{uuid.uuid4().hex[:8]}"
-    # Distinct runs, all well inside the retention and far from counting as forced.
-    base = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
-    sequence = iter(range(10**9))
+    runs_headers = new_runs()
 
     def send(session: requests.Session, variant: str, url: str) -> requests.Response:
-        headers = {
-            "X-CloudScheduler-JobName": job,
-            "X-CloudScheduler-ScheduleTime": rfc3339(base + timedelta(seconds=next(sequence))),
-        }
-        return session.post(url, headers=headers, data=b"", timeout=30)
+        return session.post(url, headers=runs_headers(), data=b"", timeout=30)
 
     def write_profile(session: requests.Session, urls: dict[str, str]) -> None:
         session.get(urls[RUNONCE] + "profile", timeout=30).raise_for_status()
@@ -219,7 +249,9 @@ def main(argv: list[str] | None = None) -> int:
             Path(tempfile.mkdtemp(prefix="runonce-bench-")),
             args.profile,
         )
+        library = own_time(emulator.host, args.runs, args.warmup)
     print(render(result, args.batch))
+    print(own.render(library, SEED, args.runs))
     return verdict(result)
 
 

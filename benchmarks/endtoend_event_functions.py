@@ -29,6 +29,11 @@ def _body(message_id: str) -> dict:
     return {"stored": message_id}
 
 
+def event_body(event: Event) -> dict:
+    """The body under `@deduplicated_event`."""
+    return _body(event.id)
+
+
 @functions_framework.http
 def floor(request):
     """The body alone."""
@@ -56,8 +61,13 @@ def transaction_pattern(request):
     global _db
     if _db is None:
         _db = firestore.Client()
+    return transaction_answer(_db, request)
+
+
+def transaction_answer(db: firestore.Client, request) -> dict:
+    """The pattern's handler: the event id read from the envelope, checked and recorded, the body run."""
     message_id = request.get_json()["message"]["messageId"]
-    if not first_time(_db, message_id):
+    if not first_time(db, message_id):
         return {"outcome": "duplicate"}
     return {"outcome": "completed", "result": _body(message_id)}
 
@@ -66,4 +76,4 @@ def transaction_pattern(request):
 @deduplicated_event
 def deduplicated_push(event: Event):
     """The body under `@deduplicated_event`."""
-    return _body(event.id)
+    return event_body(event)

@@ -18,6 +18,7 @@ import cProfile
 import hashlib
 import os
 from datetime import timedelta
+from typing import Any
 
 import functions_framework
 from google.cloud import firestore
@@ -28,14 +29,14 @@ from runonce import deduplicated
 _seed: SeedLedger | None = None
 
 
-def _job(request) -> dict:
+def job_body(request) -> dict:
     return {"published": True}
 
 
 @functions_framework.http
 def floor(request):
     """The job body alone."""
-    return _job(request)
+    return job_body(request)
 
 
 @functions_framework.http
@@ -43,22 +44,32 @@ def seed_pattern(request):
     """The job body behind the seed's two transactions."""
     global _seed
     if _seed is None:
-        _seed = SeedLedger(firestore.Client(), "seed_runs", timedelta(minutes=15))
+        _seed = seed_ledger(firestore.Client())
+    return seed_answer(_seed, request)
+
+
+def seed_ledger(client: firestore.Client) -> SeedLedger:
+    """The seed's ledger, as `seed_pattern` uses it."""
+    return SeedLedger(client, "seed_runs", timedelta(minutes=15))
+
+
+def seed_answer(seed: SeedLedger, request) -> Any:
+    """The seed's handler: the raw headers hashed, claimed, the body run, completed."""
     raw = request.headers.get("X-CloudScheduler-JobName", "") + request.headers.get(
         "X-CloudScheduler-ScheduleTime", ""
     )
     key = hashlib.sha256(raw.encode()).hexdigest()
-    attempt = _seed.claim(key)
+    attempt = seed.claim(key)
     if attempt is None:
         return {"outcome": "duplicate"}, 409
-    result = _job(request)
-    _seed.complete(key, attempt)
+    result = job_body(request)
+    seed.complete(key, attempt)
     return {"outcome": "completed", "result": result}
 
 
 @deduplicated
 def _deduplicated(request):
-    return _job(request)
+    return job_body(request)
 
 
 _profile_path = os.environ.get("BENCH_PROFILE")

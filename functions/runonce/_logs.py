@@ -30,16 +30,20 @@ _bound: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("runonce
 _NOTHING: dict[str, Any] = {}  # never changed: bound fields are replaced, not updated
 
 
-def _encode(entry: dict[str, Any]) -> str:
-    # ASCII output (ensure_ascii): its length is its size in bytes.
-    return json.dumps(entry, default=_fallback)
-
-
 def _fallback(value: object) -> str:
     try:
         return str(value)
     except Exception:
         return "<unprintable>"
+
+
+# json.dumps(entry, default=_fallback) builds this encoder anew for every line.
+_ENCODER = json.JSONEncoder(default=_fallback)
+
+
+def _encode(entry: dict[str, Any]) -> str:
+    # ASCII output (ensure_ascii): its length is its size in bytes.
+    return _ENCODER.encode(entry)
 
 
 class CloudLoggingFormatter(logging.Formatter):

@@ -6,7 +6,7 @@ are not the expected ones."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from google.api_core import exceptions as gexc
@@ -254,3 +254,26 @@ def test_a_claim_written_directly_can_be_released_by_its_update_time(direct_clie
     claim = ledger.claim(f"run-{uuid.uuid4().hex[:6]}", dict(FIELDS))
     assert ledger.release(claim)
     assert ledger.get(claim.key) is None
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime(2026, 11, 29, 3, 0, 0, 123456, tzinfo=UTC),
+        datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),  # where the library's float product rounds
+        datetime(2026, 11, 29, 3, 0, 0, 5),  # naive: UTC for the library
+        datetime(2026, 11, 29, 4, 0, 0, 5, tzinfo=timezone(timedelta(hours=1))),
+    ],
+)
+def test_the_direct_path_encodes_a_datetime_as_the_library_does(value):
+    from google.cloud.firestore_v1 import _helpers
+    from google.cloud.firestore_v1.types import Value
+
+    from runonce.store._commit import _encode
+
+    ours = Value.pb()()
+    _encode(value, ours)
+    assert ours == Value.pb(_helpers.encode_value(value))

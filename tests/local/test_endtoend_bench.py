@@ -6,7 +6,8 @@ shared."""
 import pstats
 
 from benchmarks import coldstart, endtoend_events
-from benchmarks.endtoend import VARIANTS, measure, render
+from benchmarks.endtoend import RUNONCE, SEED, VARIANTS, measure, own_time, render
+from benchmarks.own_time import render as render_own
 
 
 def test_the_end_to_end_benchmark_times_each_variant_and_prints_the_ratio(firestore_emulator, tmp_path):
@@ -45,3 +46,35 @@ def test_the_event_benchmarks_store_floor_times_both_store_calls(firestore_emula
     monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", firestore_emulator.host)  # restored after the test
     ours, pattern = endtoend_events.store_floor(firestore_emulator.host, runs=3, warmup=1)
     assert ours > 0 and pattern > 0
+
+
+def test_the_scheduled_benchmark_times_each_handlers_own_time_beside_its_store_calls(
+    firestore_emulator, monkeypatch
+):
+    """Every delivery a completed run (the handlers would answer otherwise), its store calls timed."""
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", firestore_emulator.host)  # restored after the test
+    result = own_time(firestore_emulator.host, runs=3, warmup=1)
+    assert {variant: len(times) for variant, times in result.wall.items()} == {SEED: 3, RUNONCE: 3}
+    assert all(
+        0 < store < wall
+        for variant in result.wall
+        for wall, store in zip(result.wall[variant], result.store[variant], strict=True)
+    )
+    assert "ratio runonce own time / seed (2 transactions) own time" in render_own(result, SEED, 3)
+
+
+def test_the_event_benchmark_times_each_handlers_own_time_beside_its_store_calls(
+    firestore_emulator, pubsub_emulator, monkeypatch
+):
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", firestore_emulator.host)
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", pubsub_emulator.host)
+    result = endtoend_events.own_time(firestore_emulator.host, pubsub_emulator.host, runs=3, warmup=1)
+    assert {variant: len(times) for variant, times in result.wall.items()} == {
+        endtoend_events.TRANSACTION: 3,
+        "runonce": 3,
+    }
+    assert all(
+        0 < store < wall
+        for variant in result.wall
+        for wall, store in zip(result.wall[variant], result.store[variant], strict=True)
+    )

@@ -6,6 +6,8 @@ adapter's (`runonce.scheduler.keys`) and the event adapter's (`runonce.events.pa
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,6 +20,15 @@ if TYPE_CHECKING:
 
 # Bump only with a migration: every stored record is found by a key of this version.
 KEY_VERSION = "runonce/v1"
+
+# What json.dumps(parts, ensure_ascii=False, separators=(",", ":")) would build at every call.
+_PARTS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def key_digest(parts: list[Any]) -> str:
+    """The SHA-256 hex digest of `parts` (starting with `KEY_VERSION`) as a compact JSON list: no
+    choice of values can make two different lists collide by shifting a separator."""
+    return hashlib.sha256(_PARTS.encode(parts).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -20,7 +19,7 @@ from google.api_core.datetime_helpers import DatetimeWithNanoseconds
 from .._instant import parse_instant
 from ..core.event import Event
 from ..core.fields import BadField, read_text
-from ..core.occurrence import KEY_VERSION
+from ..core.occurrence import KEY_VERSION, key_digest
 
 # The CloudEvent type Eventarc gives a Pub/Sub message; its data is a push envelope.
 PUBSUB_CLOUDEVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -44,8 +43,7 @@ def event_key(event: Event, consumer: str = "") -> str:
     parts = [KEY_VERSION, event.kind, event.source, event.id]
     if event.kind == "cloudevent":
         parts.insert(2, consumer)
-    encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return hashlib.sha256(encoded).hexdigest()
+    return key_digest(parts)
 
 
 def read_time(text: str, field: str) -> datetime:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-
-from ..core.occurrence import KEY_VERSION
+from ..core.occurrence import KEY_VERSION, key_digest
 from .delivery import Delivery
 
 
@@ -24,13 +21,11 @@ def run_key(delivery: Delivery) -> str:
         delivery.schedule_time.rfc3339(),
         "forced" if delivery.forced else "scheduled",
     ]
-    encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return hashlib.sha256(encoded).hexdigest()
+    return key_digest(parts)
 
 
 def rerun_slot(project: str, location: str, job: str) -> str:
     """The id of a Scheduler job's re-run request record (docs/rerun.md): one per job, in the
     ledger's collection; its `rerun-` prefix keeps it apart from every run key (hex digits only)."""
     parts = [KEY_VERSION, project, location, job, "rerun"]
-    encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return "rerun-" + hashlib.sha256(encoded).hexdigest()
+    return "rerun-" + key_digest(parts)

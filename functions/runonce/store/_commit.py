@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from google.api_core import datetime_helpers, gapic_v1, grpc_helpers
@@ -35,6 +35,7 @@ COMMIT_METHOD = "/google.firestore.v1.Firestore/Commit"
 # Field names that are their own field path (no quoting, no nesting) in create and update alike.
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*\Z")
 _INT64 = range(-(2**63), 2**63)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class _Unsupported(RunonceError):
@@ -51,6 +52,8 @@ class _Channel:
     request_type: Any
     precondition_type: Any
     result_type: Any
+    timestamp_type: Any
+    """The datetime type proto-plus reads a Timestamp as (its DatetimeWithNanoseconds)."""
 
 
 class Writes:
@@ -89,9 +92,7 @@ class Writes:
             channel, request = direct
             write = request.writes[0]
             write.update_mask.field_paths.extend(data)
-            # Converted by proto-plus, as the library converts it (nanoseconds kept).
-            precondition = channel.precondition_type(update_time=last_update_time)
-            write.current_document.CopyFrom(channel.precondition_type.pb(precondition))
+            write.current_document.update_time.CopyFrom(_timestamp(channel, last_update_time))
             return self._send(channel, request, timeout, retry)
         option = self._client.write_option(last_update_time=last_update_time)
         return doc.update(data, option=option, timeout=timeout, retry=retry).update_time
@@ -123,9 +124,29 @@ class Writes:
         call = TimeToDeadlineTimeout(timeout=timeout)(attempt) if timeout is not None else attempt
         if retry is not None:
             call = retry(call)
-        response = call()
-        # Read through proto-plus, the update time has the type the library returns.
-        return channel.result_type.wrap(response.write_results[0]).update_time
+        result = call().write_results[0]
+        # What proto-plus reads (its DatetimeWithNanoseconds, the type the library returns), without
+        # wrapping the whole result to read one field.
+        if not result.HasField("update_time"):
+            return channel.result_type.wrap(result).update_time
+        return channel.timestamp_type.from_timestamp_pb(result.update_time)
+
+
+def _timestamp(channel: _Channel, value: datetime) -> Any:
+    """`value` as the Timestamp proto-plus sends: an update time the store returned keeps its
+    nanoseconds (`timestamp_pb`); any other datetime goes through proto-plus itself."""
+    if type(value) is channel.timestamp_type:
+        return value.timestamp_pb()  # type: ignore[attr-defined]
+    return channel.precondition_type.pb(channel.precondition_type(update_time=value)).update_time
+
+
+def _microseconds(value: datetime) -> int:
+    """`datetime_helpers.to_microseconds(value)`, its float product included, computed from the
+    difference to the epoch for a UTC datetime (what runonce's clock gives) instead of a time tuple."""
+    if value.tzinfo is not UTC:
+        return int(datetime_helpers.to_microseconds(value))
+    delta = value - _EPOCH
+    return int((delta.days * 86400 + delta.seconds) * 1e6) + delta.microseconds
 
 
 def _encode(value: Any, out: Any) -> None:
@@ -147,7 +168,7 @@ def _encode(value: Any, out: Any) -> None:
         out.string_value = value
     elif kind is datetime:
         # The library's conversion: naive means UTC, microsecond precision.
-        seconds, micros = divmod(datetime_helpers.to_microseconds(value), 10**6)
+        seconds, micros = divmod(_microseconds(value), 10**6)
         out.timestamp_value.seconds = seconds
         out.timestamp_value.nanos = micros * 1000
     elif kind is datetime_helpers.DatetimeWithNanoseconds:  # an event's time; proto-plus keeps its nanos
@@ -176,6 +197,13 @@ def _direct_channel(client: Any) -> _Channel | None:
         ):
             raise TypeError("the client's channel, database or metadata is not what this path expects")
         request_type, response_type = CommitRequest.pb(), CommitResponse.pb()
+        timestamp_type = type(WriteResult.wrap(WriteResult.pb()(update_time={"seconds": 0})).update_time)
+        if not all(
+            callable(getattr(timestamp_type, name, None)) for name in ("from_timestamp_pb", "timestamp_pb")
+        ):
+            raise TypeError(
+                f"proto-plus reads a Timestamp as {timestamp_type.__name__}, not its DatetimeWithNanoseconds"
+            )
         # Errors mapped to google.api_core exceptions, as the gapic transport maps them.
         commit = grpc_helpers.wrap_errors(
             channel.unary_unary(
@@ -191,7 +219,7 @@ def _direct_channel(client: Any) -> _Channel | None:
             *metadata,
             gapic_v1.routing_header.to_grpc_metadata((("database", database),)),
         )
-        return _Channel(commit, database, sent, request_type, Precondition, WriteResult)
+        return _Channel(commit, database, sent, request_type, Precondition, WriteResult, timestamp_type)
     except Exception as exc:  # whatever a different client version does differently
         # Logged once per ledger, and a process builds its ledger once.
         log(
