@@ -39,6 +39,17 @@ NORMAL_ENDS = (BodyEnd.SUCCEEDED, BodyEnd.PERMANENT)
 
 
 @dataclass(frozen=True)
+class Limits:
+    """The two limits a message can be dead-lettered for reaching, as its function and its
+    subscription were set."""
+
+    max_event_age_seconds: float
+    """RUNONCE_MAX_EVENT_AGE_SECONDS of the function."""
+    max_delivery_attempts: int
+    """The dead-letter policy of the message's subscription."""
+
+
+@dataclass(frozen=True)
 class Published:
     """One message the harness published, and the fault it carries."""
 
@@ -48,7 +59,11 @@ class Published:
     subscription: str
     fault: str
     expected: str
-    """The fate the fault should lead to: completed, permanent_failure, too_old or delivery_attempts."""
+    """The fate the fault should lead to: completed, permanent_failure, too_old or delivery_attempts.
+    A dead letter with another reason passes if the reason is true for the message (timing can
+    decide which limit a message reaches first); a completed end where a dead letter was planned
+    does not (the fault makes the job fail, or holds the message past its age)."""
+    limits: Limits
 
     @property
     def key(self) -> str:
@@ -95,6 +110,8 @@ class MessageVerdict:
     """Bodies that succeeded after the body that wrote the effect (killed before runonce recorded
     it) had started: they found the effect written."""
     problems: tuple[str, ...]
+    evidence: str = ""
+    """Why a dead letter's reason is true for the message (empty for a completed message)."""
 
     @property
     def ok(self) -> bool:
@@ -171,14 +188,65 @@ def _letter_problems(message: Published, record: dict, letters: Sequence[DeadLet
     return problems
 
 
+# The answers on which the emulator acknowledges a push (see FACTS): any other is a nack.
+ACKNOWLEDGING = frozenset({102, 200, 201, 203, 204})
+PERMANENT_FAILURE = "permanent_failure"
+TOO_OLD = "too_old"
+DELIVERY_ATTEMPTS = "delivery_attempts"
+
+
+def _as_wall(value: object) -> float | None:
+    return value.timestamp() if isinstance(value, datetime) else None
+
+
+def _reason_problems(
+    message: Published, record: dict, reason: str, pushes: Sequence[Push]
+) -> tuple[list[str], str]:
+    """Whether a dead letter's reason is true for the message, from the ledger and the pushes the
+    proxy saw (independent of the function's word): (problems, the evidence that it is true)."""
+    status, error = record.get("status"), str(record.get("error") or "")
+    if reason == DELIVERY_ATTEMPTS:
+        deliveries = [push for push in pushes if not push.copy]
+        nacked = [push for push in deliveries if push.status not in ACKNOWLEDGING]
+        limit = message.limits.max_delivery_attempts
+        if len(nacked) < limit or len(nacked) < len(deliveries):
+            return [
+                f"dead-lettered by Pub/Sub for its delivery attempts after {len(deliveries)} deliveries, "
+                f"{len(nacked)} of them nacked, of {limit} allowed: the reason is false"
+            ], ""
+        return [], f"{len(nacked)} deliveries, each nacked, of {limit} allowed"
+    if reason == PERMANENT_FAILURE:
+        if status != "failed" or error.startswith(TOO_OLD_ERROR):
+            return [f"copy says permanent_failure, but the ledger says {status}: {error[:80]}"], ""
+        return [], "its last body failed permanently, by the ledger and its log"
+    if reason != TOO_OLD:
+        return [f"dead-letter copy with reason {reason!r}, which no limit or failure gives"], ""
+    if status != "failed" or not error.startswith(TOO_OLD_ERROR):
+        return [f"copy says too_old, but the ledger says {status}: {error[:80]}"], ""
+    handled = _as_wall(record.get("finished_at"))
+    published = next((push.published for push in pushes if push.published is not None), None)
+    if handled is None or published is None:
+        return ["too_old, but its publishTime or the moment it was recorded failed is unknown"], ""
+    if not any(push.started <= handled <= push.ended for push in pushes):
+        return ["recorded too old at a moment when no push of it was open"], ""
+    age, max_age = handled - published, message.limits.max_event_age_seconds
+    if age <= max_age:
+        return [
+            f"dead-lettered too_old at {age:.1f} s old, within the maximum age of {max_age:g} s: "
+            "the reason is false"
+        ], ""
+    return [], f"{age:.1f} s old when handled, past the {max_age:g} s maximum age"
+
+
 def judge_message(
     message: Published,
     store: EventStore,
     letters: Sequence[DeadLetter],
     deaths: Sequence[tuple[str, datetime, datetime]] = (),
+    pushes: Sequence[Push] = (),
 ) -> MessageVerdict:
-    """The verdict on one message from one read of the store, its dead letters and the instance
-    deaths under its pushes."""
+    """The verdict on one message from one read of the store, its dead letters, the instance
+    deaths under its pushes and its pushes (which the truth of a dead letter's reason needs)."""
     record = store.records.get(message.key) or {}
     status = record.get("status")
     bodies = store.bodies.get(message.key, [])
@@ -204,12 +272,16 @@ def judge_message(
     problems += _letter_problems(message, record, letters)
     if record and EXPIRE_AT_FIELD not in record:
         problems.append(f"ledger record without {EXPIRE_AT_FIELD}")
-    if fate != message.expected and not problems:
+    evidence = ""
+    if len(letters) == 1:
+        wrong, evidence = _reason_problems(message, record, letters[0].reason, pushes)
+        problems += wrong
+    if fate == COMPLETED and message.expected != COMPLETED:
         problems.append(f"expected {message.expected} for fault {message.fault}, got {fate}")
     first = next((i for i, body in enumerate(bodies) if writers and body.attempt_id in writers), len(bodies))
     found = sum(body.end is BodyEnd.SUCCEEDED for body in bodies[first + 1 :])
     effects = None if writers is None else len(writers)
-    return MessageVerdict(message, fate, effects, len(bodies), found, tuple(problems))
+    return MessageVerdict(message, fate, effects, len(bodies), found, tuple(problems), evidence)
 
 
 def judge_all(
@@ -221,8 +293,14 @@ def judge_all(
         if not letter.note:  # the note names its copy, which is judged
             by_id.setdefault(letter.original.attributes.get(DEMO_ID_ATTRIBUTE, ""), []).append(letter)
     deaths = instance_deaths(pushes)
+    by_message: dict[str, list[Push]] = {}
+    for push in pushes:
+        by_message.setdefault(push.message_id, []).append(push)
     verdicts = [
-        judge_message(m, store, by_id.pop(m.demo_id, []), deaths.get(m.message_id, [])) for m in messages
+        judge_message(
+            m, store, by_id.pop(m.demo_id, []), deaths.get(m.message_id, []), by_message.get(m.message_id, [])
+        )
+        for m in messages
     ]
     strays = [letter for group in by_id.values() for letter in group]
     return verdicts, strays
@@ -314,11 +392,21 @@ def event_summary(verdicts: Sequence[MessageVerdict], strays: Sequence[DeadLette
     observed = all(v.effects is not None for v in verdicts)
     kind, unit = ("one effect", "effects") if observed else ("one completed ledger record", "completed")
     lines = [
-        f"every message had exactly {kind} or one dead-letter copy with its reason ({completed} {unit} "
-        f"+ {sum(letters.values())} dead letters [{reasons}] = {len(verdicts)} published)",
+        f"every message had exactly {kind} or one dead-letter copy with a reason true for it ({completed} "
+        f"{unit} + {sum(letters.values())} dead letters [{reasons}] = {len(verdicts)} published)",
         f"{bodies} job bodies for {len(verdicts)} messages, never two of one message at a time; "
         f"{again} messages started their body again, each after a kill or a retryable error",
     ]
+    unplanned = [v for v in verdicts if v.fate != v.message.expected]
+    if unplanned:
+        lines.append(
+            f"{len(unplanned)} messages reached another limit than planned first, a true reason accepted:"
+        )
+        lines += [
+            f"  message {v.message.message_id} ({v.message.fault}, planned {v.message.expected}): "
+            f"{v.fate}, {v.evidence}"
+            for v in unplanned
+        ]
     if not observed:
         lines.append(
             "effects not observed (no [effects] in the folder's local_demo.toml, see "

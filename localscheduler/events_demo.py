@@ -24,7 +24,7 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +42,7 @@ from .event_verdict import (
     DEMO_ID_ATTRIBUTE,
     EventRow,
     EventStore,
+    Limits,
     MessageVerdict,
     Published,
     event_row,
@@ -84,28 +85,73 @@ class EventFunction:
 EXAMPLE = EventFunction(FUNCTIONS_DIR / "events_example")
 
 
+# What the margins below are derived from, measured through this harness on the 2-core machine
+# at load 3.7-7.6 (docs/demo.md, "Under load"). The emulator pushes a nacked message again about
+# every 3 s at a 1 s backoff (2.9-3.1 s between pushes; the first retry 1.0 s after the nack) and
+# never sooner than the minimum backoff; a push took up to 2.0 s to answer, and the slow job's
+# push 2.4 s more than its work.
+REDELIVERY_SECONDS = 3.0
+"""The emulator's pace for a nacked message at a 1 s backoff."""
+LOADED_PUSH_SECONDS = 2.5
+"""The most a push (or a body's own overhead) took to be answered on a loaded machine."""
+SAFETY = 1.5
+"""How much slower than the measured load the plan still holds."""
+
+
 @dataclass(frozen=True)
 class EventConfig:
-    """The timing of a local event job, in wall seconds.
+    """The timing of a local event job, in wall seconds, and the margins it keeps on a slow machine.
 
     A slow job works past the ack deadline (the emulator pushes it again while it runs) but
-    within its lease, so the redelivery meets a live lease (409) and never a second body. A
-    crashed body's lease expires within `lease_seconds`; the delivery attempts (one a second at
-    the 1 s backoff) outlast it, and the maximum event age outlasts the lease plus the wait for a
-    free instance, so a killed message is taken over, not dead-lettered. The emulator pushes a
-    nacked message again about every 2 s, so a message that always fails exhausts its 12
-    attempts in about 25 s, before it is too old.
+    within its lease, so the redelivery meets a live lease (409) and never a second body: the
+    lease outlasts the work plus a loaded push's overhead, SAFETY times over. A crashed body's
+    lease expires within `lease_seconds`, and however fast the machine, Pub/Sub pushes no more
+    than one delivery per minimum backoff meanwhile, so `policy` leaves a killed message
+    delivery attempts to be taken over with (a takeover runs even past the maximum age). A
+    message that always fails is nacked on a subscription of its own with `exhausted_policy`,
+    whose few attempts run out well within the maximum age even at SAFETY times the measured
+    load, so Pub/Sub dead-letters it before it is too old. `margin_problems` checks all three.
     """
 
-    lease_seconds: int = 13
+    lease_seconds: int = 16
     max_event_age_seconds: int = 40
     slow_work_seconds: float = 11.0
-    policy: PushPolicy = field(default_factory=lambda: PushPolicy(max_delivery_attempts=12))
+    policy: PushPolicy = field(default_factory=lambda: PushPolicy(max_delivery_attempts=20))
+    exhausted_policy: PushPolicy = field(default_factory=lambda: PushPolicy(max_delivery_attempts=5))
+    """The subscription of each `attempts_exhausted` message: 5 is Pub/Sub's minimum."""
     topics: int = 3
     """Shared topics (one push subscription each) for the messages acknowledged at their first
     push; late messages get one more, and each message that is nacked one of its own (see
     `ISOLATED`)."""
     instances: int = 3
+
+    def exhausted_seconds(self) -> float:
+        """The longest an always-failing message takes to use its attempts on a loaded machine."""
+        attempts = self.exhausted_policy.max_delivery_attempts
+        return attempts * LOADED_PUSH_SECONDS + (attempts - 1) * REDELIVERY_SECONDS
+
+    def margin_problems(self, faults: Collection[str]) -> list[str]:
+        """Where this timing leaves the planned end of one of `faults` to the machine's speed."""
+        problems = []
+        if "slow" in faults and self.slow_work_seconds + SAFETY * LOADED_PUSH_SECONDS > self.lease_seconds:
+            problems.append(
+                f"a slow job ({self.slow_work_seconds:g} s) must end within the lease "
+                f"({self.lease_seconds} s) with {SAFETY * LOADED_PUSH_SECONDS:g} s to spare"
+            )
+        # At most one push per minimum backoff while the lease runs, then the one that takes over.
+        during_lease = self.lease_seconds // self.policy.minimum_backoff_seconds + 2
+        if during_lease > self.policy.max_delivery_attempts:
+            problems.append(
+                f"{self.policy.max_delivery_attempts} delivery attempts can run out within a "
+                f"{self.lease_seconds} s lease: allow at least {during_lease}"
+            )
+        longest = SAFETY * self.exhausted_seconds()
+        if "attempts_exhausted" in faults and longest > self.max_event_age_seconds:
+            problems.append(
+                f"{self.exhausted_policy.max_delivery_attempts} delivery attempts can take {longest:g} s "
+                f"on a loaded machine, past the maximum event age ({self.max_event_age_seconds} s)"
+            )
+        return problems
 
 
 # fault -> (the message attributes that cause it, the fate it must lead to)
@@ -159,8 +205,9 @@ DEMO_MIX = {
 }
 # A team file's event job: the generic faults only, fewer messages.
 TEAM_MIX = {"none": 12, "lost_ack": 2, "duplicate_push": 2, "killed_holding_claim": 2, "too_old": 2}
-# No slow job among the generic faults, so the lease only has to outlast a fast body and the run
-# is shorter: a killed message is taken over after 6 s, a late one is held 21 s.
+# No slow job and no always-failing one among the generic faults, so the lease only has to outlast
+# a fast body and the run is shorter: a killed message is taken over after 6 s, a late one is
+# held 21 s.
 TEAM_CONFIG = EventConfig(lease_seconds=6, max_event_age_seconds=18)
 
 
@@ -211,8 +258,9 @@ class EventHarness:
         if unknown:
             known = ", ".join(fault_table(self.config))
             raise ValueError(f"{name}: unknown event fault {unknown[0]!r}; the faults are {known}")
-        if mix.get("slow") and self.config.slow_work_seconds >= self.config.lease_seconds:
-            raise ValueError(f"{name}: a slow job must end within the lease ({self.config.lease_seconds} s)")
+        problems = self.config.margin_problems([fault for fault, count in mix.items() if count])
+        if problems:
+            raise ValueError(f"{name}: {'; '.join(problems)}")
         # A project of its own on both emulators: the job's collections start empty.
         self.project = f"{project}-{uuid.uuid4().hex[:8]}"
         # Read now: a mistake in the folder's local_demo.toml stops the demo before anything starts.
@@ -266,10 +314,13 @@ class EventHarness:
         random.Random(self.seed).shuffle(faults)
         shared = [topology.add(proxy.url, self.config.policy) for _ in range(self.config.topics)]
         late = topology.add(proxy.url, self.config.policy)
+        config = self.config
         routes = [
             late
             if fault == "too_old"
-            else topology.add(proxy.url, self.config.policy)
+            else topology.add(proxy.url, config.exhausted_policy)
+            if fault == "attempts_exhausted"
+            else topology.add(proxy.url, config.policy)
             if fault in ISOLATED
             else shared[number % len(shared)]
             for number, fault in enumerate(faults)
@@ -280,7 +331,9 @@ class EventHarness:
             demo_id = f"{number:05d}"
             data = self.data.message(number)
             message_id = topology.publish(topic, data, {**attributes, DEMO_ID_ATTRIBUTE: demo_id})
-            self.messages.append(Published(demo_id, message_id, topic, subscription, fault, expected))
+            policy = config.exhausted_policy if fault == "attempts_exhausted" else config.policy
+            limits = Limits(config.max_event_age_seconds, policy.max_delivery_attempts)
+            self.messages.append(Published(demo_id, message_id, topic, subscription, fault, expected, limits))
         return self.messages
 
     def ended(self) -> int:

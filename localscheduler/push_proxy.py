@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 import requests
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
@@ -66,6 +66,10 @@ class Push:
     """Wall time it was answered; for `instance_died`, just after the instance died."""
     instance: str = ""
     """The instance that served it ("" if none did)."""
+    published: float | None = None
+    """The message's publishTime as the emulator stamped it (wall time), None if unreadable."""
+    copy: bool = False
+    """The proxy's own second push of a `duplicate_push` message, not a delivery by Pub/Sub."""
 
 
 @dataclass
@@ -137,18 +141,20 @@ class PushProxy:
         status, answer = self._push(Request(environ).get_data())
         return Response(answer, status=status, content_type="application/json")(environ, start_response)
 
-    def _push(self, body: bytes) -> tuple[int, bytes]:
-        """Serve one push (or the proxy's duplicate of one) and journal it."""
+    def _push(self, body: bytes, copy: bool = False) -> tuple[int, bytes]:
+        """Serve one push (or, `copy`, the proxy's duplicate of one) and journal it."""
         self.journal.begin()
         started = time.time()
         message_id, subscription, status, outcome, answer, instance = "?", "?", 500, "bad_push", b"", ""
+        published: float | None = None
         try:
             envelope = json.loads(body)
             message = envelope["message"]
             message_id, subscription = message["messageId"], envelope["subscription"]
             attributes = message.get("attributes") or {}
+            published = _publish_time(message)
             if attributes.get(DUPLICATE_ATTRIBUTE) and self._first("duplicate", message_id):
-                threading.Thread(target=self._push, args=(body,), daemon=True).start()
+                threading.Thread(target=self._push, args=(body, True), daemon=True).start()
             kill = bool(attributes.get(KILL_ATTRIBUTE)) and self._first("kill", message_id)
             key = event_key(Event(id=message_id, source=subscription, time=None)) if kill else None
             with self._hold(message, attributes):
@@ -156,7 +162,9 @@ class PushProxy:
             if status == 200 and attributes.get(LOSE_ACK_ATTRIBUTE) and self._first("lose", message_id):
                 status, outcome, answer = 500, "lost_ack", b'{"lost": true}'
         finally:
-            self.journal.end(Push(message_id, subscription, status, outcome, started, time.time(), instance))
+            ended = time.time()
+            push = Push(message_id, subscription, status, outcome, started, ended, instance, published, copy)
+            self.journal.end(push)
         return status, answer
 
     @contextlib.contextmanager
@@ -172,8 +180,8 @@ class PushProxy:
             return
         with self._lock:
             one_at_a_time = self._held.setdefault(message["messageId"], threading.Lock())
-        published = datetime.fromisoformat(message["publishTime"].replace("Z", "+00:00"))
-        time.sleep(max(0.0, published.timestamp() + hold - datetime.now(UTC).timestamp()))
+        published = _publish_time(message) or time.time()
+        time.sleep(max(0.0, published + hold - time.time()))
         with one_at_a_time:
             yield
 
@@ -210,3 +218,11 @@ class PushProxy:
                 return False
             self._once.add((fault, message_id))
             return True
+
+
+def _publish_time(message: dict) -> float | None:
+    """The pushed message's publishTime (RFC 3339, milliseconds on the emulator) as wall time."""
+    try:
+        return datetime.fromisoformat(str(message["publishTime"]).replace("Z", "+00:00")).timestamp()
+    except (KeyError, ValueError):
+        return None

@@ -190,14 +190,16 @@ class LocalScheduler:
                 )
                 if shape.kill and not is_copy:
                     watcher.start()
-                process = instance.process if dies_holding_claim else None  # replaced once it dies
+                # The instance is to die under this attempt: keep its process (replaced once it dies).
+                dying = dies_holding_claim or (shape.kill_after_effect and not is_copy)
+                process = instance.process if dying else None
                 answer = post(instance.url, headers, body, deadline - (time.monotonic() - started))
                 done.set()
                 if watcher.is_alive():
                     watcher.join()
                 if shape.kill_after_effect and not is_copy and answer.error == "connection":
                     killed.set()  # the job killed its own instance after its effect
-                if dies_holding_claim and answer.status is None and self._dies(process, trigger):
+                if dying and answer.status is None and not killed.is_set() and self._dies(process, trigger):
                     killed.set()
         answered_at = self.clock.now()
         acknowledged = answer.ok and not shape.lose_response
@@ -222,9 +224,11 @@ class LocalScheduler:
         return acknowledged
 
     def _dies(self, process: subprocess.Popen | None, trigger: Trigger) -> bool:
-        """The instance serving an attempt of a stuck claim died under it. A slow claim can outlast
-        the attempt deadline, and the body start (and the kill) then come after it: wait up to the
-        run's lease for the process to end."""
+        """The instance serving an attempt that was to die (a stuck claim's, or a job that kills its
+        instance after its effect) died under it. On a loaded machine the attempt deadline, a
+        fraction of a wall second at the demo's rate, can pass first, and the death then comes
+        after it: wait up to the run's lease for the process to end (a retry meanwhile would meet
+        the dying attempt's live lease anyway)."""
         lease = self.leases[(trigger.run.team.name, trigger.run.job.name)]
         if process is None:
             return False

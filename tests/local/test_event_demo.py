@@ -5,8 +5,18 @@ local_demo.toml stops the demo before anything starts."""
 import pytest
 
 from localscheduler.demo import EVENT_JOB, _event_harnesses
-from localscheduler.events_demo import EXAMPLE, GENERIC_FAULTS, TEAM_CONFIG, TEAM_MIX, EventFunction
+from localscheduler.events_demo import (
+    DEMO_MIX,
+    EXAMPLE,
+    GENERIC_FAULTS,
+    TEAM_CONFIG,
+    TEAM_MIX,
+    EventConfig,
+    EventFunction,
+    EventHarness,
+)
 from localscheduler.folder_file import FolderFileError
+from localscheduler.pubsub_topology import PushPolicy
 from stacks.team import EVENTARC, FUNCTIONS_DIR, EventJob, Team, load_teams
 
 
@@ -48,3 +58,25 @@ def test_a_bad_events_table_stops_the_demo_before_anything_starts(tmp_path):
     (tmp_path / "local_demo.toml").write_text("[events]\ndata = 3\n")
     with pytest.raises(FolderFileError, match=r"local_demo.toml: \[events\] data must be a non-empty string"):
         _event_harnesses([_team(EventJob(name="bad", source=str(tmp_path)))], 7, tmp_path / "logs")
+
+
+@pytest.mark.fast
+def test_the_demo_s_event_timing_leaves_every_planned_end_room_on_a_loaded_machine():
+    assert EventConfig().margin_problems(DEMO_MIX) == []
+    assert TEAM_CONFIG.margin_problems(TEAM_MIX) == []
+
+
+@pytest.mark.fast
+def test_a_timing_whose_planned_ends_depend_on_the_machine_s_speed_is_refused(tmp_path):
+    tight = EventConfig(
+        lease_seconds=13,
+        policy=PushPolicy(max_delivery_attempts=12),
+        exhausted_policy=PushPolicy(max_delivery_attempts=12),
+    )
+    assert tight.margin_problems(DEMO_MIX) == [
+        "a slow job (11 s) must end within the lease (13 s) with 3.75 s to spare",
+        "12 delivery attempts can run out within a 13 s lease: allow at least 15",
+        "12 delivery attempts can take 94.5 s on a loaded machine, past the maximum event age (40 s)",
+    ]
+    with pytest.raises(ValueError, match=r"^events-example: a slow job"):
+        EventHarness("events-example", EXAMPLE, DEMO_MIX, 7, "p", tmp_path, tight)

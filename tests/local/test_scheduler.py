@@ -4,6 +4,8 @@ it receives and answers from a script (the scheduler's own contract; no store in
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,9 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from localscheduler import scheduler as scheduler_module
 from localscheduler.clock import AcceleratedClock
-from localscheduler.delivery import scheduler_headers
-from localscheduler.faults import FaultMix
+from localscheduler.delivery import Answer, scheduler_headers
+from localscheduler.faults import AttemptShape, Fault, FaultMix
 from localscheduler.journal import Journal
 from localscheduler.plan import planned_runs
 from localscheduler.scheduler import LocalScheduler, triggers
@@ -151,3 +154,46 @@ def test_a_forced_run_carries_the_next_scheduled_time(recorder):
 def test_a_job_failure_fault_sets_the_example_jobs_knob(recorder):
     _deliver(recorder, FaultMix(permanent_failure=1.0))
     assert json.loads(recorder.received[0][1]) == {"region": "eu", "fail": "permanent"}
+
+
+@dataclass
+class DyingEndpoint(Endpoint):
+    """An instance whose process ends on its own, as one whose job kills it after its effect."""
+
+    process: subprocess.Popen | None = None
+
+
+def _killed_after_its_deadline(monkeypatch, lives: float) -> list[tuple[str | None, bool]]:
+    """Send one `killed_after_effect` attempt whose answer never comes before the attempt deadline
+    (a loaded machine), to an instance whose process ends `lives` seconds later: (outcome, killed)."""
+    monkeypatch.setattr(scheduler_module, "post", lambda *args: Answer(None, error="deadline"))
+    job = Job(name="sync", schedule="*/2 * * * *", source="report", attempt_deadline_seconds=60)
+    team = Team(name="team", project="proj-1", region="europe-west1", jobs=[job])
+    runs = planned_runs(team, job, START, START + timedelta(minutes=2))
+    process = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({lives})"])
+    try:
+        endpoint = DyingEndpoint("http://127.0.0.1:9/", process=process)
+        journal = Journal()
+        clock = AcceleratedClock.starting_now(START, RATE)
+        scheduler = LocalScheduler(
+            clock, {("team", "sync"): endpoint}, {("team", "sync"): 45}, FaultMix(), None, journal
+        )
+        [trigger] = triggers(runs, FaultMix(), forced_skew=60)
+        attempt = AttemptShape(deadline=60, kill_after_effect=True)
+        scheduler._send(trigger, 1, attempt, Fault.KILLED_AFTER_EFFECT, b"{}", False)
+    finally:
+        process.kill()
+        process.wait()
+    return [(sent.outcome, sent.killed) for sent in journal.sent()]
+
+
+@pytest.mark.fast
+def test_an_instance_that_dies_after_its_effect_once_the_attempt_deadline_passed_is_journaled_killed(
+    monkeypatch,
+):
+    assert _killed_after_its_deadline(monkeypatch, lives=0.3) == [("deadline", True)]
+
+
+@pytest.mark.fast
+def test_an_instance_still_alive_a_lease_after_the_deadline_is_not_journaled_killed(monkeypatch):
+    assert _killed_after_its_deadline(monkeypatch, lives=30) == [("deadline", False)]
