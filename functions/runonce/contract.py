@@ -33,6 +33,9 @@ TARGET_TIMEOUT_VARIABLE = "RUNONCE_TARGET_TIMEOUT_SECONDS"
 """The proxy's timeout per call to the target's API."""
 TARGET_GRACE_VARIABLE = "RUNONCE_TARGET_GRACE_SECONDS"
 """How long the proxy holds a run whose start's outcome is unknown."""
+JOB_VARIABLE = "RUNONCE_JOB"
+"""An event function's job, as the team file names it: the `job` field of its log lines, which the
+stack's metrics and alerts label by and `runonce dead-letters --job` takes (the stack sets it)."""
 CONSUMER_VARIABLE = "K_SERVICE"
 """Set by Cloud Run in every container to the service's name (a Cloud Run function's too): the
 consumer of an event function's CloudEvents (Cloud Run's "Container runtime contract")."""

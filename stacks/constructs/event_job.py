@@ -34,16 +34,19 @@ from stacks.constructs.provider import (
 )
 from stacks.constructs.required_apis import RequiredApis
 from stacks.constructs.scheduled_job import Invoked, grant_run_invoker, seconds
-from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
+from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, JOB_VARIABLE, MAX_EVENT_AGE_VARIABLE
 
 
 def event_environment(team: Team, job: EventJob) -> dict[str, str]:
-    """The event variables runonce reads: the maximum event age, and the dead-letter topic as the
-    full path `projects/P/topics/T` (the library's settings accept that form)."""
+    """The event variables runonce reads: the maximum event age, the dead-letter topic as the
+    full path `projects/P/topics/T` (the library's settings accept that form), and the job's
+    team-file name, the `job` field of the function's log lines (each event job has a function of
+    its own), which the metrics and alerts label by and `runonce dead-letters --job` takes."""
     topic = naming.dead_letter_topic_name(team.name, job.name)
     return {
         MAX_EVENT_AGE_VARIABLE: str(job.max_event_age_seconds),
         DEAD_LETTER_TOPIC_VARIABLE: naming.topic_path(team.project, topic),
+        JOB_VARIABLE: job.name,
     }
 
 

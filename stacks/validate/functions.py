@@ -12,7 +12,7 @@ from runonce import contract
 from stacks.config import targets
 from stacks.config.problem import Problem, ProblemAt
 from stacks.config.team import FUNCTIONS_DIR, EventJob, Job
-from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, MAX_EVENT_AGE_VARIABLE
+from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, JOB_VARIABLE, MAX_EVENT_AGE_VARIABLE
 from stacks.validate import function_limits
 from stacks.validate.entry_point import EVENT, handler_issue, lists_distribution, missing_requirements
 
@@ -25,6 +25,7 @@ STACK_ENV = (
     contract.PROJECT_VARIABLE,
     MAX_EVENT_AGE_VARIABLE,
     DEAD_LETTER_TOPIC_VARIABLE,
+    JOB_VARIABLE,
     *targets.STACK_ENV,
 )
 LEASE_ENV = contract.LEASE_VARIABLE

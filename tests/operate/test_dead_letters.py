@@ -259,3 +259,43 @@ def test_a_publish_without_an_answer_is_recorded_unknown_and_the_next_replay_is_
     refused = ops.run("replay", copy_id, "--team", ops.team.name, "--job", "orders", "--by", "t")
     assert refused.exit_code == 2 and "never confirmed (replay_unknown)" in refused.stderr
     assert topics.drain(topics.replayed) == [] and [r["copy_id"] for r in _listed(ops)] == [copy_id]
+
+
+def test_the_job_an_event_functions_lines_name_is_one_dead_letters_and_replay_take(
+    ops, topics, capsys, monkeypatch
+):
+    """The dead-lettered alert tells the operator to run `runonce dead-letters --team T --job JOB`
+    with JOB from the `job` label of the line it fired on: a function deployed as the stack deploys
+    it (its event variables) writes a `job` that the command accepts."""
+    import flask
+
+    import runonce as library
+    from operate import clients
+    from operate.team import load
+    from runonce import PermanentError
+    from stacks.constructs.event_job import event_environment
+    from tests.events.conftest import envelope, post
+
+    team = load(ops.team.name, None)
+    for name, value in event_environment(team, team.event_jobs[0]).items():
+        monkeypatch.setenv(name, value)
+
+    def refuse(event):
+        raise PermanentError("order 7 is invalid")
+
+    ledger = clients.store(ops.team).ledger  # type: ignore[attr-defined]
+    handler = library.deduplicated_event(collection=ops.team.collection, client=ledger._client)(refuse)
+    app = flask.Flask("orders-function")
+    app.add_url_rule("/", "handle", lambda: handler(flask.request._get_current_object()), methods=["POST"])
+    capsys.readouterr()
+    answer = post(app.test_client(), envelope(subscription=topics.job.push_subscription))
+    assert answer.json["outcome"] == "failed" and answer.json["dead_lettered"] is True
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    [fired] = [line for line in lines if DEAD_LETTER_MESSAGE_ID_FIELD in line]  # the alert's line
+
+    listed = ops.run("dead-letters", "--team", ops.team.name, "--job", fired["job"], "--json")
+    assert listed.exit_code == 0, listed.stderr
+    [row] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert row["copy_id"] == fired[DEAD_LETTER_MESSAGE_ID_FIELD] and row["job"] == fired["job"]
+    replayed = ops.run("replay", row["copy_id"], "--team", ops.team.name, "--job", fired["job"], "--by", "t")
+    assert replayed.exit_code == 0, replayed.stderr

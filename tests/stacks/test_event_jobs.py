@@ -118,7 +118,9 @@ def test_a_lease_not_longer_than_the_ack_deadline_is_refused():
     assert problems_of(env={"RUNONCE_LEASE_SECONDS": "61"}) == []
 
 
-@pytest.mark.parametrize("name", ["RUNONCE_MAX_EVENT_AGE_SECONDS", "RUNONCE_DEAD_LETTER_TOPIC"])
+@pytest.mark.parametrize(
+    "name", ["RUNONCE_MAX_EVENT_AGE_SECONDS", "RUNONCE_DEAD_LETTER_TOPIC", "RUNONCE_JOB"]
+)
 def test_the_event_variables_are_set_by_the_stack_only(name):
     assert problems_of(env={name: "x"}) == [("orders", "env")]
 
@@ -337,6 +339,7 @@ def test_the_function_gets_the_event_settings_from_the_config(events):
     env = function["service_config"]["environment_variables"]
     assert env["RUNONCE_MAX_EVENT_AGE_SECONDS"] == str(EventJob.max_event_age_seconds)
     assert env["RUNONCE_DEAD_LETTER_TOPIC"] == "projects/acme-prod-1/topics/acme-orders-dead-letter"
+    assert env["RUNONCE_JOB"] == "orders"  # the job's team-file name, which `runonce --job` takes
     assert env["RUNONCE_LEASE_SECONDS"] == "120"
     assert env["RUNONCE_RETENTION_SECONDS"] == str(8 * 24 * 3600)
     assert function["service_config"]["timeout_seconds"] == 60

@@ -29,7 +29,7 @@ import pytest
 
 import runonce
 from runonce import OutcomeUnknown, PermanentError
-from runonce.contract import WATCHDOG_LOGGER, MissedRun
+from runonce.contract import JOB_VARIABLE, WATCHDOG_LOGGER, MissedRun
 from runonce.core.errors import ConfigError, StoreUnavailable
 from runonce.core.outcomes import Outcome
 from runonce.core.settings import DEFAULT_RETENTION_SECONDS
@@ -196,9 +196,14 @@ def _scheduled(monkeypatch: pytest.MonkeyPatch, clock: ManualClock) -> Iterator[
     yield _answered("scheduled misconfigured", "scheduled", send(refused, "2026-11-28T21:00:00Z"))
 
 
+EVENT_JOB = "orders"
+"""The event job the event deliveries are for, as the stack names it in the function's RUNONCE_JOB."""
+
+
 def _events(monkeypatch: pytest.MonkeyPatch) -> Iterator[Delivery]:
     store = MemoryStore(timedelta(seconds=60), RETENTION, runonce._clock.now)
     copies: list[Copy] = []
+    monkeypatch.setenv(JOB_VARIABLE, EVENT_JOB)
 
     def client(job: Callable[[Any], Any], failing: bool = False, **options: Any) -> flask.testing.FlaskClient:
         kind = _UnforwardingConnection if failing else MemoryEventConnection
@@ -471,17 +476,10 @@ def test_the_answers_metric_counts_each_delivery_of_the_teams_functions_once_wit
         for service in stack.services.values():
             lines = [entry for found, where, entry in counted if found is delivery and where == service]
             assert len(lines) == 1, (delivery.name, service, len(lines))
-            if delivery.outcome != "dead_letter_failed":  # see the next test
-                assert lines[0]["jsonPayload"]["outcome"] == delivery.outcome, delivery.name
+            assert lines[0]["jsonPayload"]["outcome"] == delivery.outcome, delivery.name
     assert not [entry for _, where, entry in counted if where == OTHER_SERVICE]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the library writes the answering line (latency_ms) of a failed event with outcome "
-    "failed before it forwards the copy; when forwarding fails the delivery is answered 500 "
-    "dead_letter_failed on a line without latency_ms (functions/runonce/events, outside the stacks)",
-)
 def test_a_failed_forwarding_is_counted_as_answered_dead_letter_failed(stack, deliveries):
     (delivery,) = [found for found in deliveries if found.outcome == "dead_letter_failed"]
     counted = [entry for found, where, entry in answers(stack, deliveries) if found is delivery]
@@ -493,8 +491,9 @@ def test_the_failed_run_alert_fires_once_on_runs_that_will_not_run_again_and_on_
 ):
     condition = stack.log_matches["a run failed permanently"]
     for delivery in deliveries:
-        # A failed event whose copy could not be forwarded failed permanently all the same.
-        will_not_run = delivery.outcome in ("failed", "too_old", "dead_letter_failed")
+        # A failed event whose copy could not be forwarded is answered dead_letter_failed and
+        # delivered again until its copy is forwarded: the dead-lettered alert is the one for it.
+        will_not_run = delivery.outcome in ("failed", "too_old")
         for service in [*stack.services.values(), OTHER_SERVICE]:
             fired = [
                 line
@@ -539,15 +538,12 @@ def test_the_dead_letter_alert_and_metric_see_each_copy_and_each_failed_forwardi
                 assert labels["outcome"] == delivery.outcome, delivery.name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an event job's lines carry no `job` field (functions/runonce/events binds run_key and "
-    "event_id only), so the metrics' and alerts' `job` label is empty for event jobs",
-)
 def test_an_event_jobs_lines_carry_the_job_label_the_metrics_extract(deliveries):
     for delivery in deliveries:
         if delivery.kind == "event":
-            assert all("job" in line for line in delivery.lines), delivery.name
+            assert [line.get("job") for line in delivery.lines] == [EVENT_JOB] * len(delivery.lines), (
+                delivery.name
+            )
 
 
 def test_the_missed_run_metric_and_alert_see_the_watchdogs_line_about_the_teams_jobs_only(stack, deliveries):
@@ -601,12 +597,10 @@ CHARTS: dict[str, Callable[[str], bool]] = {
     "Runs per job by outcome": lambda outcome: True,
     "Duplicates skipped (duplicate)": lambda outcome: outcome == "duplicate",
     "Held by another attempt (409 in_progress)": lambda outcome: outcome == "in_progress",
-    # dead_letter_failed is left out: its answer is counted as failed (the xfail test above).
     "Answers that ask for a retry (5xx)": lambda outcome: (
-        outcome != "dead_letter_failed" and next(o for o in Outcome if o.label == outcome).status >= 500
+        next(o for o in Outcome if o.label == outcome).status >= 500
     ),
-    # A failed event whose copy could not be forwarded failed permanently all the same.
-    "Permanent failures (failed)": lambda outcome: outcome in ("failed", "dead_letter_failed"),
+    "Permanent failures (failed)": lambda outcome: outcome == "failed",
 }
 """The answers each chart on the answers metric shows, by title."""
 

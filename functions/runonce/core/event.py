@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from ..contract import (
     CONSUMER_VARIABLE,
     DEAD_LETTER_TOPIC_VARIABLE,
+    JOB_VARIABLE,
     MAX_EVENT_AGE_VARIABLE,
     PROJECT_VARIABLE,
     RETENTION_VARIABLE,
@@ -93,6 +94,9 @@ class EventSettings:
     consumer: str = ""
     """Who handles the events (the Cloud Run service, K_SERVICE): part of a CloudEvent's run key, so
     two functions triggered by one event each run it once."""
+    job: str = ""
+    """The job the events are for, the `job` field of every log line (the `job` option, else
+    RUNONCE_JOB, else the consumer; "" if none is set)."""
 
 
 def load_event_settings(
@@ -142,11 +146,29 @@ def load_event_settings(
                 f"projects/PROJECT/topics/{topic_id}, or set {PROJECT_VARIABLE}"
             )
         topic = f"projects/{owner}/topics/{topic_id}"
-    name, raw = pick("consumer", CONSUMER_VARIABLE, "")
-    consumer = str(raw).strip()
-    if len(consumer) > MAX_CONSUMER_LENGTH:
-        raise ConfigError(
-            f"{name} is {len(consumer)} characters, more than {MAX_CONSUMER_LENGTH}: name the function "
-            "(a Cloud Run service name has at most 63)"
-        )
-    return EventSettings(max_event_age=max_age, dead_letter_topic=topic, consumer=consumer)
+    consumer = _name_setting(
+        pick, "consumer", CONSUMER_VARIABLE, "name the function (a Cloud Run service name has at most 63)"
+    )
+    job = _name_setting(pick, "job", JOB_VARIABLE, "name the job as its team file does")
+    return EventSettings(
+        max_event_age=max_age, dead_letter_topic=topic, consumer=consumer, job=job or consumer
+    )
+
+
+def _name_setting(
+    pick: Callable[[str, str, object], tuple[str, object]], option: str, variable: str, fix: str
+) -> str:
+    """A name setting (unset: ""), at most `MAX_CONSUMER_LENGTH` characters; ConfigError with `fix`."""
+    name, raw = pick(option, variable, "")
+    value = str(raw).strip()
+    if len(value) > MAX_CONSUMER_LENGTH:
+        raise ConfigError(f"{name} is {len(value)} characters, more than {MAX_CONSUMER_LENGTH}: {fix}")
+    return value
+
+
+def job_label(overrides: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The `job` field of a delivery's lines when the settings could not be loaded: the job the
+    settings would name, read without checking the other settings."""
+    pick = picker(overrides, environ)
+    job = str(pick("job", JOB_VARIABLE, "")[1]).strip()
+    return job or str(pick("consumer", CONSUMER_VARIABLE, "")[1]).strip()

@@ -184,10 +184,32 @@ class Attempt:
     """The job returned a success (its completion must be recorded, never released)."""
     finished: bool = False
     """The claim was completed, failed or released (or found lost)."""
+    defer: bool = False
+    """The adapter may still change a failure's or a duplicate's answer (an event's forwarding): their
+    answering line waits, held here, until `settle` (`serve` settles what is still held)."""
+    held_line: tuple[int, str, dict[str, Any]] | None = None
 
     def ms(self) -> int:
         """Milliseconds since the request arrived."""
         return int((time.monotonic() - self.started) * 1000)
+
+    def answer_line(self, level: int, message: str, **fields: Any) -> None:
+        """Write the line that answers the delivery, with `latency_ms`; held instead if `defer`."""
+        if self.defer:
+            self.held_line = (level, message, fields)
+        else:
+            log(level, message, **fields, latency_ms=self.ms())
+
+    def settle(self, answering: bool) -> None:
+        """Write the held line, if any: as the answer (with `latency_ms`, now), or as a step of a
+        delivery that another line answers (one delivery has one line with `latency_ms`)."""
+        if self.held_line is None:
+            return
+        level, message, fields = self.held_line
+        self.held_line = None
+        if answering:
+            fields = {**fields, "latency_ms": self.ms()}
+        log(level, message, **fields)
 
 
 def store_problem(exc: Exception) -> str:
@@ -219,13 +241,12 @@ def fail(attempt: Attempt, claim: Claim, error: str, outcome: Outcome = Outcome.
     assert attempt.store is not None
     store = attempt.store
     problem = _claim_write(attempt, "the failure write", lambda: store.fail(claim, error))
-    log(
+    attempt.answer_line(
         logging.ERROR,
         f"{'not run' if outcome is Outcome.TOO_OLD else 'job failed permanently'}: {error}"
         + (f"; not recorded: {problem}" if problem else ""),
         outcome=outcome.label,
         recorded=problem is None,
-        latency_ms=attempt.ms(),
     )
     return outcome.answer(run_key=claim.key, error=error, recorded=problem is None)
 

@@ -48,10 +48,13 @@ def serve(handle: Callable[[Attempt], Answer]) -> Answer:
     attempt = Attempt(time.monotonic())
     scope = logs.open_scope()
     try:
-        return handle(attempt)
+        answer = handle(attempt)
+        attempt.settle(answering=True)
+        return answer
     except Exception as exc:
         return _unexpected(exc, attempt)
     finally:
+        attempt.settle(answering=False)  # a held line the process is leaving with (SystemExit)
         logs.close_scope(scope)
 
 
@@ -132,11 +135,10 @@ def _held_answer(held: Held, attempt: Attempt) -> Answer:
             latency_ms=attempt.ms(),
         )
         return Outcome.IN_PROGRESS.answer(run_key=held.key, lease_expires=str(held.lease_expires or ""))
-    log(
+    attempt.answer_line(
         logging.INFO,
         f"duplicate delivery of a {held.status.value} run; not running",
         outcome=Outcome.DUPLICATE.label,
-        latency_ms=attempt.ms(),
     )
     told = held.stored.answer() if held.stored is not None else {"result": held.result}
     return Outcome.DUPLICATE.answer(run_key=held.key, status=held.status.value, **told, error=held.error)
@@ -198,6 +200,7 @@ def _body_line(stage: BodyStage, end: BodyEnd | None = None, exc: BaseException 
 
 def _unexpected(exc: Exception, attempt: Attempt) -> Answer:
     """The outer guard: answer JSON, and give back (or complete) a claim this attempt still holds."""
+    attempt.settle(answering=False)
     claim, store = attempt.claim, attempt.store
     if claim is not None and store is not None and not attempt.finished:
         if attempt.succeeded:  # the job ran: its completion must not be lost, even without a result

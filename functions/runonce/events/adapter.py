@@ -38,7 +38,7 @@ from ..contract import (
 )
 from ..core.decoration import decorate
 from ..core.errors import ConfigError, EventRetry, StoreError
-from ..core.event import Event, EventRun, EventSettings, load_event_settings
+from ..core.event import Event, EventRun, EventSettings, job_label, load_event_settings
 from ..core.finish import Attempt
 from ..core.handler import claim_failed, misconfigured, rejected, run_once, serve
 from ..core.occurrence import Occurrence
@@ -130,25 +130,40 @@ def _expired(event: Event, settings: EventSettings) -> str | None:
     )
 
 
+def _answer_instead(attempt: Attempt, level: int, message: str, outcome: Outcome, **fields: Any) -> None:
+    """Answer the delivery with `outcome` on this line: the core's held answering line is written
+    first as a step (one line per delivery carries `latency_ms`, and it carries the outcome answered)."""
+    attempt.settle(answering=False)
+    log(level, message, outcome=outcome.label, **fields, latency_ms=attempt.ms())
+
+
 def _forward(
-    setup: EventSetup, event: Event, key: str, reason: DeadLetterReason, attempt: int, answer: Answer
+    setup: EventSetup,
+    event: Event,
+    key: str,
+    reason: DeadLetterReason,
+    number: int,
+    answer: Answer,
+    attempt: Attempt,
 ) -> Answer:
     """Forward the event, mark its record, and acknowledge; or refuse to acknowledge."""
     error = str(answer.body.get("error") or "")
     try:
-        forwarded = setup.dead_letters.forward(event, reason, key, attempt, error)
+        forwarded = setup.dead_letters.forward(event, reason, key, number, error)
     except DeadLetterFailed as exc:
         problem = describe(exc, 1024)
         # Says no forwarder is at work any more, so the redelivery may forward at once.
         with contextlib.suppress(Exception):
             setup.base.store.annotate(key, {DEAD_LETTER_FAILED_AT_FIELD: clock.now()})
-        log(
+        _answer_instead(
+            attempt,
             logging.ERROR,
             f"event not dead-lettered, so not acknowledged: {problem}",
-            outcome=Outcome.DEAD_LETTER_FAILED.label,
+            Outcome.DEAD_LETTER_FAILED,
             reason=reason.value,
         )
         return Outcome.DEAD_LETTER_FAILED.answer(run_key=key, reason=reason.value, error=problem)
+    attempt.settle(answering=True)  # the answer stands: the copy is safe
     message_id = forwarded.message_id
     marks = {
         DEAD_LETTERED_AT_FIELD: clock.now(),
@@ -181,15 +196,20 @@ def _forwarding_elsewhere(record: dict[str, Any], lease: timedelta) -> bool:
 
 
 def _finish_event(setup: EventSetup, event: Event, key: str, attempt: Attempt, answer: Answer) -> Answer:
-    """The core's answer, once a failed or too old event is safely in the dead-letter topic."""
+    """The core's answer, once a failed or too old event is safely in the dead-letter topic.
+
+    The core's answering line of a failure or a duplicate is held (`Attempt.defer`) until the
+    answer is known: it answers when the answer stands, and is a step before the line that
+    answers when the answer changes."""
     outcome = answer.outcome
     if outcome in (Outcome.FAILED, Outcome.TOO_OLD) and answer.body.get("recorded") is False:
         # Another attempt may hold the run now (it took it over), or the store failed: a copy could
         # be a second ending, and an ack could leave that attempt's run with no delivery left.
-        log(
+        _answer_instead(
+            attempt,
             logging.WARNING,
             "failure not recorded, so neither dead-lettered nor acknowledged; a redelivery finds how it ends",
-            outcome=Outcome.IN_PROGRESS.label,
+            Outcome.IN_PROGRESS,
         )
         return Outcome.IN_PROGRESS.answer(run_key=key, recorded=False, error=answer.body.get("error"))
     if outcome in (Outcome.FAILED, Outcome.TOO_OLD):
@@ -197,25 +217,27 @@ def _finish_event(setup: EventSetup, event: Event, key: str, attempt: Attempt, a
             DeadLetterReason.TOO_OLD if outcome is Outcome.TOO_OLD else DeadLetterReason.PERMANENT_FAILURE
         )
         number = attempt.claim.attempt if attempt.claim is not None else 0
-        return _forward(setup, event, key, reason, number, answer)
+        return _forward(setup, event, key, reason, number, answer, attempt)
     if outcome is not Outcome.DUPLICATE or answer.body.get("status") != RunStatus.FAILED.value:
         return answer
     try:
         record = setup.base.store.read(key) or {}
     except StoreError as exc:
+        attempt.settle(answering=False)
         return claim_failed(exc, key, attempt)
     if record.get(DEAD_LETTERED_AT_FIELD) is not None:
         return answer
     if _forwarding_elsewhere(record, setup.base.settings.lease):
-        log(
+        _answer_instead(
+            attempt,
             logging.INFO,
             "failed event not yet marked dead-lettered; its forwarder may still be at work",
-            outcome=Outcome.IN_PROGRESS.label,
+            Outcome.IN_PROGRESS,
         )
         return Outcome.IN_PROGRESS.answer(run_key=key, forwarding=True)
     too_old = str(record.get("error") or "").startswith(TOO_OLD_ERROR)
     reason = DeadLetterReason.TOO_OLD if too_old else DeadLetterReason.PERMANENT_FAILURE
-    return _forward(setup, event, key, reason, int(record.get("attempts") or 0), answer)
+    return _forward(setup, event, key, reason, int(record.get("attempts") or 0), answer, attempt)
 
 
 def _handle_event(
@@ -224,15 +246,15 @@ def _handle_event(
     carrier: Any,
     headers: Mapping[str, str],
     connection: EventConnection,
+    overrides: Mapping[str, Any],
     attempt: Attempt,
 ) -> Answer:
     try:
         setup = connection.get()
     except ConfigError as exc:
+        logs.bind(job=job_label(overrides))
         return misconfigured(exc, attempt)
-    trace = trace_fields(headers, setup.base.project)
-    if trace:
-        logs.bind(**trace)
+    logs.bind(job=setup.settings.job, **trace_fields(headers, setup.base.project))
     try:
         event = read()
     except BadEnvelope as exc:
@@ -241,6 +263,7 @@ def _handle_event(
     key = event_key(event, consumer)
     logs.bind(run_key=key, event_id=event.id, event_source=event.source, event_kind=event.kind)
     occurrence = _occurrence(event, key, _expired(event, setup.settings), consumer)
+    attempt.defer = True  # a failure's or a duplicate's answer may change once forwarded
     answer = run_once(setup.base.store, occurrence, lambda: job(event), attempt, carrier)
     return _finish_event(setup, event, key, attempt, answer)
 
@@ -249,7 +272,9 @@ def _is_cloud_event(argument: Any) -> bool:
     return callable(getattr(argument, "get_attributes", None)) and hasattr(argument, "data")
 
 
-def _respond(job: Callable[[Event], Any], connection: EventConnection, argument: Any) -> Any:
+def _respond(
+    job: Callable[[Event], Any], connection: EventConnection, argument: Any, overrides: Mapping[str, Any]
+) -> Any:
     """A push request's answer, or a CloudEvent's result (EventRetry to have it delivered again)."""
     if not _is_cloud_event(argument):  # a push request
         return serve(
@@ -259,12 +284,13 @@ def _respond(job: Callable[[Event], Any], connection: EventConnection, argument:
                 argument,
                 argument.headers,
                 connection,
+                overrides,
                 attempt,
             )
         )
     answer = serve(
         lambda attempt: _handle_event(
-            job, lambda: from_cloud_event(argument), argument, {}, connection, attempt
+            job, lambda: from_cloud_event(argument), argument, {}, connection, overrides, attempt
         )
     )
     if answer.status >= 300:  # a CloudEvent is delivered again only if the function raises
@@ -287,6 +313,7 @@ def deduplicated_event(
     max_event_age: int | None = None,
     dead_letter_topic: str | None = None,
     consumer: str | None = None,
+    job: str | None = None,
     client: firestore.Client | None = None,
 ) -> Callable[[Callable[[Event], object]], Handled]: ...
 
@@ -301,6 +328,7 @@ def deduplicated_event(
     max_event_age: int | None = None,
     dead_letter_topic: str | None = None,
     consumer: str | None = None,
+    job: str | None = None,
     client: firestore.Client | None = None,
 ) -> Callable[..., Any]:
     """Run an event function exactly once per event: `def handle(event)` receives an `Event`.
@@ -308,7 +336,8 @@ def deduplicated_event(
     Place it under `@functions_framework.http` for a Pub/Sub push subscription (the request body
     is the push envelope; the key is subscription + messageId) or under
     `@functions_framework.cloud_event` for a CloudEvent (the key is `consumer` + source + id; the
-    consumer defaults to K_SERVICE, the function's Cloud Run service). Use bare or with
+    consumer defaults to K_SERVICE, the function's Cloud Run service). `job` names the job on
+    every log line (default RUNONCE_JOB, which the stack sets, else the consumer). Use bare or with
     options (seconds and names) that override the RUNONCE_* variables. The job may call
     `current_run()` (an `EventRun`: the key, the attempt, the event and the consumer) and
     returns JSON-like data stored as the result.
@@ -324,5 +353,10 @@ def deduplicated_event(
         "max_event_age": max_event_age,
         "dead_letter_topic": dead_letter_topic,
         "consumer": consumer,
+        "job": job,
     }
-    return decorate(func, lambda: EventConnection(overrides, client), _respond)
+    return decorate(
+        func,
+        lambda: EventConnection(overrides, client),
+        lambda function, connection, argument: _respond(function, connection, argument, overrides),
+    )
