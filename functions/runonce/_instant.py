@@ -7,9 +7,8 @@ another offset is the same instant, and its canonical form (`Instant.rfc3339`) i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
-from functools import cached_property
+from typing import NamedTuple
 
 # [0-9], not \d: \d also matches other scripts' digits, which int() would then read.
 _RFC3339 = re.compile(
@@ -18,8 +17,7 @@ _RFC3339 = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Instant:
+class Instant(NamedTuple):
     """An exact UTC instant with nanosecond precision, as ScheduleTime can carry."""
 
     utc: datetime
@@ -27,10 +25,6 @@ class Instant:
 
     def rfc3339(self) -> str:
         """The canonical form: UTC, `Z`, nine fraction digits only when the fraction is not zero."""
-        return self._canonical
-
-    @cached_property
-    def _canonical(self) -> str:  # the key, the record and every log line use it: format it once
         base = self.utc.strftime("%Y-%m-%dT%H:%M:%S")
         return f"{base}.{self.nanos:09d}Z" if self.nanos else f"{base}Z"
 

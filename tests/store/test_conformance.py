@@ -11,7 +11,6 @@ between a process and a remote store, so they are proven on the Firestore emulat
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import uuid
 from collections.abc import Callable
@@ -187,7 +186,7 @@ def test_a_taken_over_claims_finishing_write_is_refused_after_the_new_attempt_fi
 @pytest.mark.parametrize("write", FINISHING)
 def test_the_fence_is_the_update_time_the_claim_saw_not_its_attempt_id(store, write):
     claim = _claim(store)
-    forged = dataclasses.replace(claim, update_time=claim.update_time - timedelta(seconds=1))
+    forged = claim._replace(update_time=claim.update_time - timedelta(seconds=1))
     before = store.read(KEY)
     answer = FINISHING[write](store, forged)
     assert store.read(KEY) == before

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from werkzeug.wrappers import Response
 
@@ -47,8 +47,7 @@ class Verdict(Enum):
     PERMANENT = "permanent"
 
 
-@dataclass(frozen=True)
-class Returned:
+class Returned(NamedTuple):
     """A job's return value, read: the verdict, the body and the status it carried, if any."""
 
     verdict: Verdict

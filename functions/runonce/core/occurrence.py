@@ -9,8 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .store import Claim
 
@@ -31,8 +30,7 @@ def key_digest(parts: list[Any]) -> str:
     return hashlib.sha256(_PARTS.encode(parts).encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
-class Occurrence:
+class Occurrence(NamedTuple):
     """One thing to run exactly once, as an adapter read it from its request."""
 
     key: str

@@ -13,8 +13,7 @@ a job starts, so such a thread must be started inside the run's context to call 
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import NestedRunError
 
@@ -26,8 +25,7 @@ if TYPE_CHECKING:
 _ENVIRON_KEY = "runonce.run"
 
 
-@dataclass(frozen=True)
-class Run:
+class Run(NamedTuple):
     """A scheduled run (`@deduplicated`), as `current_run()` returns it."""
 
     key: str

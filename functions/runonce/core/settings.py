@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 from .._text import clip
 from ..contract import (
@@ -31,8 +31,7 @@ _WHOLE_NUMBER = re.compile(r"-?[0-9]+")
 _RESERVED_ID = re.compile(r"__.*__", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """Everything the handler needs to know about its ledger."""
 
     lease: timedelta

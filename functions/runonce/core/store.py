@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._text import describe
 from ..contract import RunStatus
@@ -33,8 +31,7 @@ if TYPE_CHECKING:
 MAX_RESULT_BYTES = 16 * 1024
 
 
-@dataclass(frozen=True)
-class StoredResult:
+class StoredResult(NamedTuple):
     """The result as stored: `text` (JSON), or None and `dropped` saying why it was not stored."""
 
     text: str | None
@@ -66,9 +63,9 @@ class StoredResult:
             return cls(None, record.get("result_dropped") or "not stored")
         return cls(json.dumps(record.get("result"), default=str))
 
-    @cached_property
+    @property
     def value(self) -> Any:
-        """The stored value (None when nothing is stored), decoded once."""
+        """The stored value (None when nothing is stored), decoded from its text."""
         return None if self.text is None else json.loads(self.text)
 
     def fields(self) -> dict[str, Any]:
@@ -84,8 +81,7 @@ class StoredResult:
         return {"result": self.value}
 
 
-@dataclass(frozen=True)
-class Claim:
+class Claim(NamedTuple):
     """This attempt holds the run: it may execute the job, then finish or release the claim."""
 
     key: str
@@ -99,8 +95,7 @@ class Claim:
     its lease instead of deleting the record, so that history stays."""
 
 
-@dataclass(frozen=True)
-class Held:
+class Held(NamedTuple):
     """The run is not this attempt's to execute: finished already, or another attempt holds it."""
 
     key: str
@@ -246,8 +241,7 @@ class RequestState(str, Enum):
     """A forced delivery found the run not finished, or gone: nothing was reopened."""
 
 
-@dataclass(frozen=True)
-class Rerun:
+class Rerun(NamedTuple):
     """A forced delivery that carries the re-run of run `key` (scheduled at `schedule_time`)."""
 
     key: str

@@ -7,7 +7,6 @@ hands the rest to `runonce.core.handler.run_once`; the core's answer goes back t
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -44,7 +43,7 @@ def _scheduled_if_recorded(store: Store, delivery: Delivery) -> Delivery:
     time has come by another instance's clock: this one's clock is behind, or this is a forced
     run's retry near the time. Taking it for the scheduled run never runs that run twice.
     """
-    scheduled = dataclasses.replace(delivery, forced=False)
+    scheduled = delivery._replace(forced=False)
     if not store.exists(run_key(scheduled)):
         return delivery
     log(
@@ -138,7 +137,7 @@ def _forced(
         return run_once(store, occurrence, lambda: job(request), attempt, request)
     # Held by this attempt from here on: the outer guard gives the claim back if anything raises.
     attempt.store, attempt.claim = store, rerun.claim
-    target = dataclasses.replace(delivery, schedule_time=parse_instant(rerun.schedule_time), forced=False)
+    target = delivery._replace(schedule_time=parse_instant(rerun.schedule_time), forced=False)
     logs.bind(run_key=rerun.key, schedule_time=rerun.schedule_time, forced=False, rerun_delivery=key)
     log(
         logging.INFO,

@@ -8,8 +8,8 @@ the same run. Nothing here touches the store: a bad delivery is rejected before 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from .._instant import Instant, parse_instant
 from ..contract import JOB_HEADER, LOCATION_HEADER, PROJECT_HEADER, TIME_HEADER
@@ -30,8 +30,7 @@ class BadDelivery(BadField):
         return self.field
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(NamedTuple):
     """The identity of one scheduled run as the request states it."""
 
     job: str

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.api_core import datetime_helpers, gapic_v1, grpc_helpers
 from google.api_core.timeout import TimeToDeadlineTimeout
@@ -42,8 +41,7 @@ class _Unsupported(RunonceError):
     """A write the direct path does not build: the public API sends it instead."""
 
 
-@dataclass(frozen=True)
-class _Channel:
+class _Channel(NamedTuple):
     """What a direct Commit needs from one client: the call, the database and the metadata."""
 
     commit: Any

@@ -8,8 +8,7 @@ it is answered `misconfigured` and tried again at the next request, until it is 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.auth import exceptions as auth_exceptions
 from google.cloud import firestore
@@ -21,8 +20,7 @@ from ..core.store import Store
 from .firestore import Ledger, LedgerStore
 
 
-@dataclass(frozen=True)
-class Setup:
+class Setup(NamedTuple):
     """What a request needs: the settings, the store, and the project (for trace ids in logs)."""
 
     settings: Settings
