@@ -4,6 +4,9 @@ written) and fresh interpreters for the cold start. No timing is asserted: these
 shared."""
 
 import pstats
+import shutil
+
+import pytest
 
 from benchmarks import coldstart, endtoend_events
 from benchmarks.endtoend import RUNONCE, SEED, VARIANTS, measure, own_time, render
@@ -39,6 +42,49 @@ def test_the_cold_start_benchmark_times_both_imports_in_fresh_processes_and_prin
         coldstart.VARIANTS, 2
     )
     assert "ratio runonce / baseline" in coldstart.render(result)
+
+
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="valgrind is not installed: apt-get install valgrind"
+)
+def test_the_cold_start_benchmark_counts_each_variants_instructions_the_same_way_each_run():
+    counted = coldstart.count_instructions(runs=1)
+    assert counted.counts is not None
+    baseline, runonce = counted.counts[coldstart.BASELINE][0], counted.counts[coldstart.RUNONCE][0]
+    assert baseline > 100_000_000  # an interpreter with functions_framework and firestore imported
+    assert runonce > baseline  # runonce imports the baseline's libraries, and its own modules
+    assert "ratio runonce / baseline" in coldstart.render_counts(counted)
+
+
+def _wall(ratio: float) -> coldstart.Measurement:
+    """A wall-time measurement of 100 pairs whose paired ratios spread 0.9-1.1 around `ratio`."""
+    baseline = [100.0] * 100
+    return coldstart.Measurement(
+        {
+            coldstart.BASELINE: baseline,
+            coldstart.RUNONCE: [100.0 * (ratio - 0.1 + n / 500) for n in range(100)],
+        }
+    )
+
+
+def _counted(*ratios: float) -> coldstart.Counted:
+    return coldstart.Counted(
+        {coldstart.BASELINE: [1000] * len(ratios), coldstart.RUNONCE: [round(1000 * r) for r in ratios]}
+    )
+
+
+def test_the_cold_start_verdict_needs_every_runs_instruction_ratio_under_the_target():
+    assert coldstart.verdict(_wall(1.04), _counted(1.03, 1.03)) == "met"
+    assert coldstart.verdict(_wall(1.06), _counted(1.03, 1.05)) == "met"  # the count decides, not the load
+    assert coldstart.verdict(_wall(1.04), _counted(1.03, 1.051)) == "missed"  # one count over it
+
+
+def test_without_valgrind_the_cold_start_verdict_takes_the_wall_times_interval():
+    none = coldstart.Counted(None)
+    assert coldstart.verdict(_wall(1.04), none) == "undecided"  # its interval holds 1.05
+    assert coldstart.verdict(_wall(0.99), none) == "met"
+    assert coldstart.verdict(_wall(1.11), none) == "missed"
+    assert "valgrind is not installed" in coldstart.render_counts(none)
 
 
 def test_the_event_benchmarks_store_floor_times_both_store_calls(firestore_emulator, monkeypatch):
