@@ -18,7 +18,6 @@ from stacks.config.team import Team
 from stacks.constructs import provider
 from stacks.constructs.dedup_store import DedupStore
 from stacks.constructs.function_identity import grant_ledger
-from stacks.constructs.identity import member
 from stacks.constructs.required_apis import RequiredApis
 
 DEFAULT_ACCOUNT = ""
@@ -50,16 +49,24 @@ class AppEngineAccess:
         )
         """The `google_app_engine_default_service_account` data source: the plan-time check that
         the application exists, and the default account's member."""
-        accounts = sorted({job.service_account for job in team.app_engine_jobs})
-        self.ledger_grants = [
-            grant_ledger(
-                scope,
-                f"app-engine-{account.split('@')[0] if account else 'default'}-ledger",
-                team.project,
-                member(account) if account else self.default_account.member,
-                store,
+        self.accounts = {
+            account: provider.DataGoogleServiceAccount(
+                scope, f"app-engine-{_local_part(account)}-account", account_id=account, project=team.project
             )
-            for account in accounts
+            for account in sorted({job.service_account for job in team.app_engine_jobs} - {DEFAULT_ACCOUNT})
+        }
+        """The `google_service_account` data source of each user-managed account the jobs name: the
+        plan stops if one does not exist, and its grant names the account by reference."""
+        members = {_local_part(account): data.member for account, data in self.accounts.items()}
+        if any(job.service_account == DEFAULT_ACCOUNT for job in team.app_engine_jobs):
+            members["default"] = self.default_account.member
+        self.ledger_grants = [
+            grant_ledger(scope, f"app-engine-{name}-ledger", team.project, members[name], store)
+            for name in sorted(members)
         ]
         """roles/datastore.user on the ledger database only, for each account the App Engine
         services run as (the default one, or each `AppEngineJob.service_account`)."""
+
+
+def _local_part(email: str) -> str:
+    return email.split("@")[0]

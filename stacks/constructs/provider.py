@@ -147,6 +147,7 @@ AT_FIRST_USE = {
     "DataGoogleAppEngineDefaultServiceAccount": f"{PACKAGE}.data_google_app_engine_default_service_account",
     "DataGoogleCloudRunV2Service": f"{PACKAGE}.data_google_cloud_run_v2_service",
     "DataGoogleMonitoringNotificationChannel": f"{PACKAGE}.data_google_monitoring_notification_channel",
+    "DataGoogleServiceAccount": f"{PACKAGE}.data_google_service_account",
     "DataGoogleStorageBucket": f"{PACKAGE}.data_google_storage_bucket",
     "DataGoogleStorageProjectServiceAccount": f"{PACKAGE}.data_google_storage_project_service_account",
 }
@@ -169,6 +170,7 @@ if TYPE_CHECKING:
     from cdktf_cdktf_provider_google.data_google_monitoring_notification_channel import (
         DataGoogleMonitoringNotificationChannel,
     )
+    from cdktf_cdktf_provider_google.data_google_service_account import DataGoogleServiceAccount
     from cdktf_cdktf_provider_google.data_google_storage_bucket import DataGoogleStorageBucket
     from cdktf_cdktf_provider_google.data_google_storage_project_service_account import (
         DataGoogleStorageProjectServiceAccount,
@@ -215,6 +217,7 @@ __all__ = [
     "DataGoogleCloudRunV2Service",
     "DataGoogleMonitoringNotificationChannel",
     "DataGoogleProject",
+    "DataGoogleServiceAccount",
     "DataGoogleStorageBucket",
     "DataGoogleStorageProjectServiceAccount",
     "FirestoreDatabase",

@@ -339,8 +339,10 @@ def test_each_app_engine_account_gets_the_ledger_only(stack):
         "app-engine-default-ledger": (
             "${data.google_app_engine_default_service_account.app-engine-default-account.member}"
         ),
-        "app-engine-worker-run-ledger": "serviceAccount:worker-run@acme-prod-1.iam.gserviceaccount.com",
+        "app-engine-worker-run-ledger": "${data.google_service_account.app-engine-worker-run-account.member}",
     }
+    read = data(stack, "google_service_account", "app-engine-worker-run-account")
+    assert read["account_id"] == "worker-run@acme-prod-1.iam.gserviceaccount.com"
 
 
 def test_the_service_and_app_engine_jobs_are_valid_terraform_json(stack):
