@@ -453,14 +453,16 @@ class TeamStack(TerraformStack):
         )
         """The operators' grants (`Team.operators`, `stacks.constructs.operators`); None without any."""
         run_services = {name: function.service for name, function in self.functions.items()}
+        # A service's `service_name` label is its short name, which the team file gives.
+        run_services.update({name: name for name in self.services})
         if self.watchdog is not None and self.watchdog.function is not None:
             # Its ticks are answered like any job's: a watchdog that fails alerts too. No job may
             # be called "watchdog" (stacks.validate.watchdog), so the name is its own.
             run_services["watchdog"] = self.watchdog.function.service
         self.monitoring = (
             Monitoring(self, "monitoring", MonitoringProps.of(team, run_services, self.apis))
-            if run_services
+            if run_services or team.app_engine_jobs
             else None
         )
         """The team's log-based metrics, alert policies, e-mail channels and dashboard
-        (docs/monitoring.md); None for a team without functions."""
+        (docs/monitoring.md); None for a team without functions, services or App Engine jobs."""
