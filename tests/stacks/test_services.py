@@ -11,6 +11,7 @@ from cdktf import Testing
 from stacks.config.team_files import read_team_file
 from stacks.team import AppEngineJob, Retry, Service, ServiceJob, Team
 from stacks.validate import find_problems
+from stacks.validate.quotas import usage
 from tests.stacks.conftest import synthesize
 
 IMAGE = "europe-west1-docker.pkg.dev/acme-prod-1/jobs/closer:1.4.2"
@@ -199,6 +200,14 @@ def test_a_service_job_list_holding_another_kind_is_reported(tmp_path):
     assert [(problem.field, problem.fix) for problem in found] == [
         ("service_jobs[0]", "write ServiceJob(name=..., schedule=..., service=..., path=...)")
     ]
+
+
+def test_deployed_services_and_every_scheduler_job_count_against_the_quotas():
+    counts = usage(TEAM)
+    # build + invoker + the deployed service's account + the watchdog's; no function of the team's own
+    assert counts["service_accounts"] == 4
+    assert counts["cloud_run_services"] == 2  # the deployed service and the watchdog's function
+    assert counts["scheduler_jobs"] == 6  # three service jobs, two App Engine jobs, the watchdog
 
 
 # --- the deployed service ---
