@@ -176,6 +176,20 @@ def test_job_names_are_unique_across_every_kind_of_job():
     assert ("close", "name") in problems(team)
 
 
+def test_two_teams_deploying_one_service_name_in_one_region_collide():
+    other = replace(
+        TEAM, name="acme-two", services=[DEPLOYED], service_jobs=[TEAM.service_jobs[0]], app_engine_jobs=[]
+    )
+    found = [(problem.team, problem.field) for problem in find_problems([TEAM, other])]
+    assert ("acme-two", "name") in found
+    assert "Cloud Run service 'closer'" in str(find_problems([TEAM, other])[0])
+
+
+def test_a_service_or_app_engine_job_may_not_be_called_watchdog():
+    job = replace(TEAM.app_engine_jobs[0], name="watchdog")
+    assert ("watchdog", "name") in problems(replace(TEAM, app_engine_jobs=[job, TEAM.app_engine_jobs[1]]))
+
+
 def test_a_misspelt_service_job_field_is_reported_with_its_line(tmp_path):
     path = tmp_path / "acme.py"
     path.write_text(
