@@ -38,8 +38,9 @@ def scheduler_calls_run_app_uri(resource: Resource, _stack: Stack) -> Verdict:
     """An HTTP Scheduler job calls the run.app URI (a path of it, for a service job) with an OIDC
     token whose audience is the run.app URL without the path (an absent audience defaults to the
     whole URI): the cloudfunctions.net URL (`function.url`) is not internal traffic, so an
-    internal-only function refuses it, and Cloud Run accepts the run.app URL as audience, not a
-    URL with a path (its "custom audiences" page)."""
+    internal-only function refuses it, and the audience Cloud Run's "custom audiences" page
+    documents as accepted is the run.app URL itself (or a configured custom audience), not that URL
+    with a path."""
     if resource.type != "google_cloud_scheduler_job" or "http_target" not in resource.config:
         return Verdict.NOT_APPLICABLE
     target = resource.config["http_target"]
