@@ -101,11 +101,16 @@ def service(team: Team, svc: Service, problem: ProblemAt) -> Iterator[Problem]:
             f'use one of {", ".join(CPU_LIMITS)}, or millicores below one CPU ("500m")',
         )
     for name in svc.env:
-        if not function_limits.ENV_NAME.match(name) or name.startswith("RUNONCE_"):
+        reserved = name in function_limits.RESERVED_ENV or name.startswith(
+            function_limits.RESERVED_ENV_PREFIXES
+        )
+        if not function_limits.ENV_NAME.match(name) or name.startswith("RUNONCE_") or reserved:
             yield problem(
                 "env",
-                f"{name!r} is not a valid variable name, or is one the stack sets",
-                "use letters, digits and underscores; RUNONCE_* come from the team and service fields",
+                f"{name!r} is not a valid variable name, is Cloud Run's (its container runtime "
+                "contract sets it), or is one the stack sets",
+                "use letters, digits and underscores, not a name Cloud Run reserves; RUNONCE_* come "
+                "from the team and service fields",
             )
     if not any(job.service == svc.name for job in team.service_jobs):
         yield problem(

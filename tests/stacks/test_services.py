@@ -110,6 +110,7 @@ def test_a_service_no_job_calls_is_reported():
         ({"memory": "512MB"}, "memory"),
         ({"cpu": "3"}, "cpu"),
         ({"env": {"RUNONCE_LEASE_SECONDS": "900"}}, "env"),
+        ({"env": {"PORT": "9000"}}, "env"),
     ],
 )
 def test_a_deployed_service_stays_within_cloud_runs_limits(change, field):
