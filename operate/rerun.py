@@ -264,10 +264,10 @@ class SchedulerApi:
 def find_job(team: Team, name: str) -> Job:
     """The scheduled job `name` of `team`, by its team-file name or its Scheduler job's id (what
     log lines and alerts call it); Refused, naming the team's scheduled jobs, if none."""
-    for job in team.jobs:
+    for job in team.scheduled_views:  # function, service and App Engine jobs alike
         if name in (job.name, scheduler_job_name(team.name, job.name)):
             return job
-    names = ", ".join(job.name for job in team.jobs) or "none"
+    names = ", ".join(job.name for job in team.scheduled_views) or "none"
     event_job = any(job.name == name for job in team.event_jobs)
     event = " (an event job: only scheduled runs can be re-run)" if event_job else ""
     raise Refused(

@@ -119,7 +119,7 @@ def view(team: Team) -> TeamView:
             ScheduledJob(
                 job.name, naming.scheduler_job_name(team.name, job.name), job.schedule, job.time_zone
             )
-            for job in team.jobs
+            for job in team.scheduled_views
         ),
         event_jobs=tuple(
             EventJob(

@@ -104,7 +104,8 @@ LEAST_PRIVILEGE = [
         iam.invoker_only_on_own_services,
         "error",
         "Grant roles/run.invoker on each of the team's own services (google_cloud_run_v2_service_"
-        "iam_member, name = the function's service_config.service), never on the project or a "
+        "iam_member, name = the function's service_config.service, a deployed service's name, or an "
+        "existing service's as its data source reads it), never on the project or a "
         "service named by a literal (an Eventarc trigger account's project grant excepted: it must "
         "exist before its function's service); the Scheduler invoker account holds that role and "
         "nothing else.",
@@ -197,8 +198,9 @@ LEAST_PRIVILEGE = [
         "RO-NET-2",
         network.scheduler_calls_run_app_uri,
         "error",
-        "Call the function's run.app URI (service_config.uri) with an OIDC token whose audience is "
-        "that URI: with internal-only ingress, Scheduler is internal only on the run.app URL.",
+        "Call the function's run.app URI (service_config.uri), or a path of a service's uri, with an "
+        "OIDC token whose audience is that run.app URL without the path: with internal-only ingress, "
+        "Scheduler is internal only on the run.app URL, and Cloud Run accepts that URL as audience.",
     ),
     Rule(
         "RO-NET-3",

@@ -14,8 +14,9 @@ from stacks import naming
 from stacks.config import defaults
 from stacks.config.sharing import FunctionSettings, SharedFunction, explain, shared_functions
 from stacks.config.state import local_state_file, missing_local_state
-from stacks.config.team import EVENTARC, REPO_ROOT, Team
+from stacks.config.team import EVENTARC, REPO_ROOT, ServiceJob, Team
 from stacks.constructs import provider
+from stacks.constructs.app_engine import AppEngineAccess
 from stacks.constructs.archive import Archive
 from stacks.constructs.build_storage import BuildStorage, BuildStorageProps
 from stacks.constructs.dedup_store import DedupStore, DedupStoreProps
@@ -43,6 +44,7 @@ from stacks.constructs.provider import (
     TimeProvider,
 )
 from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
+from stacks.constructs.run_service import RunService, RunServiceProps
 from stacks.constructs.scheduled_job import ScheduledJob, ScheduledJobProps
 from stacks.constructs.service_agents import declare_beta_provider, eventarc_agent, pubsub_agent
 from stacks.constructs.target_access import grant_target, target_apis
@@ -182,6 +184,28 @@ class TeamStack(TerraformStack):
             )
             for function in functions
         }
+        self.services = {
+            service.name: RunService(
+                self,
+                RunServiceProps(
+                    team=team,
+                    service=service,
+                    retention_seconds=max(
+                        (job.retention_seconds for job in team.service_jobs if job.service == service.name),
+                        default=ServiceJob.retention_seconds,
+                    ),
+                    store=self.store,
+                    apis=self.apis,
+                ),
+            )
+            for service in team.services
+        }
+        """Each Cloud Run service the team's service jobs call, deployed or existing, by name
+        (`stacks.constructs.run_service`)."""
+        self.app_engine = AppEngineAccess(self, team, self.store, self.apis) if team.app_engine_jobs else None
+        """The App Engine application's check and its accounts' ledger grants; None without App
+        Engine jobs (`stacks.constructs.app_engine`)."""
+        app_engine_grants = self.app_engine.ledger_grants if self.app_engine is not None else []
         # A proxy's account may start its target (and nothing else): granted before the proxy
         # exists, so that the grant has settled before its first run (a 403 is a permanent failure).
         self.target_grants = {
@@ -226,7 +250,7 @@ class TeamStack(TerraformStack):
                     self.store,
                     self.identity.invoker_email,
                     self.apis,
-                    {job.name: windows.grace_seconds(job) for job in team.jobs},
+                    {job.name: windows.grace_seconds(job) for job in team.scheduled_views},
                 ),
             )
             if team.watched
@@ -235,6 +259,7 @@ class TeamStack(TerraformStack):
         """The team's watchdog (`stacks.constructs.watchdog`); None without scheduled jobs or with
         `Team.watchdog` off. Its function is deployed last, after every Scheduler job it watches."""
         watchdog_grants = self.watchdog.grants if self.watchdog is not None else []
+        deployed = sorted(name for name, service in self.services.items() if service.identity is not None)
         self.iam_settled = Sleep(
             self,
             "iam-settled",
@@ -242,12 +267,15 @@ class TeamStack(TerraformStack):
             # A time_sleep waits on create only; a changed trigger re-creates it, so a function
             # added later waits for its own grants too.
             triggers={
-                "functions": ",".join(sorted([*identities, *([naming.WATCHDOG] if self.watchdog else [])]))
+                "functions": ",".join(sorted([*identities, *([naming.WATCHDOG] if self.watchdog else [])])),
+                **({"services": ",".join(deployed)} if deployed else {}),
             },
             depends_on=[
                 *self.identity.build_grants,
                 *watchdog_grants,
                 *(identity.ledger_grant for identity in identities.values()),
+                *(service.ledger_grant for service in self.services.values()),
+                *app_engine_grants,
                 *(grant for grants in self.target_grants.values() for grant in grants),
                 *(grant for events in self.events.values() for grant in events.grants),
                 *pubsub_agent_role,
@@ -306,6 +334,8 @@ class TeamStack(TerraformStack):
                     else None,
                 ),
             )
+        for name in deployed:
+            self.services[name].deploy(after=[self.iam_settled])
         self.function_of: dict[str, DeduplicatedFunction] = {
             job.name: self.functions[shared.name] for shared in self.shared_functions for job in shared.jobs
         }
@@ -316,9 +346,10 @@ class TeamStack(TerraformStack):
                 f"{job.name}-schedule",
                 ScheduledJobProps.of(team, job, self.identity.invoker_email, self.apis),
             )
-            for job in team.jobs
+            for job in team.scheduled_views
         }
-        """Each job's Scheduler job, by job name."""
+        """Each job's Scheduler job, by job name: the function jobs', then the service and App
+        Engine jobs'."""
         self.retiring_accounts = [
             account
             for job in team.jobs
@@ -342,6 +373,15 @@ class TeamStack(TerraformStack):
             shared.name: self.jobs[shared.name].grant_invoker(self.functions[shared.name])
             for shared in self.shared_functions
         }
+        # A service's invoker grant sits on the construct of its first job, as a function's does.
+        calling = {name: [job for job in team.service_jobs if job.service == name] for name in self.services}
+        invoker_grants.update(
+            {
+                name: self.jobs[jobs[0].name].grant_invoker(self.services[name])
+                for name, jobs in calling.items()
+                if jobs
+            }
+        )
         # The push functions' grants sit on their event constructs, one each (an Eventarc trigger's
         # account has its own, made before its function).
         pushes = [name for name, events in self.events.items() if events.props.job.trigger != EVENTARC]
@@ -371,6 +411,15 @@ class TeamStack(TerraformStack):
             function, grant = self.functions[shared.name], invoker_grants[shared.name]
             for job in shared.jobs:
                 self.jobs[job.name].schedule(function, after=[grant, self.invoker_settled])
+        for service_job in team.service_jobs:
+            self.jobs[service_job.name].schedule(
+                self.services[service_job.service],
+                after=[invoker_grants[service_job.service], self.invoker_settled],
+                path=service_job.path,
+            )
+        for app_engine_job in team.app_engine_jobs:
+            # No invoker: an App Engine target carries no token. After the ledger grants have settled.
+            self.jobs[app_engine_job.name].schedule_app_engine(app_engine_job, after=[self.iam_settled])
         for name in pushes:
             after = [invoker_grants[name], *token_grants, self.invoker_settled]
             self.events[name].subscribe(self.functions[name], after=after)
@@ -404,14 +453,16 @@ class TeamStack(TerraformStack):
         )
         """The operators' grants (`Team.operators`, `stacks.constructs.operators`); None without any."""
         run_services = {name: function.service for name, function in self.functions.items()}
+        # A service's `service_name` label is its short name, which the team file gives.
+        run_services.update({name: name for name in self.services})
         if self.watchdog is not None and self.watchdog.function is not None:
             # Its ticks are answered like any job's: a watchdog that fails alerts too. No job may
             # be called "watchdog" (stacks.validate.watchdog), so the name is its own.
             run_services["watchdog"] = self.watchdog.function.service
         self.monitoring = (
             Monitoring(self, "monitoring", MonitoringProps.of(team, run_services, self.apis))
-            if run_services
+            if run_services or team.app_engine_jobs
             else None
         )
         """The team's log-based metrics, alert policies, e-mail channels and dashboard
-        (docs/monitoring.md); None for a team without functions."""
+        (docs/monitoring.md); None for a team without functions, services or App Engine jobs."""

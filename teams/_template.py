@@ -37,4 +37,9 @@ team = Team(
             env={},
         ),
     ],
+    # Jobs whose handler lives in a Cloud Run service or on App Engine instead of a function
+    # (docs/stacks/services.md): services=[Service(name="api", image="...")] (deployed by the
+    # stack) or [Service(name="api")] (an existing service), then
+    # service_jobs=[ServiceJob(name=..., schedule=..., service="api", path="/jobs/close")];
+    # app_engine_jobs=[AppEngineJob(name=..., schedule=..., relative_uri="/jobs/close")].
 )

@@ -41,6 +41,7 @@ APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
         "run.googleapis.com",
         "cloudbuild.googleapis.com",
     ),
+    "google_cloud_run_v2_service": ("run.googleapis.com",),
     "google_cloud_run_v2_service_iam_member": ("run.googleapis.com",),
     "google_cloud_run_v2_job_iam_member": ("run.googleapis.com",),
     "google_cloud_scheduler_job": ("cloudscheduler.googleapis.com",),
@@ -60,7 +61,9 @@ ACCOUNT_REFERENCE = re.compile(r"\$\{google_service_account\.([^.}]+)\.email\}")
 CALLED_FUNCTION = re.compile(
     r"^\$\{google_cloudfunctions2_function\.([^.}]+)\.(service_config\[0\]\.uri|url)\}$"
 )
-CALLED_SERVICE = re.compile(r"^\$\{google_cloud_run_v2_service\.([^.}]+)\.uri\}$")
+# A service job calls a path of its service: `${...uri}/jobs/close`; an existing service is read
+# with the data source (`data.google_cloud_run_v2_service`).
+CALLED_SERVICE = re.compile(r"^\$\{((?:data\.)?google_cloud_run_v2_service\.[^.}]+)\.uri\}(/\S*)?$")
 
 
 def depends_on_api_enablement(resource: Resource, stack: Stack) -> Verdict:
@@ -149,7 +152,7 @@ def caller_waits_for_its_invoker_grant(resource: Resource, stack: Stack) -> Verd
     if function:
         target = f"${{google_cloudfunctions2_function.{function.group(1)}.service_config[0].service}}"
     elif service:
-        target = f"${{google_cloud_run_v2_service.{service.group(1)}.name}}"
+        target = f"${{{service.group(1)}.name}}"
     else:
         return Verdict.NOT_APPLICABLE
     grants = {

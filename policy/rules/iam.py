@@ -72,7 +72,7 @@ INVOKER_SIGNERS = ("google_cloud_scheduler_job", "google_pubsub_subscription")
 # A service of this stack: the one a function created, or a Cloud Run service's own name.
 OWN_SERVICE = re.compile(
     r"^\$\{(google_cloudfunctions2_function\.[^.}]+\.(service_config\[0\]\.service|name)"
-    r"|google_cloud_run_v2_service\.[^.}]+\.name)\}$"
+    r"|(data\.)?google_cloud_run_v2_service\.[^.}]+\.name)\}$"
 )
 
 
@@ -204,8 +204,9 @@ def _invoker_accounts(stack: Stack) -> set[str]:
 
 
 def invoker_only_on_own_services(resource: Resource, stack: Stack) -> Verdict:
-    """The invoker role is granted on one of this stack's own services, never at project level
-    (nor on a service named by a literal, another team's); and an account that Scheduler jobs or
+    """The invoker role is granted on one of this stack's own services (a function's, a deployed
+    service's, or an existing service of the team's project read by its data source), never at
+    project level (nor on a service named by a literal, another team's); and an account that Scheduler jobs or
     push subscriptions sign as holds nothing but that role."""
     if not resource.is_iam:
         return Verdict.NOT_APPLICABLE

@@ -16,12 +16,13 @@ SERVING_TYPES = {
 }
 OPEN_INGRESS = {"ALLOW_ALL", "INGRESS_TRAFFIC_ALL"}
 INGRESS_ARGUMENTS = {"ingress_settings", "ingress"}
-# The run.app URI of a gen2 function's (or a Cloud Run service's) default URL, as a reference
-# or a literal: with internal-only ingress, Scheduler is internal only on that URL.
+# The run.app URI of a gen2 function's (or a Cloud Run service's, deployed or read by the data
+# source) default URL, as a reference or a literal, then a path: with internal-only ingress,
+# Scheduler is internal only on that URL.
 RUN_APP_URI = re.compile(
-    r"^(\$\{google_cloudfunctions2_function\.[^.}]+\.service_config\[0\]\.uri\}"
-    r"|\$\{google_cloud_run_v2_service\.[^.}]+\.uri\}"
-    r"|https://[^/]+\.run\.app(/.*)?)$"
+    r"^(?P<base>\$\{google_cloudfunctions2_function\.[^.}]+\.service_config\[0\]\.uri\}"
+    r"|\$\{(data\.)?google_cloud_run_v2_service\.[^.}]+\.uri\}"
+    r"|https://[^/]+\.run\.app)(?P<path>/\S*)?$"
 )
 
 
@@ -34,17 +35,21 @@ def ingress_not_open(resource: Resource, _stack: Stack) -> Verdict:
 
 
 def scheduler_calls_run_app_uri(resource: Resource, _stack: Stack) -> Verdict:
-    """An HTTP Scheduler job calls the run.app URI with an OIDC token whose audience is that
-    URI (an absent audience defaults to it): the cloudfunctions.net URL (`function.url`) is
-    not internal traffic, so an internal-only function refuses it."""
+    """An HTTP Scheduler job calls the run.app URI (a path of it, for a service job) with an OIDC
+    token whose audience is the run.app URL without the path (an absent audience defaults to the
+    whole URI): the cloudfunctions.net URL (`function.url`) is not internal traffic, so an
+    internal-only function refuses it, and the audience Cloud Run's "custom audiences" page
+    documents as accepted is the run.app URL itself (or a configured custom audience), not that URL
+    with a path."""
     if resource.type != "google_cloud_scheduler_job" or "http_target" not in resource.config:
         return Verdict.NOT_APPLICABLE
     target = resource.config["http_target"]
     uri = target.get("uri", "")
     token = target.get("oidc_token")
-    if not RUN_APP_URI.match(uri) or not isinstance(token, Mapping):
+    called = RUN_APP_URI.match(uri)
+    if not called or not isinstance(token, Mapping):
         return Verdict.NON_COMPLIANT
-    return Verdict.COMPLIANT if token.get("audience", uri) == uri else Verdict.NON_COMPLIANT
+    return Verdict.COMPLIANT if token.get("audience", uri) == called["base"] else Verdict.NON_COMPLIANT
 
 
 def push_calls_run_app_uri(resource: Resource, _stack: Stack) -> Verdict:

@@ -283,6 +283,168 @@ class EventJob:
         )
 
 
+# Cloud Run's longest request timeout for a service (60 minutes): the Scheduler attempt deadline
+# (at most 30 minutes) and the lease derive from it.
+MAX_SERVICE_TIMEOUT_SECONDS = 3600
+# App Engine standard's request timeout by scaling type ("How instances are managed"): automatic
+# scaling ends an HTTP request after 10 minutes, basic and manual scaling after 24 hours.
+APP_ENGINE_REQUEST_TIMEOUT_SECONDS = {"automatic": 600, "basic": 24 * 3600, "manual": 24 * 3600}
+
+
+@dataclass(frozen=True)
+class Service:
+    """A Cloud Run service that `ServiceJob`s call (docs/stacks/services.md). With an `image`, the
+    stack deploys it: internal ingress, its own runtime account that may use only the ledger, the
+    RUNONCE_* variables set. Without one, it is an existing service of the team's project and
+    region that the stack only reads (a plan stops if it does not exist) and whose runtime
+    account it grants the ledger; the team sets the RUNONCE_* variables on it."""
+
+    name: str
+    """The Cloud Run service's name (short, as `gcloud run services list` shows it): lowercase
+    letters, digits and hyphens, starting with a letter, at most 40 characters."""
+    image: str = ""
+    """The container image the stack deploys, e.g.
+    "europe-west1-docker.pkg.dev/acme-prod/jobs/closer:1.4.2" (a tag or an @sha256 digest), built
+    and pushed by the team. "" (default): the service exists already and is not deployed here."""
+    timeout_seconds: int = 300
+    """The service's request timeout, 1-3600. Deployed: set on the service. Existing: the timeout
+    the service has (a plan stops if it differs). The lease is this plus a margin."""
+    concurrency: int = 80
+    """Deployed only: requests one instance serves at once (max_instance_request_concurrency), 1-1000."""
+    min_instances: int = 0
+    """Deployed only: instances kept warm."""
+    max_instances: int = 3
+    """Deployed only: upper bound on instances; duplicates are safe, so a small number suffices."""
+    memory: str = "512Mi"
+    """Deployed only: memory of one instance, Cloud Run notation."""
+    cpu: str = "1"
+    """Deployed only: CPUs of one instance ("1", "2", "4", "8", or "1000m" style below one)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Deployed only: extra environment variables (RUNONCE_* are set by the stack, as for `Job.env`)."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Deployed only: labels on the service, merged over the team's."""
+
+    @property
+    def deployed(self) -> bool:
+        """Whether the stack deploys this service (it has an image) or only reads it."""
+        return bool(self.image)
+
+    @property
+    def lease_seconds(self) -> int:
+        """Lease on a claimed run: the request timeout plus a margin, so a live attempt keeps it."""
+        return self.timeout_seconds + LEASE_MARGIN_SECONDS
+
+
+@dataclass(frozen=True)
+class ServiceJob:
+    """One scheduled job on a Cloud Run service: a Scheduler HTTP job that POSTs to `path` of the
+    service named by `service` (one of `Team.services`) with an OIDC token, whose handler is
+    `@deduplicated` (docs/stacks/services.md). Several jobs may call one service on different paths."""
+
+    name: str
+    """Job id, also the Scheduler job's name: the rules of `Job.name`."""
+    schedule: str
+    """unix-cron expression, as for `Job.schedule`."""
+    service: str
+    """The name of one of `Team.services`: the service this job calls."""
+    path: str = "/"
+    """The path of the service the job POSTs to, starting with "/" (e.g. "/jobs/close")."""
+    time_zone: str = "Etc/UTC"
+    """IANA time zone the schedule is evaluated in."""
+    description: str = ""
+    """Shown on the Scheduler job."""
+    attempt_deadline_seconds: int = 180
+    """How long Scheduler waits for one attempt, 15-1800, at most the service's timeout_seconds."""
+    retry: Retry = field(default_factory=Retry)
+    """Scheduler retry config."""
+    retention_seconds: int = 7 * 24 * 3600
+    """How long a run's record is kept; it must outlast the retry window (as for `Job`)."""
+    body: str = ""
+    """Request body Scheduler sends."""
+    next_run_catches_up: bool = False
+    """As for `Job.next_run_catches_up`."""
+    retries_may_skip_next_run: bool = False
+    """As for `Job.retries_may_skip_next_run`."""
+
+    def scheduled(self, timeout_seconds: int) -> Job:
+        """The `Job` its Scheduler settings are checked and watched as (`stacks.validate.windows`,
+        the watchdog), with the request timeout `timeout_seconds` of the service it calls. Not
+        deployed as a function: it is never in `Team.jobs`."""
+        return _scheduler_view(self, timeout_seconds)
+
+
+@dataclass(frozen=True)
+class AppEngineJob:
+    """One scheduled job on an App Engine application that exists already (the stack never creates
+    one: one per project, its region fixed for good): a Scheduler job with an App Engine HTTP
+    target POSTing to `relative_uri` of `service` (and `version`), whose handler is
+    `@deduplicated` (docs/stacks/services.md). The stack checks at plan time that the application
+    exists and grants its runtime account the ledger."""
+
+    name: str
+    """Job id, also the Scheduler job's name: the rules of `Job.name`."""
+    schedule: str
+    """unix-cron expression, as for `Job.schedule`."""
+    relative_uri: str
+    """The handler's path (and query), starting with "/", e.g. "/jobs/close"."""
+    service: str = "default"
+    """The App Engine service (module) the request goes to."""
+    version: str = ""
+    """The version it goes to; "" (default): the version that serves the service's traffic."""
+    scaling: str = "automatic"
+    """The scaling type of that service's app.yaml, "automatic", "basic" or "manual": it sets App
+    Engine's request timeout (10 minutes, or 24 hours), which bounds timeout_seconds."""
+    timeout_seconds: int = 300
+    """How long the handler may run, at most the scaling's request timeout (600 s for automatic,
+    86400 s for basic and manual). The lease is this plus a margin; the default, like a function's,
+    lets the default retries take over a run whose instance died."""
+    service_account: str = ""
+    """The email of the account the App Engine app runs as when app.yaml sets `service_account`;
+    "" (default): App Engine's default account (PROJECT@appspot.gserviceaccount.com), read at plan time."""
+    time_zone: str = "Etc/UTC"
+    """IANA time zone the schedule is evaluated in."""
+    description: str = ""
+    """Shown on the Scheduler job."""
+    attempt_deadline_seconds: int = 180
+    """How long Scheduler waits for one attempt, 15 s to 24 h for an App Engine target, at most
+    timeout_seconds."""
+    retry: Retry = field(default_factory=Retry)
+    """Scheduler retry config (a 503 is retried by App Engine without counting: never answer one)."""
+    retention_seconds: int = 7 * 24 * 3600
+    """How long a run's record is kept; it must outlast the retry window (as for `Job`)."""
+    body: str = ""
+    """Request body Scheduler sends."""
+    next_run_catches_up: bool = False
+    """As for `Job.next_run_catches_up`."""
+    retries_may_skip_next_run: bool = False
+    """As for `Job.retries_may_skip_next_run`."""
+
+    @property
+    def lease_seconds(self) -> int:
+        """Lease on a claimed run: the handler's timeout plus a margin."""
+        return self.timeout_seconds + LEASE_MARGIN_SECONDS
+
+    def scheduled(self) -> Job:
+        """The `Job` its Scheduler settings are checked and watched as (see `ServiceJob.scheduled`)."""
+        return _scheduler_view(self, self.timeout_seconds)
+
+
+def _scheduler_view(job: ServiceJob | AppEngineJob, timeout_seconds: int) -> Job:
+    return Job(
+        name=job.name,
+        schedule=job.schedule,
+        time_zone=job.time_zone,
+        description=job.description,
+        timeout_seconds=timeout_seconds,
+        attempt_deadline_seconds=job.attempt_deadline_seconds,
+        retry=job.retry,
+        retention_seconds=job.retention_seconds,
+        body=job.body,
+        next_run_catches_up=job.next_run_catches_up,
+        retries_may_skip_next_run=job.retries_may_skip_next_run,
+    )
+
+
 @dataclass(frozen=True)
 class AlertThresholds:
     """When a team's alert policies fire (docs/monitoring.md lists every policy)."""
@@ -314,6 +476,14 @@ class Team:
     event_jobs: list[EventJob] = field(default_factory=list)
     """The team's event jobs (Pub/Sub push, `EventJob`); default none. Kept apart from `jobs`,
     which the local scheduler runs on a schedule; names are unique across both lists."""
+    services: list[Service] = field(default_factory=list)
+    """The Cloud Run services the team's `service_jobs` call, deployed by the stack (with an
+    image) or existing (docs/stacks/services.md); default none."""
+    service_jobs: list[ServiceJob] = field(default_factory=list)
+    """The team's scheduled jobs on Cloud Run services (`ServiceJob`); default none. Names are
+    unique across every job list of the team."""
+    app_engine_jobs: list[AppEngineJob] = field(default_factory=list)
+    """The team's scheduled jobs on its existing App Engine application (`AppEngineJob`); default none."""
     database: str = "runonce"
     """Firestore database id for the run ledger (a dedicated database keeps IAM scoped to it)."""
     database_location: str = ""
@@ -389,14 +559,40 @@ class Team:
 
     @property
     def watched(self) -> bool:
-        """Whether the stack deploys the team's watchdog: it is on and there are scheduled jobs."""
-        return self.watchdog and bool(self.jobs)
+        """Whether the stack deploys the team's watchdog: it is on and there are scheduled jobs (on
+        functions, services or App Engine)."""
+        return self.watchdog and bool(self.jobs or self.service_jobs or self.app_engine_jobs)
 
     @property
     def needs_invoker(self) -> bool:
-        """Whether anything signs as the team's invoker account: a Scheduler job or a push
-        subscription (an Eventarc trigger signs as its own account)."""
-        return bool(self.jobs) or any(job.trigger != EVENTARC for job in self.event_jobs)
+        """Whether anything signs as the team's invoker account: a Scheduler job with an HTTP
+        target or a push subscription (an Eventarc trigger signs as its own account, and an App
+        Engine target carries no token)."""
+        return (
+            bool(self.jobs)
+            or bool(self.service_jobs)
+            or any(job.trigger != EVENTARC for job in self.event_jobs)
+        )
+
+    def service(self, name: str) -> Service | None:
+        """The service of `services` with this name, or None."""
+        return next((service for service in self.services if service.name == name), None)
+
+    @property
+    def scheduled_views(self) -> list[Job]:
+        """Every Scheduler job of the team as the `Job` its windows are checked and watched as: the
+        function jobs themselves, then each service job (with its service's timeout; jobs naming
+        no known service are left out, validation reports them) and each App Engine job."""
+        services = {service.name: service for service in self.services}
+        return [
+            *self.jobs,
+            *(
+                job.scheduled(services[job.service].timeout_seconds)
+                for job in self.service_jobs
+                if job.service in services
+            ),
+            *(job.scheduled() for job in self.app_engine_jobs),
+        ]
 
 
 def load_team_file(path: Path) -> Team:

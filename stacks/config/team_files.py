@@ -26,10 +26,13 @@ from stacks.config.team import (
     REPO_ROOT,
     TEAMS_DIR,
     AlertThresholds,
+    AppEngineJob,
     EventJob,
     Job,
     PushRetry,
     Retry,
+    Service,
+    ServiceJob,
     Team,
     team_file_paths,
 )
@@ -39,6 +42,9 @@ CONFIG_CLASSES: dict[str, type] = {
     "Job": Job,
     "Retry": Retry,
     "EventJob": EventJob,
+    "Service": Service,
+    "ServiceJob": ServiceJob,
+    "AppEngineJob": AppEngineJob,
     "PushRetry": PushRetry,
     "AlertThresholds": AlertThresholds,
     **{target.__name__: target for target in TARGET_CLASSES},
@@ -51,6 +57,8 @@ FIELD_PREFIX = {
     **{target.__name__: "target." for target in TARGET_CLASSES},
 }
 """How a field of a nested config is named in problems (`retry.retry_count`, `target.workflow`)."""
+JOB_CLASSES = ("Job", "EventJob", "ServiceJob", "AppEngineJob", "Service")
+"""The calls whose literal `name` names the job (or service) of the problems inside them."""
 
 
 @dataclass(frozen=True)
@@ -178,7 +186,7 @@ def _literal_names(tree: ast.Module) -> _Names:
         kind = _call_class(node)
         if kind == "Team" and isinstance(node, ast.Call):
             names.team = names.team or _literal_name(node)
-        elif kind in ("Job", "EventJob") and isinstance(node, ast.Call):
+        elif kind in JOB_CLASSES and isinstance(node, ast.Call):
             names.jobs[id(node)] = _literal_name(node)
     return names
 
@@ -189,11 +197,7 @@ def _field_name_problems(tree: ast.Module, path: Path, names: _Names) -> typing.
     def visit(node: ast.AST, job: str | None) -> typing.Iterator[Problem]:
         kind = _call_class(node)
         if kind and isinstance(node, ast.Call):
-            job = (
-                names.jobs.get(id(node), job)
-                if kind in ("Job", "EventJob")
-                else (None if kind == "Team" else job)
-            )
+            job = names.jobs.get(id(node), job) if kind in JOB_CLASSES else (None if kind == "Team" else job)
             yield from _call_problems(node, kind, path, names.team, job)
         for child in ast.iter_child_nodes(node):
             yield from visit(child, job)
@@ -277,6 +281,23 @@ def _type_problems(team: Team, path: Path) -> typing.Iterator[Problem]:
     yield from _job_list(
         team.event_jobs, "event_jobs", EventJob, "EventJob(name=..., source=...)", team_name, path
     )
+    yield from _job_list(team.services, "services", Service, "Service(name=..., image=...)", team_name, path)
+    yield from _job_list(
+        team.service_jobs,
+        "service_jobs",
+        ServiceJob,
+        "ServiceJob(name=..., schedule=..., service=..., path=...)",
+        team_name,
+        path,
+    )
+    yield from _job_list(
+        team.app_engine_jobs,
+        "app_engine_jobs",
+        AppEngineJob,
+        "AppEngineJob(name=..., schedule=..., relative_uri=...)",
+        team_name,
+        path,
+    )
 
 
 # The nested configs of a job whose fields are checked too: retry policies and targets.
@@ -347,7 +368,8 @@ def _conforms(value: Any, hint: Any) -> bool:
     if origin is list:
         # Job and Team instances are checked one by one, with their own names.
         return isinstance(value, list | tuple) and (
-            args[0] in (Job, Team, EventJob) or all(_conforms(v, args[0]) for v in value)
+            args[0] in (Job, Team, EventJob, Service, ServiceJob, AppEngineJob)
+            or all(_conforms(v, args[0]) for v in value)
         )
     return True
 

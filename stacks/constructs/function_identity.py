@@ -37,6 +37,9 @@ class FunctionIdentityProps:
     """The team's ledger; the runtime account may use this database and nothing else."""
     apis: RequiredApis
     """The stack's enabled APIs."""
+    kind: str = "function"
+    """What runs as the account, in its display name: "function", or "service" for a Cloud Run
+    service the stack deploys (`stacks.constructs.run_service`)."""
 
 
 class FunctionIdentity:
@@ -48,18 +51,28 @@ class FunctionIdentity:
             f"{id}-runtime-account",
             props.project,
             naming.account_id(props.team, props.function, naming.RUNTIME_ROLE),
-            f"runonce {props.team}/{props.function} function runtime",
+            f"runonce {props.team}/{props.function} {props.kind} runtime",
             props.apis,
         )
         """The `google_service_account` the function runs as."""
         self.runtime_email: str = self.runtime_account.email  # read once: each read is a jsii round trip
         """The runtime account's email (a Terraform reference)."""
-        self.ledger_grant = ProjectIamMember(
-            scope,
-            f"{id}-runtime-ledger",
-            project=props.project,
-            role=defaults.ROLE_LEDGER,
-            member=member(self.runtime_email),
-            condition=props.store.only_this("runonce-ledger-only"),
+        self.ledger_grant = grant_ledger(
+            scope, f"{id}-runtime-ledger", props.project, member(self.runtime_email), props.store
         )
         """roles/datastore.user on the ledger database only (IAM condition)."""
+
+
+def grant_ledger(
+    scope: Construct, id: str, project: str, principal: str, store: DedupStore
+) -> ProjectIamMember:
+    """roles/datastore.user for `principal` (an IAM member) on the ledger database only: a project
+    grant with the IAM condition that names the one database (`DedupStore.only_this`)."""
+    return ProjectIamMember(
+        scope,
+        id,
+        project=project,
+        role=defaults.ROLE_LEDGER,
+        member=principal,
+        condition=store.only_this("runonce-ledger-only"),
+    )

@@ -50,7 +50,10 @@ RUNONCE_LOGGER = "runonce"
 LOG_METRIC_PREFIX = "logging.googleapis.com/user/"
 """A log-based metric's type in Cloud Monitoring is this prefix and the metric's name."""
 RUN_REVISION = "cloud_run_revision"
-"""The monitored resource a Cloud Run function (gen2) logs under (docs/monitoring.md)."""
+"""The monitored resource a Cloud Run function (gen2) or service logs under (docs/monitoring.md)."""
+GAE_APP = "gae_app"
+"""The monitored resource an App Engine application logs under, its `module_id` label naming the
+App Engine service and `version_id` the version (docs/monitoring.md)."""
 DEAD_LETTER_OUTCOMES = ("dead_letter_failed",)
 """The answer of an event whose copy could not be forwarded (it is redelivered)."""
 NOT_RUN_OUTCOMES = ("failed", "too_old")
@@ -107,6 +110,8 @@ class MonitoringProps:
     """The enabled APIs (Cloud Logging and Cloud Monitoring among them)."""
     alerts: bool = True
     """Create the alert policies (and the e-mail channels); False: metrics and dashboard only."""
+    app_engine_services: Sequence[str] = ()
+    """The App Engine services (`module_id`) the team's App Engine jobs call."""
     channels: Sequence[str] = ()
     """Existing notification channels of the project, by display name (read at plan)."""
     emails: Sequence[str] = ()
@@ -126,7 +131,10 @@ class MonitoringProps:
             team=team.name,
             services=services,
             event_services=[services[job.name] for job in team.event_jobs],
-            scheduler_jobs={job.name: naming.scheduler_job_name(team.name, job.name) for job in team.jobs},
+            app_engine_services=sorted({job.service for job in team.app_engine_jobs}),
+            scheduler_jobs={
+                job.name: naming.scheduler_job_name(team.name, job.name) for job in team.scheduled_views
+            },
             events=[
                 WatchedEvents(
                     job=job.name,
@@ -160,13 +168,16 @@ def service_name(service: str) -> str:
     return Token.as_string(Fn.element(Fn.reverse(Fn.split("/", service)), 0))
 
 
-def runonce_lines(services: Sequence[str]) -> str:
+def runonce_lines(services: Sequence[str], app_engine_services: Sequence[str] = ()) -> str:
     """A Logging filter for the library's lines from these Cloud Run services (by `service_name`
-    label: short names)."""
-    return (
-        f'resource.type="{RUN_REVISION}" AND {any_of("resource.labels.service_name", services)} '
-        f'AND jsonPayload.logger="{RUNONCE_LOGGER}"'
-    )
+    label: short names) and App Engine services (by `module_id` label). Logging's OR binds
+    tighter than AND, so each source is parenthesized."""
+    run = f'resource.type="{RUN_REVISION}" AND {any_of("resource.labels.service_name", services)}'
+    if not app_engine_services:
+        return f'{run} AND jsonPayload.logger="{RUNONCE_LOGGER}"'
+    gae = f'resource.type="{GAE_APP}" AND {any_of("resource.labels.module_id", app_engine_services)}'
+    sources = f"(({run}) OR ({gae}))" if services else f"({gae})"
+    return f'{sources} AND jsonPayload.logger="{RUNONCE_LOGGER}"'
 
 
 def watchdog_lines(scheduler_jobs: Sequence[str]) -> str:
@@ -229,17 +240,23 @@ class Monitoring(Construct):
         # One local per service: the dashboard's JSON names it with no quote inside `${...}`.
         self.service_names = {
             service: TerraformLocal(self, f"service-{function}", service_name(service)).as_string
+            if Token.is_unresolved(service) or "/" in service
+            else service
             for function, service in props.services.items()
         }
-        """The `service_name` label of each of the team's services (a Terraform local), by the
-        service's full name."""
+        """The `service_name` label of each of the team's services, by the service's name as given:
+        a Terraform local for a full name (a function's, a reference), the name itself for a
+        short one (a service of `Team.services`, which the team file names)."""
         self.event_service_names = [self.service_names[service] for service in props.event_services]
         """The `service_name` labels of the event jobs' services."""
         services, event_services = list(self.service_names.values()), self.event_service_names
+        self.answered_on = "" if props.app_engine_services else RUN_REVISION
+        """The monitored resource of the answers metric's time series: `cloud_run_revision`, or
+        any ("") for a team whose App Engine jobs answer under `gae_app` too."""
         self.answers = self._metric(
             "answers",
             self.answers_name,
-            f"{runonce_lines(services)} AND {ANSWERED}",
+            f"{runonce_lines(services, props.app_engine_services)} AND {ANSWERED}",
             "runonce answers",
             {"job": "The job the run belongs to", "outcome": "The answer's outcome"},
         )
@@ -409,7 +426,8 @@ class Monitoring(Construct):
             "failed",
             "a run failed permanently",
             "ERROR",
-            f"{runonce_lines(services)} AND {ANSWERED} AND {any_of('jsonPayload.outcome', NOT_RUN_OUTCOMES)}",
+            f"{runonce_lines(services, props.app_engine_services)} AND {ANSWERED} AND "
+            f"{any_of('jsonPayload.outcome', NOT_RUN_OUTCOMES)}",
             ["job", "outcome"],
             f"A run of job `JOB` (the notification's `job` label) will not run again by itself: it "
             f"failed permanently (`failed`: its job raised PermanentError or returned a 4xx), or it "
@@ -460,7 +478,7 @@ class Monitoring(Construct):
             "CRITICAL",
             [
                 _threshold(
-                    metric_filter(self.answers_name, outcome=outcome),
+                    metric_filter(self.answers_name, self.answered_on, outcome=outcome),
                     f"{outcome} answers for {sustained // 60} min",
                     f"{sustained}s",
                     SUSTAINED_ABOVE,
@@ -539,26 +557,26 @@ class Monitoring(Construct):
     def dashboard_document(self) -> dict[str, Any]:
         """The dashboard as the Monitoring Dashboards API's JSON (a `google.monitoring.dashboard.v1
         .Dashboard`): one chart per row of docs/monitoring.md's dashboard table."""
-        team, answers = self.props.team, self.answers_name
+        team, answers, on = self.props.team, self.answers_name, self.answered_on
         by_job = ["metric.label.job"]
         charts: list[tuple[str, list[dict[str, Any]]]] = [
             (
                 "Runs per job by outcome",
-                [_series(metric_filter(answers), ["metric.label.job", "metric.label.outcome"])],
+                [_series(metric_filter(answers, on), ["metric.label.job", "metric.label.outcome"])],
             ),
             (
                 "Duplicates skipped (duplicate)",
-                [_series(metric_filter(answers, outcome="duplicate"), by_job)],
+                [_series(metric_filter(answers, on, outcome="duplicate"), by_job)],
             ),
             (
                 "Held by another attempt (409 in_progress)",
-                [_series(metric_filter(answers, outcome="in_progress"), by_job)],
+                [_series(metric_filter(answers, on, outcome="in_progress"), by_job)],
             ),
             (
                 "Answers that ask for a retry (5xx)",
-                [_series(metric_filter(answers, outcome=outcome), by_job) for outcome in RETRY_OUTCOMES],
+                [_series(metric_filter(answers, on, outcome=outcome), by_job) for outcome in RETRY_OUTCOMES],
             ),
-            ("Permanent failures (failed)", [_series(metric_filter(answers, outcome="failed"), by_job)]),
+            ("Permanent failures (failed)", [_series(metric_filter(answers, on, outcome="failed"), by_job)]),
         ]
         if self.props.scheduler_jobs:
             charts.append(

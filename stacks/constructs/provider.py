@@ -59,6 +59,8 @@ from cdktf_cdktf_provider_google.cloud_run_v2_service_iam_member import (  # noq
 )
 from cdktf_cdktf_provider_google.cloud_scheduler_job import (  # noqa: E402
     CloudSchedulerJob,
+    CloudSchedulerJobAppEngineHttpTarget,
+    CloudSchedulerJobAppEngineHttpTargetAppEngineRouting,
     CloudSchedulerJobHttpTarget,
     CloudSchedulerJobHttpTargetOidcToken,
     CloudSchedulerJobRetryConfig,
@@ -133,9 +135,19 @@ from cdktf_cdktf_provider_time.provider import TimeProvider  # noqa: E402
 from cdktf_cdktf_provider_time.sleep import Sleep  # noqa: E402
 from cdktf_cdktf_provider_time.static_resource import StaticResource  # noqa: E402
 
+_RUN_SERVICE = f"{PACKAGE}.cloud_run_v2_service"
 AT_FIRST_USE = {
     "CloudRunV2JobIamMember": f"{PACKAGE}.cloud_run_v2_job_iam_member",
+    "CloudRunV2Service": _RUN_SERVICE,
+    "CloudRunV2ServiceTemplate": _RUN_SERVICE,
+    "CloudRunV2ServiceTemplateContainers": _RUN_SERVICE,
+    "CloudRunV2ServiceTemplateContainersEnv": _RUN_SERVICE,
+    "CloudRunV2ServiceTemplateContainersResources": _RUN_SERVICE,
+    "CloudRunV2ServiceTemplateScaling": _RUN_SERVICE,
+    "DataGoogleAppEngineDefaultServiceAccount": f"{PACKAGE}.data_google_app_engine_default_service_account",
+    "DataGoogleCloudRunV2Service": f"{PACKAGE}.data_google_cloud_run_v2_service",
     "DataGoogleMonitoringNotificationChannel": f"{PACKAGE}.data_google_monitoring_notification_channel",
+    "DataGoogleServiceAccount": f"{PACKAGE}.data_google_service_account",
     "DataGoogleStorageBucket": f"{PACKAGE}.data_google_storage_bucket",
     "DataGoogleStorageProjectServiceAccount": f"{PACKAGE}.data_google_storage_project_service_account",
 }
@@ -143,9 +155,22 @@ AT_FIRST_USE = {
 
 if TYPE_CHECKING:
     from cdktf_cdktf_provider_google.cloud_run_v2_job_iam_member import CloudRunV2JobIamMember
+    from cdktf_cdktf_provider_google.cloud_run_v2_service import (
+        CloudRunV2Service,
+        CloudRunV2ServiceTemplate,
+        CloudRunV2ServiceTemplateContainers,
+        CloudRunV2ServiceTemplateContainersEnv,
+        CloudRunV2ServiceTemplateContainersResources,
+        CloudRunV2ServiceTemplateScaling,
+    )
+    from cdktf_cdktf_provider_google.data_google_app_engine_default_service_account import (
+        DataGoogleAppEngineDefaultServiceAccount,
+    )
+    from cdktf_cdktf_provider_google.data_google_cloud_run_v2_service import DataGoogleCloudRunV2Service
     from cdktf_cdktf_provider_google.data_google_monitoring_notification_channel import (
         DataGoogleMonitoringNotificationChannel,
     )
+    from cdktf_cdktf_provider_google.data_google_service_account import DataGoogleServiceAccount
     from cdktf_cdktf_provider_google.data_google_storage_bucket import DataGoogleStorageBucket
     from cdktf_cdktf_provider_google.data_google_storage_project_service_account import (
         DataGoogleStorageProjectServiceAccount,
@@ -168,8 +193,16 @@ __all__ = [
     "ArtifactRegistryRepositoryCleanupPoliciesMostRecentVersions",
     "ArtifactRegistryRepositoryIamMember",
     "CloudRunV2JobIamMember",
+    "CloudRunV2Service",
     "CloudRunV2ServiceIamMember",
+    "CloudRunV2ServiceTemplate",
+    "CloudRunV2ServiceTemplateContainers",
+    "CloudRunV2ServiceTemplateContainersEnv",
+    "CloudRunV2ServiceTemplateContainersResources",
+    "CloudRunV2ServiceTemplateScaling",
     "CloudSchedulerJob",
+    "CloudSchedulerJobAppEngineHttpTarget",
+    "CloudSchedulerJobAppEngineHttpTargetAppEngineRouting",
     "CloudSchedulerJobHttpTarget",
     "CloudSchedulerJobHttpTargetOidcToken",
     "CloudSchedulerJobRetryConfig",
@@ -180,8 +213,11 @@ __all__ = [
     "Cloudfunctions2FunctionEventTrigger",
     "Cloudfunctions2FunctionEventTriggerEventFilters",
     "Cloudfunctions2FunctionServiceConfig",
+    "DataGoogleAppEngineDefaultServiceAccount",
+    "DataGoogleCloudRunV2Service",
     "DataGoogleMonitoringNotificationChannel",
     "DataGoogleProject",
+    "DataGoogleServiceAccount",
     "DataGoogleStorageBucket",
     "DataGoogleStorageProjectServiceAccount",
     "FirestoreDatabase",

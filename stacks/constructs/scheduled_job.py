@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from cdktf import ITerraformDependable
 from constructs import Construct
@@ -18,6 +18,8 @@ from stacks.constructs.identity import CREATE_BEFORE_DESTROY, member
 from stacks.constructs.provider import (
     CloudRunV2ServiceIamMember,
     CloudSchedulerJob,
+    CloudSchedulerJobAppEngineHttpTarget,
+    CloudSchedulerJobAppEngineHttpTargetAppEngineRouting,
     CloudSchedulerJobHttpTarget,
     CloudSchedulerJobHttpTargetOidcToken,
     CloudSchedulerJobRetryConfig,
@@ -26,13 +28,32 @@ from stacks.constructs.required_apis import RequiredApis
 
 
 class Invoked(Protocol):
-    """What a Scheduler job and its invoker grant need of the function they call
-    (`DeduplicatedFunction` is one)."""
+    """What a Scheduler job and its invoker grant need of the function or service they call
+    (`DeduplicatedFunction` and `RunService` are ones)."""
 
-    uri: str
-    """The function's run.app URI, which the Scheduler job calls and its OIDC token is for."""
-    service: str
-    """The function's Cloud Run service name, which the invoker grant is on."""
+    @property
+    def uri(self) -> str:
+        """The function's run.app URI, which the Scheduler job calls and its OIDC token is for."""
+
+    @property
+    def service(self) -> str:
+        """The function's Cloud Run service name, which the invoker grant is on."""
+
+
+class AppEngineRoute(Protocol):
+    """Where an App Engine target's request goes (`AppEngineJob` is one)."""
+
+    @property
+    def relative_uri(self) -> str:
+        """The handler's path, starting with "/"."""
+
+    @property
+    def service(self) -> str:
+        """The App Engine service."""
+
+    @property
+    def version(self) -> str:
+        """The version; "" for the one serving the service's traffic."""
 
 
 @dataclass(frozen=True)
@@ -134,8 +155,60 @@ class ScheduledJob(Construct):
         )
         return self.invoker_grant
 
-    def schedule(self, function: Invoked, after: Sequence[ITerraformDependable]) -> CloudSchedulerJob:
-        """The Scheduler job calling `function`, created `after` its invoker grant has settled."""
+    def schedule(
+        self, function: Invoked, after: Sequence[ITerraformDependable], path: str = ""
+    ) -> CloudSchedulerJob:
+        """The Scheduler job calling `function` (at `path` of a service), created `after` its
+        invoker grant has settled. The OIDC audience is set to the run.app URL without the path:
+        Cloud Run accepts a token whose audience is the service's run.app URL (its "custom
+        audiences" page), and Scheduler's default audience would be the whole URI, path included."""
+        job = self.props
+        return self._job(
+            after,
+            http_target=CloudSchedulerJobHttpTarget(
+                uri=f"{function.uri}{path}" if path else function.uri,
+                http_method="POST",
+                # runonce keys runs by these (with Scheduler's own headers): they say which project's and
+                # region's Scheduler sent the request, which the short X-CloudScheduler-JobName does not.
+                headers=self.headers,
+                body=self.body,
+                oidc_token=CloudSchedulerJobHttpTargetOidcToken(
+                    service_account_email=job.invoker_email, audience=function.uri
+                ),
+            ),
+        )
+
+    def schedule_app_engine(
+        self, route: AppEngineRoute, after: Sequence[ITerraformDependable]
+    ) -> CloudSchedulerJob:
+        """The Scheduler job calling an App Engine handler through an App Engine HTTP target, with
+        the same project/location headers (`AppEngineHttpTarget.headers`); an App Engine target
+        carries no OIDC token."""
+        return self._job(
+            after,
+            app_engine_http_target=CloudSchedulerJobAppEngineHttpTarget(
+                relative_uri=route.relative_uri,
+                http_method="POST",
+                headers=self.headers,
+                body=self.body,
+                app_engine_routing=CloudSchedulerJobAppEngineHttpTargetAppEngineRouting(
+                    service=route.service, version=route.version or None
+                ),
+            ),
+        )
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers runonce keys a run by, beside Scheduler's own."""
+        return {PROJECT_HEADER: self.props.project, LOCATION_HEADER: self.props.region}
+
+    @property
+    def body(self) -> str | None:
+        """The request body, base64-encoded as the provider takes it; None for none."""
+        body = self.props.body
+        return base64.b64encode(body.encode()).decode() if body else None
+
+    def _job(self, after: Sequence[ITerraformDependable], **target: Any) -> CloudSchedulerJob:
         job, retry = self.props, self.props.retry
         self.job = CloudSchedulerJob(
             self,
@@ -154,17 +227,7 @@ class ScheduledJob(Construct):
                 max_backoff_duration=seconds(retry.max_backoff_seconds),
                 max_doublings=retry.max_doublings,
             ),
-            http_target=CloudSchedulerJobHttpTarget(
-                uri=function.uri,
-                http_method="POST",
-                # runonce keys runs by these (with Scheduler's own headers): they say which project's and
-                # region's Scheduler sent the request, which the short X-CloudScheduler-JobName does not.
-                headers={PROJECT_HEADER: job.project, LOCATION_HEADER: job.region},
-                body=base64.b64encode(job.body.encode()).decode() if job.body else None,
-                oidc_token=CloudSchedulerJobHttpTargetOidcToken(
-                    service_account_email=job.invoker_email, audience=function.uri
-                ),
-            ),
             depends_on=[*self.props.apis.of(defaults.API_SCHEDULER), *after],
+            **target,
         )
         return self.job

@@ -143,7 +143,7 @@ class WatchdogProps:
             team=team.name,
             ledger=ledger,
             location=team.location,
-            jobs=tuple(WatchedJobProps.of(team, job, graces[job.name]) for job in team.jobs),
+            jobs=tuple(WatchedJobProps.of(team, job, graces[job.name]) for job in team.scheduled_views),
             invoker_email=invoker_email,
             apis=apis,
             delete_protection=team.delete_protection,

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from stacks.config.problem import InvalidConfig, Problem
-from stacks.config.team import EventJob, Job, Team
-from stacks.validate import alerts, events, functions, names, schedules, sharing, targets, windows
+from stacks.config.problem import InvalidConfig, Problem, ProblemAt
+from stacks.config.team import AppEngineJob, EventJob, Job, Service, ServiceJob, Team
+from stacks.validate import alerts, events, functions, names, schedules, services, sharing, targets, windows
 from stacks.validate.operators import operators
 from stacks.validate.quotas import quota_problems
 from stacks.validate.team import team_fields
@@ -46,6 +46,12 @@ def find_problems(teams: Sequence[Team], files: Sequence[str] | None = None) -> 
             problems.extend(_job(team, job))
         for event_job in team.event_jobs:
             problems.extend(_event_job(team, event_job))
+        for svc in team.services:
+            problems.extend(_service(team, svc))
+        for service_job in team.service_jobs:
+            problems.extend(_service_job(team, service_job))
+        for app_engine_job in team.app_engine_jobs:
+            problems.extend(_app_engine_job(team, app_engine_job))
         problems.extend(sharing.crowded_functions(team))
         problems.extend(alerts.alert_settings(team))
         found.extend(_in_file(problem, file) for problem in problems)
@@ -93,3 +99,54 @@ def _event_job(team: Team, job: EventJob) -> Iterator[Problem]:
     yield from functions.event_source(job, problem)
     yield from functions.environment(job.function_job({}), problem)
     yield from functions.job_labels(team.name, job.name, job.labels, set(team.labels))
+
+
+def _service_job(team: Team, job: ServiceJob) -> Iterator[Problem]:
+    """One job on a Cloud Run service: its name, Scheduler's settings, the service it names, and
+    the cross-layer rules against that service's request timeout."""
+
+    def problem(field: str, message: str, fix: str) -> Problem:
+        # The timeout is the service's: say where to change it.
+        shown = f"services[{job.service}].timeout_seconds" if field == "timeout_seconds" else field
+        return Problem(team.name, job.name, shown, message, fix)
+
+    yield from names.job_name(team, job.name, problem)
+    yield from services.service_job(team, job, problem)
+    svc = team.service(job.service)
+    if svc is not None:  # without it there is no timeout to check the windows against
+        yield from _scheduled(job.scheduled(svc.timeout_seconds), schedules.MAX_ATTEMPT_DEADLINE, problem)
+
+
+def _app_engine_job(team: Team, job: AppEngineJob) -> Iterator[Problem]:
+    """One job on the team's App Engine application: its name, routing, request timeout and
+    Scheduler's settings (an App Engine target's attempt deadline may reach 24 hours)."""
+
+    def problem(field: str, message: str, fix: str) -> Problem:
+        return Problem(team.name, job.name, field, message, fix)
+
+    yield from names.job_name(team, job.name, problem)
+    fields = list(services.app_engine_job(job, problem))
+    yield from fields
+    if not any(found.field == "timeout_seconds" for found in fields):
+        yield from _scheduled(job.scheduled(), services.MAX_APP_ENGINE_ATTEMPT_DEADLINE, problem)
+
+
+def _scheduled(view: Job, max_deadline: int, problem: ProblemAt) -> Iterator[Problem]:
+    """Scheduler's settings of a service or App Engine job, checked on its `scheduled` view."""
+    yield from schedules.schedule(view, problem)
+    ranges = [
+        *schedules.attempt_deadline(view, max_deadline, problem),
+        *schedules.retry_ranges(view.retry, problem),
+    ]
+    yield from ranges
+    if not ranges:
+        yield from windows.cross_layer(view, problem)
+
+
+def _service(team: Team, svc: Service) -> Iterator[Problem]:
+    """One of `Team.services`, its fields named `services[NAME].FIELD`."""
+
+    def problem(field: str, message: str, fix: str) -> Problem:
+        return Problem(team.name, None, f"services[{svc.name}].{field}", message, fix)
+
+    yield from services.service(team, svc, problem)

@@ -69,6 +69,13 @@ def _derived_names(team: Team) -> Iterator[tuple[str | None, str, str, str]]:
         else:
             yield event.name, "subscription", project, naming.push_subscription_name(team.name, event.name)
         yield event.name, "subscription", project, naming.dead_letter_subscription_name(team.name, event.name)
+    for service in team.services:
+        if service.deployed:  # an existing service's name is the team's to keep unique already
+            yield None, "Cloud Run service", region, service.name
+            runtime = naming.account_id(team.name, service.name, naming.RUNTIME_ROLE)
+            yield None, "service account", project, runtime
+    for name in [*(job.name for job in team.service_jobs), *(job.name for job in team.app_engine_jobs)]:
+        yield name, "Scheduler job", region, naming.scheduler_job_name(team.name, name)
     for job in team.jobs:
         yield job.name, "Scheduler job", region, naming.scheduler_job_name(team.name, job.name)
         if team.keep_per_job_accounts:  # the old accounts, kept for one apply

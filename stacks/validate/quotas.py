@@ -97,10 +97,12 @@ def usage(team: Team) -> dict[str, int]:
     # The build account and, unless nothing signs as it, the invoker; a runtime account per function.
     team_accounts = TEAM_ACCOUNTS if team.needs_invoker else TEAM_ACCOUNTS - 1
     watchdog = 1 if team.watched else 0  # its account, its function and its Scheduler job
+    deployed = sum(1 for service in team.services if service.deployed)  # a service and its account each
+    scheduled = len(team.jobs) + len(team.service_jobs) + len(team.app_engine_jobs)
     return {
-        SERVICE_ACCOUNTS.key: team_accounts + functions + triggers + retiring + watchdog,
-        CLOUD_RUN_SERVICES.key: functions + watchdog,
-        SCHEDULER_JOBS.key: len(team.jobs) + watchdog,
+        SERVICE_ACCOUNTS.key: team_accounts + functions + triggers + retiring + watchdog + deployed,
+        CLOUD_RUN_SERVICES.key: functions + watchdog + deployed,
+        SCHEDULER_JOBS.key: scheduled + watchdog,
     }
 
 

@@ -43,15 +43,21 @@ def _time_zones() -> frozenset[str]:
     return frozenset(available_timezones())
 
 
-def limits(job: Job, problem: ProblemAt) -> Iterator[Problem]:
-    """Scheduler's attempt deadline range and the function's own limits."""
-    if not MIN_ATTEMPT_DEADLINE <= job.attempt_deadline_seconds <= MAX_ATTEMPT_DEADLINE:
+def attempt_deadline(job: Job, maximum: int, problem: ProblemAt) -> Iterator[Problem]:
+    """Scheduler's attempt deadline range for the job's target: up to `maximum` seconds."""
+    if not MIN_ATTEMPT_DEADLINE <= job.attempt_deadline_seconds <= maximum:
+        target = "HTTP targets" if maximum == MAX_ATTEMPT_DEADLINE else "App Engine targets"
         yield problem(
             "attempt_deadline_seconds",
             f"{job.attempt_deadline_seconds} s is outside Scheduler's "
-            f"{MIN_ATTEMPT_DEADLINE}-{MAX_ATTEMPT_DEADLINE} s range for HTTP targets",
-            f"choose {MIN_ATTEMPT_DEADLINE}-{MAX_ATTEMPT_DEADLINE}",
+            f"{MIN_ATTEMPT_DEADLINE}-{maximum} s range for {target}",
+            f"choose {MIN_ATTEMPT_DEADLINE}-{maximum}",
         )
+
+
+def limits(job: Job, problem: ProblemAt) -> Iterator[Problem]:
+    """Scheduler's attempt deadline range and the function's own limits."""
+    yield from attempt_deadline(job, MAX_ATTEMPT_DEADLINE, problem)
     if not 1 <= job.timeout_seconds <= MAX_HTTP_TIMEOUT:
         yield problem(
             "timeout_seconds",

@@ -70,22 +70,36 @@ def team_fields(team: Team) -> Iterator[Problem]:
             f"{team.collection!r} is not a top-level collection id",
             "use letters, digits, underscores and hyphens, no slashes",
         )
-    if not team.jobs and not team.event_jobs:
+    if not (team.jobs or team.event_jobs or team.service_jobs or team.app_engine_jobs):
         yield problem(
             "jobs",
             "the team has no jobs",
-            "add at least one Job(...) or EventJob(...) or delete the team file",
+            "add at least one Job(...), EventJob(...), ServiceJob(...) or AppEngineJob(...) or "
+            "delete the team file",
         )
-    names = [job.name for job in team.jobs] + [job.name for job in team.event_jobs]
+    names = [
+        job.name
+        for jobs in (team.jobs, team.event_jobs, team.service_jobs, team.app_engine_jobs)
+        for job in jobs
+    ]
     for name, count in Counter(names).items():
         if count > 1:
             yield Problem(
                 team.name,
                 name,
                 "name",
-                f"{count} jobs share this name (scheduled and event jobs together; it names the "
-                "function and its account)",
+                f"{count} jobs share this name (every kind of job together; it names the "
+                "function or Scheduler job, and accounts)",
                 "give every job of a team its own name",
+            )
+    function_names = {job.name for job in team.jobs} | {job.name for job in team.event_jobs}
+    for name, count in Counter(service.name for service in team.services).items():
+        if count > 1 or name in function_names:
+            yield problem(
+                "services",
+                f"service {name!r} is named twice, or like a function job (both name a runtime "
+                f"account {team.name}-{name}-run)",
+                "give every service a name of its own, different from the team's function jobs",
             )
     yield from job_labels(team.name, None, team.labels, set())
     yield from declared_problems(team)

@@ -14,7 +14,8 @@ def watchdog(team: Team) -> Iterator[Problem]:
     """A watched team has no job named like the watchdog and room for the watchdog's database id."""
     if not team.watched:
         return
-    for name in [*(job.name for job in team.jobs), *(job.name for job in team.event_jobs)]:
+    jobs = (team.jobs, team.event_jobs, team.service_jobs, team.app_engine_jobs)
+    for name in [job.name for kind in jobs for job in kind]:
         if name == naming.WATCHDOG:
             yield Problem(
                 team.name,

@@ -9,7 +9,8 @@ They run only with `make test-sandbox` and these variables set; otherwise every 
   tests also use to mint ID tokens (user credentials cannot mint them for an audience).
 
 A test may need more (`@pytest.mark.sandbox(needs=(...))`): the build trigger test needs
-RUNONCE_SANDBOX_BUILD_TRIGGER, the fresh project test RUNONCE_SANDBOX_BILLING_ACCOUNT and
+RUNONCE_SANDBOX_BUILD_TRIGGER, the service job tests RUNONCE_SANDBOX_SERVICE_IMAGE, the fresh
+project test RUNONCE_SANDBOX_BILLING_ACCOUNT and
 RUNONCE_SANDBOX_PARENT. RUNONCE_SANDBOX_REGION (default europe-west1) picks the region.
 The tests here that are not marked `sandbox` check the suite itself offline.
 """
@@ -24,7 +25,14 @@ import pytest
 
 from tests.sandbox import teams
 from tests.sandbox.teams import SANDBOX, SandboxPlace
-from tests.sandbox.variables import BUILD_TRIGGER_VARIABLE, REQUIRED, SANDBOX_OUT, missing, region
+from tests.sandbox.variables import (
+    BUILD_TRIGGER_VARIABLE,
+    REQUIRED,
+    SANDBOX_OUT,
+    SERVICE_IMAGE_VARIABLE,
+    missing,
+    region,
+)
 
 # pytest-timeout counts fixture setup too: the first test waits for the session's apply (and a
 # test for its own effects, up to about 25 minutes); the fresh project test applies twice.
@@ -80,7 +88,7 @@ def sandbox_team(sandbox_place, session):
     """The sandbox team in the sandbox project, with the build trigger job if a trigger is given."""
     trigger = os.environ.get(BUILD_TRIGGER_VARIABLE, "")
     account = trigger_account(session, trigger) if trigger else ""
-    return teams.sandbox_team(sandbox_place, trigger, account)
+    return teams.sandbox_team(sandbox_place, trigger, account, os.environ.get(SERVICE_IMAGE_VARIABLE, ""))
 
 
 @pytest.fixture(scope="session")

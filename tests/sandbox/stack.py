@@ -19,11 +19,14 @@ from constructs import Construct
 
 from stacks import naming
 from stacks.config import defaults
+from stacks.constructs import provider
 from stacks.constructs.deduplicated_function import ARCHIVE_DIR
+from stacks.constructs.identity import service_account
 from stacks.constructs.provider import ProjectService, Sleep, StorageBucket
-from stacks.team import Team
+from stacks.constructs.run_service import service_environment
+from stacks.team import ServiceJob, Team
 from stacks.team_stack import TeamStack
-from tests.sandbox.teams import TARGET_JOB_IMAGE, SandboxPlace
+from tests.sandbox.teams import EXISTING_SERVICE, TARGET_JOB_IMAGE, SandboxPlace
 
 # After stacks.constructs.provider: it registers the provider package so that one submodule loads alone.
 from cdktf_cdktf_provider_google.cloud_run_v2_job import (  # isort: skip
@@ -112,6 +115,8 @@ class SandboxStack(TeamStack):
             depends_on=[workflows_api, workflows_settled],
         )
         """The workflow the `workflow` job starts."""
+        self.existing_service = self._existing_service(team) if team.service(EXISTING_SERVICE) else None
+        """The Cloud Run service the `svc-existing-close` job calls, which the team only reads."""
         depend_on_mentions(self, self.upload_bucket, place.upload_bucket)
         depend_on_mentions(self, self.target_job, place.target_job_id)
         depend_on_mentions(self, self.target_workflow, place.workflow_id)
@@ -121,6 +126,51 @@ class SandboxStack(TeamStack):
         for name, function in functions.items():
             TerraformOutput(self, URI_OUTPUT.format(name), value=function.function.service_config.uri)
             TerraformOutput(self, SERVICE_OUTPUT.format(name), value=function.function.service_config.service)
+
+    def _existing_service(self, team: Team) -> provider.CloudRunV2Service:
+        """The "existing" service, as a team would have deployed it before: its own account,
+        internal ingress, the image of the deployed one and the RUNONCE_* variables set by hand
+        (docs/stacks/services.md). The team's data source reads it once it exists (in a real team
+        it exists before the plan; here the same apply creates it)."""
+        (deployed,) = [svc for svc in team.services if svc.deployed]
+        account = service_account(
+            self,
+            "sandbox-existing-account",
+            team.project,
+            "sandbox-existing-run",
+            "sandbox existing",
+            self.apis,
+        )
+        existing_config = team.service(EXISTING_SERVICE)
+        assert existing_config is not None
+        environment = service_environment(team, existing_config, ServiceJob.retention_seconds)
+        service = provider.CloudRunV2Service(
+            self,
+            "sandbox-existing-service",
+            project=team.project,
+            location=team.region,
+            name=EXISTING_SERVICE,
+            ingress="INGRESS_TRAFFIC_INTERNAL_ONLY",
+            deletion_protection=False,
+            template=provider.CloudRunV2ServiceTemplate(
+                service_account=account.email,
+                timeout=f"{existing_config.timeout_seconds}s",
+                containers=[
+                    provider.CloudRunV2ServiceTemplateContainers(
+                        image=deployed.image,
+                        env=[
+                            provider.CloudRunV2ServiceTemplateContainersEnv(name=name, value=value)
+                            for name, value in environment.items()
+                        ],
+                    )
+                ],
+            ),
+            depends_on=self.apis.of(defaults.API_RUN),
+        )
+        existing = self.services[EXISTING_SERVICE].existing
+        assert existing is not None
+        existing.depends_on = [f"{service.terraform_resource_type}.{service.friendly_unique_id}"]
+        return service
 
 
 def depend_on_mentions(stack: TeamStack, target: TerraformResource, name: str) -> None:

@@ -12,7 +12,11 @@ nothing more, so that a default the stacks get wrong shows in the sandbox:
   on the CloudEvent function in tests/sandbox/functions/cloud_event_outbox;
 - `run-job`: a Cloud Run job target; `workflow`: a Workflows target; `build`: a Cloud Build
   trigger target (only when a trigger is given: a trigger needs a connected repository, which a
-  test cannot create).
+  test cannot create);
+- `svc-deployed-close` and `svc-existing-close`: service jobs (docs/stacks/services.md) on a Cloud
+  Run service the stack deploys and on one that exists before the team's plan (the sandbox stack
+  creates it), both from the image RUNONCE_SANDBOX_SERVICE_IMAGE names (only when it is given:
+  the team builds its image, a test cannot), all defaults.
 
 The bucket, the Cloud Run job and the workflow the jobs point at are created by the sandbox stack
 itself (tests/sandbox/stack.py); their names are derived here so both agree.
@@ -32,6 +36,8 @@ from stacks.team import (
     EventJob,
     Job,
     PushRetry,
+    Service,
+    ServiceJob,
     Team,
     load_team_file,
 )
@@ -58,6 +64,12 @@ CLOUD_EVENT_FOLDER = REPO_ROOT / "tests" / "sandbox" / "functions" / "cloud_even
 CLOUD_EVENT_SOURCE = os.path.relpath(CLOUD_EVENT_FOLDER, FUNCTIONS_DIR)
 CLOUD_EVENT_OUTBOX = "cloud_event_outbox"
 """The outbox the CloudEvent function writes (its OUTBOX)."""
+DEPLOYED_SERVICE = "svc-deployed"
+EXISTING_SERVICE = "svc-existing"
+DEPLOYED_SERVICE_JOB = "svc-deployed-close"
+EXISTING_SERVICE_JOB = "svc-existing-close"
+SERVICE_JOB_PATH = "/jobs/close"
+"""The path of the service image's `@deduplicated` handler (RUNONCE_SANDBOX_SERVICE_IMAGE)."""
 TARGET_JOB_IMAGE = "us-docker.pkg.dev/cloudrun/container/job:latest"
 """Google's sample job image (Cloud Run's "Create a Cloud Run job" Terraform sample)."""
 
@@ -102,9 +114,12 @@ def build_trigger_target(trigger: str, service_account: str) -> BuildTrigger:
     return BuildTrigger(trigger=trigger, service_account=service_account)
 
 
-def sandbox_team(place: SandboxPlace, build_trigger: str = "", trigger_account: str = "") -> Team:
+def sandbox_team(
+    place: SandboxPlace, build_trigger: str = "", trigger_account: str = "", service_image: str = ""
+) -> Team:
     """The sandbox team in `place`, deletable (no delete protection, force_destroy), with the
-    build trigger job only when `build_trigger` names one."""
+    build trigger job only when `build_trigger` names one, and the service jobs only when
+    `service_image` names an image."""
     example = load_team_file(TEAMS_DIR / "example.py")
     jobs = [
         *example.jobs,
@@ -127,9 +142,29 @@ def sandbox_team(place: SandboxPlace, build_trigger: str = "", trigger_account: 
         EventJob(name=UPLOADS, source=CLOUD_EVENT_SOURCE, trigger=EVENTARC, bucket=place.upload_bucket),
         EventJob(name=MESSAGES, source=CLOUD_EVENT_SOURCE, trigger=EVENTARC),
     ]
+    services, service_jobs = [], []
+    if service_image:
+        # The existing service's timeout is the sandbox stack's (Cloud Run's default, 300 s).
+        services = [Service(name=DEPLOYED_SERVICE, image=service_image), Service(name=EXISTING_SERVICE)]
+        service_jobs = [
+            ServiceJob(
+                name=DEPLOYED_SERVICE_JOB,
+                schedule="0 6 * * *",
+                service=DEPLOYED_SERVICE,
+                path=SERVICE_JOB_PATH,
+            ),
+            ServiceJob(
+                name=EXISTING_SERVICE_JOB,
+                schedule="0 6 * * *",
+                service=EXISTING_SERVICE,
+                path=SERVICE_JOB_PATH,
+            ),
+        ]
     return replace(
         example,
         name=place.team,
+        services=services,
+        service_jobs=service_jobs,
         project=place.project,
         region=place.region,
         jobs=jobs,

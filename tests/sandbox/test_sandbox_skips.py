@@ -17,15 +17,27 @@ from pathlib import Path
 import pytest
 
 from stacks.team import REPO_ROOT
-from tests.sandbox.variables import BUILD_TRIGGER_VARIABLE, FRESH_PROJECT_VARIABLES, REQUIRED
+from tests.sandbox.variables import (
+    BUILD_TRIGGER_VARIABLE,
+    FRESH_PROJECT_VARIABLES,
+    REQUIRED,
+    SERVICE_IMAGE_VARIABLE,
+)
 
-SANDBOX_VARIABLES = (*REQUIRED, BUILD_TRIGGER_VARIABLE, *FRESH_PROJECT_VARIABLES, "RUNONCE_SANDBOX_REGION")
+SANDBOX_VARIABLES = (
+    *REQUIRED,
+    BUILD_TRIGGER_VARIABLE,
+    SERVICE_IMAGE_VARIABLE,
+    *FRESH_PROJECT_VARIABLES,
+    "RUNONCE_SANDBOX_REGION",
+)
 MODULES = {
     "test_deployed",
     "test_event_jobs",
     "test_target_jobs",
     "test_fresh_project",
     "test_workflow_target",
+    "test_service_jobs",
 }
 """Every module of sandbox tests: each must show up, skipped."""
 
@@ -72,6 +84,8 @@ def test_without_any_variable_every_sandbox_test_is_skipped_naming_what_to_set(t
         assert "set RUNONCE_SANDBOX_PROJECT, GOOGLE_APPLICATION_CREDENTIALS" in message, (test, message)
         if "build_trigger" in test:
             assert message.endswith(f", {BUILD_TRIGGER_VARIABLE}"), message
+        elif "service_job" in test:
+            assert message.endswith(f", {SERVICE_IMAGE_VARIABLE}"), message
         elif "fresh_project" in test:
             assert message.endswith(", ".join(("", *FRESH_PROJECT_VARIABLES))), message
         else:

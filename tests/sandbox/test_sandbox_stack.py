@@ -22,6 +22,7 @@ from tests.sandbox.teams import SandboxPlace
 PLACE = SandboxPlace("runonce-sandbox-test", "europe-west1")
 TRIGGER = f"projects/{PLACE.project}/locations/{PLACE.region}/triggers/sandbox-trigger"
 TRIGGER_ACCOUNT = f"trigger@{PLACE.project}.iam.gserviceaccount.com"
+SERVICE_IMAGE = f"{PLACE.region}-docker.pkg.dev/{PLACE.project}/jobs/closer:1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +56,8 @@ class Synthesized:
 
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory) -> Synthesized:
-    """The sandbox team with a build trigger, synthesized into a temporary folder."""
-    team = teams.sandbox_team(PLACE, TRIGGER, TRIGGER_ACCOUNT)
+    """The sandbox team with a build trigger and the service jobs, synthesized into a temporary folder."""
+    team = teams.sandbox_team(PLACE, TRIGGER, TRIGGER_ACCOUNT, SERVICE_IMAGE)
     out = tmp_path_factory.mktemp("sandbox")
     synthesize(team, PLACE, out / "cdktf.out", out / "archives")
     return Synthesized(
@@ -183,3 +184,32 @@ def test_every_function_has_its_uri_and_service_as_outputs(sandbox):
         assert sandbox.document["output"][SERVICE_OUTPUT.format(job)]["value"] == (
             f"${{google_cloudfunctions2_function.{id}.service_config[0].service}}"
         )
+
+
+def test_the_sandbox_team_has_service_jobs_only_with_an_image():
+    validate([teams.sandbox_team(PLACE, service_image=SERVICE_IMAGE)])
+    assert not teams.sandbox_team(PLACE).service_jobs
+
+
+def test_the_existing_service_exists_before_the_team_reads_it(sandbox):
+    service_id, service = sandbox.named("google_cloud_run_v2_service", teams.EXISTING_SERVICE)
+    assert service["ingress"] == "INGRESS_TRAFFIC_INTERNAL_ONLY"
+    assert service["template"]["service_account"].startswith(
+        "${google_service_account.sandbox-existing-account"
+    )
+    env = {item["name"] for item in service["template"]["containers"][0]["env"]}
+    assert {"RUNONCE_DATABASE", "RUNONCE_COLLECTION", "RUNONCE_LEASE_SECONDS"} <= env
+    read = sandbox.document["data"]["google_cloud_run_v2_service"]
+    (config,) = read.values()
+    assert config["name"] == teams.EXISTING_SERVICE
+    assert config["depends_on"] == [f"google_cloud_run_v2_service.{service_id}"]
+
+
+def test_both_service_jobs_call_their_path(sandbox):
+    jobs = {
+        config["name"]: config["http_target"]["uri"]
+        for config in sandbox.resources("google_cloud_scheduler_job").values()
+        if "http_target" in config
+    }
+    for job in (teams.DEPLOYED_SERVICE_JOB, teams.EXISTING_SERVICE_JOB):
+        assert jobs[naming.scheduler_job_name(sandbox.team.name, job)].endswith(teams.SERVICE_JOB_PATH)

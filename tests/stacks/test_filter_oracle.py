@@ -39,11 +39,12 @@ from runonce.scheduler import adapter as scheduled_adapter
 from runonce.scheduler.watchdog import Missed, Watch, WatchedJob, report
 from runonce.store.memory import MemoryStore
 from stacks import naming
-from stacks.constructs.monitoring import LOG_METRIC_PREFIX, RUN_REVISION
+from stacks.constructs.monitoring import GAE_APP, LOG_METRIC_PREFIX, RUN_REVISION
+from stacks.team import load_team_file
 from tests.conftest import SCHEDULED, ManualClock
 from tests.core.conftest import MemoryConnection, scheduler_headers
 from tests.events.conftest import Copy, MemoryEventConnection, RecordedDeadLetters, envelope
-from tests.stacks.conftest import Synthesized
+from tests.stacks.conftest import Synthesized, synthesize
 from tests.stacks.logquery import matches
 
 LEASE = timedelta(seconds=120)
@@ -680,3 +681,141 @@ def test_the_dashboard_waits_for_every_log_based_metric_it_charts(stack):
     metrics = {config["name"]: key for key, config in stack.synth.resources("google_logging_metric").items()}
     assert charted and charted <= set(metrics), name
     assert {f"google_logging_metric.{metrics[metric]}" for metric in charted} <= set(dashboard["depends_on"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs on Cloud Run services and App Engine (the every-feature team): the library's lines are the
+# same on every host; only the monitored resource they are stored under differs.
+
+EVERY_FEATURE = Path(__file__).parent / "fixtures" / "every_feature.py"
+
+
+def stored_on_app_engine(line: Mapping[str, Any], module: str, project: str) -> dict[str, Any]:
+    """A JSON line an App Engine standard handler wrote to stdout, as Cloud Logging stores it:
+    under the `gae_app` resource with its labels (Cloud Monitoring's resource list, `gae_app`:
+    project_id, module_id, version_id, zone), the rest as `jsonPayload` as on Cloud Run."""
+    entry = stored(line, module, project, "europe-west1")
+    entry["logName"] = f"projects/{project}/logs/stdout"
+    entry["resource"] = {
+        "type": GAE_APP,
+        "labels": {"project_id": project, "module_id": module, "version_id": "v7", "zone": "europe-west1-b"},
+    }
+    return entry
+
+
+@pytest.fixture(scope="module")
+def hosts(archive_dir, tmp_path_factory) -> Applied:
+    """The every-feature stack (functions, a deployed and an existing Cloud Run service, App
+    Engine jobs on two App Engine services), its filters evaluated as at apply time."""
+    return applied(
+        synthesize(load_team_file(EVERY_FEATURE), archive_dir), tmp_path_factory.mktemp("console-every")
+    )
+
+
+def host_entries(hosts: Applied, deliveries: list[Delivery]) -> list[tuple[Delivery, str, dict[str, Any]]]:
+    """Every answered line as written on each Cloud Run service and App Engine service of the
+    team, and on those of another team (another Cloud Run service, another App Engine service,
+    and a Cloud Run service named like one of the team's App Engine services)."""
+    team, project = hosts.synth.team, hosts.project
+    modules = sorted({job.service for job in team.app_engine_jobs})
+    places: list[tuple[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = [
+        *(
+            (f"run:{svc.name}", lambda line, name=svc.name: stored(line, name, project, hosts.region))
+            for svc in team.services
+        ),
+        *(
+            (f"gae:{module}", lambda line, name=module: stored_on_app_engine(line, name, project))
+            for module in modules
+        ),
+        ("run:another-service", lambda line: stored(line, "another-service", project, hosts.region)),
+        ("gae:another-module", lambda line: stored_on_app_engine(line, "another-module", project)),
+        (f"run:{modules[0]}", lambda line: stored(line, modules[0], project, hosts.region)),
+    ]
+    return [
+        (delivery, place, store(line))
+        for delivery in deliveries
+        if delivery.kind == "scheduled"
+        for place, store in places
+        for line in delivery.lines
+    ]
+
+
+def ours(hosts: Applied, place: str) -> bool:
+    team = hosts.synth.team
+    return place in {f"run:{svc.name}" for svc in team.services} | {
+        f"gae:{job.service}" for job in team.app_engine_jobs
+    }
+
+
+def matched_per_place(
+    hosts: Applied, deliveries: list[Delivery], filter_: str
+) -> dict[tuple[int, str], list]:
+    """The entries a filter matches, by (delivery, place), with an empty list where none does."""
+    found: dict[tuple[int, str], list] = {}
+    for delivery, place, entry in host_entries(hosts, deliveries):
+        found.setdefault((id(delivery), place), [])
+        if matches(filter_, entry):
+            found[(id(delivery), place)].append(entry)
+    return found
+
+
+def test_the_answers_metric_counts_each_service_and_app_engine_answer_once(hosts, deliveries):
+    metric = hosts.metrics[f"runonce-{hosts.synth.team.name}-answers"]
+    outcomes = {id(delivery): delivery.outcome for delivery in deliveries}
+    counted = matched_per_place(hosts, deliveries, metric["filter"])
+    assert {place.split(":")[0] for _, place in counted if ours(hosts, place)} == {"run", "gae"}
+    for (delivery, place), entries_ in counted.items():
+        assert len(entries_) == (1 if ours(hosts, place) else 0), (outcomes[delivery], place)
+        assert all(entry["jsonPayload"]["outcome"] == outcomes[delivery] for entry in entries_)
+
+
+def test_the_failed_run_alert_fires_on_services_and_app_engine_runs_that_will_not_run_again(
+    hosts, deliveries
+):
+    condition = hosts.log_matches["a run failed permanently"]
+    outcomes = {id(delivery): delivery.outcome for delivery in deliveries}
+    for (delivery, place), fired in matched_per_place(hosts, deliveries, condition).items():
+        will_not_run = outcomes[delivery] in ("failed", "too_old")
+        assert len(fired) == (1 if will_not_run and ours(hosts, place) else 0), (outcomes[delivery], place)
+
+
+def test_the_sustained_alert_and_the_charts_see_app_engine_answers(hosts, deliveries):
+    name = f"runonce-{hosts.synth.team.name}-answers"
+    extractors = hosts.metrics[name]["label_extractors"]
+    points = [
+        (
+            delivery,
+            {
+                "metric": {"type": f"{LOG_METRIC_PREFIX}{name}", "labels": extracted(entry, extractors)},
+                "resource": entry["resource"],
+            },
+        )
+        for delivery, place, entry in host_entries(hosts, deliveries)
+        if place.startswith("gae:") and ours(hosts, place) and matches(hosts.metrics[name]["filter"], entry)
+    ]
+    assert points
+    for outcome in ("misconfigured", "store_unavailable"):
+        condition = hosts.thresholds[
+            f"{outcome} answers for {hosts.synth.team.alert_thresholds.sustained_seconds // 60} min"
+        ]
+        assert {
+            delivery.outcome for delivery, point in points if matches(condition, point, "monitoring")
+        } == {outcome}
+    (runs,) = chart_filters(hosts)["Runs per job by outcome"]
+    assert all(matches(runs, point, "monitoring") for _, point in points)
+
+
+def test_the_missed_run_metric_watches_the_service_and_app_engine_jobs(hosts, deliveries):
+    team = hosts.synth.team
+    (watchdog,) = [delivery for delivery in deliveries if delivery.kind == "watchdog"]
+    (line,) = watchdog.lines
+    metric = hosts.metrics[f"runonce-{team.name}-missed-runs"]["filter"]
+    where = naming.function_name(team.name, "watchdog")
+    for job in [*team.service_jobs, *team.app_engine_jobs]:
+        entry = stored(
+            {**line, "scheduler_job": naming.scheduler_job_name(team.name, job.name)},
+            where,
+            hosts.project,
+            hosts.region,
+        )
+        assert matches(metric, entry), job.name

@@ -46,6 +46,7 @@ ACCEPTED = {
     "google_cloudfunctions2_function.event_trigger.service_account_email": EMAIL,
     "google_cloud_scheduler_job.http_target.oidc_token.service_account_email": EMAIL,
     "google_pubsub_subscription.push_config.oidc_token.service_account_email": EMAIL,
+    "google_cloud_run_v2_service.template.service_account": EMAIL,
     # Fully-qualified account names.
     "google_cloudfunctions2_function.build_config.service_account": ACCOUNT_NAME,
     "google_service_account_iam_member.service_account_id": ACCOUNT_NAME,
