@@ -8,7 +8,7 @@ import requests
 
 from emulator.process import free_port
 from localscheduler.clock import AcceleratedClock
-from localscheduler.instances import InstancePool
+from localscheduler.hosts.pool import InstancePool
 from stacks.team import FUNCTIONS_DIR
 
 
