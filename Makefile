@@ -9,7 +9,7 @@ export CHECKPOINT_DISABLE := 1
 # jsii prints a banner on every synth because Node 20 is past its end of life; Node 20 is what our machines have.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: install test test-fast bench lint typecheck runonce
+.PHONY: install test test-fast bench lint typecheck runonce wheel
 
 ## make install: the environment, and .venv/bin/runonce, the operators' command (docs/operate.md).
 install: $(STAMP) $(VENV)/bin/runonce
@@ -45,6 +45,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m tests.import_contract
+
+## make wheel: the library as the distribution `runonce` (functions/pyproject.toml), built by pip with the
+## setuptools it pins, in pip's isolated build environment (fetched from the package index), into build/wheel.
+## Install it with an extra per host: pip install 'runonce[fastapi]' (flask, django, fastapi, events, targets, watchdog).
+wheel: $(STAMP)
+	rm -rf build/wheel
+	$(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir build/wheel ./functions
+	rm -rf functions/build functions/runonce.egg-info
 
 ## make typecheck: mypy on the library, the stacks, the policy pack, the local scheduler, the emulators, the benchmarks
 ## and the operators' command.

@@ -2,7 +2,7 @@
 against the two libraries any Firestore-backed function loads.
 
 Each sample is a fresh `python -c` (interpreter start-up included, as in a new instance), with
-the environment a function instance has here (the PYTHONPATH of `localscheduler.instances`, a
+the environment a function instance has here (the PYTHONPATH of `localscheduler.hosts.pool`, a
 project id); it ends right after the imports, as an instance does not exit either. The variants
 alternate sample by sample, the first one swapped every round, so both see the same machine load.
 Both read their bytecode from one private cache (PYTHONPYCACHEPREFIX, filled by untimed warm-up

@@ -32,8 +32,8 @@ import requests
 from benchmarks import own_time as own
 from benchmarks.own_time import OwnTimes, StoreClock, TimedClient
 from emulator.firestore import FirestoreEmulator
-from localscheduler.delivery import rfc3339
-from localscheduler.instances import InstancePool
+from localscheduler.hosts.pool import InstancePool
+from localscheduler.scheduler.delivery import rfc3339
 
 FUNCTIONS = Path(__file__).with_name("endtoend_functions.py")
 VARIANTS = {"floor": "floor", "seed (2 transactions)": "seed_pattern", "runonce": "deduplicated_job"}

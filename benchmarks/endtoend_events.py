@@ -38,7 +38,7 @@ from benchmarks.endtoend import Measurement, interleaved, render, sizes, verdict
 from benchmarks.own_time import OwnTimes, StoreClock, TimedClient
 from emulator.firestore import FirestoreEmulator
 from emulator.pubsub import PubSubEmulator
-from localscheduler.instances import InstancePool
+from localscheduler.hosts.pool import InstancePool
 
 FUNCTIONS = Path(__file__).with_name("endtoend_event_functions.py")
 TRANSACTION = "transaction (event id)"

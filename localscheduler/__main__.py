@@ -2,6 +2,6 @@
 
 import sys
 
-from .demo import main
+from localscheduler.demo import main
 
 sys.exit(main())

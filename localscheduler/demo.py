@@ -3,18 +3,18 @@ then the event jobs on the Pub/Sub emulator, published with faults, judged.
 
 Starts the emulator and a pool of functions-framework instances per job, plays the schedule on
 an accelerated clock with the fault mix and two runs lost on purpose (one never delivered, one
-left with a stuck claim: see localscheduler.misses), prints progress, then the table, and draws
-every delivery of every run (localscheduler.timeline) to build/demo-timeline.png. Then starts the Pub/Sub
+left with a stuck claim: see localscheduler.scheduler.misses), prints progress, then the table, and draws
+every delivery of every run (localscheduler.picture) to build/demo-timeline.png. Then starts the Pub/Sub
 emulator and, side by side, the example event function and every push `EventJob` of the team
 files, each with its own instances, publishes messages with an event fault mix (see
-localscheduler.events_demo) and prints the event table, a row per event job. Exits 1 if any run broke the
-guarantee (see localscheduler.report), never finished within its retry window, any message did
-not end with exactly one effect or one dead letter (see localscheduler.event_verdict), any
+localscheduler.demos.events) and prints the event table, a row per event job. Exits 1 if any run broke the
+guarantee (see localscheduler.verdicts.scheduled), never finished within its retry window, any message did
+not end with exactly one effect or one dead letter (see localscheduler.verdicts.events), any
 team's watchdog did not report exactly its runs lost on purpose once, or any process it started
 outlived it; 130 on Ctrl-C, after stopping everything. The runs lost on purpose are expected
 misses: each must go exactly as planned, and then does not fail the demo. Last, while the
 Firestore emulator still runs, each team's watchdog ticks twice on the demo's ledger and the
-demo ends with `runonce runs` for the job of those runs (see localscheduler.watch_demo).
+demo ends with `runonce runs` for the job of those runs (see localscheduler.demos.watch).
 """
 
 from __future__ import annotations
@@ -33,20 +33,27 @@ from pathlib import Path
 
 from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
 from emulator.pubsub import PubSubEmulator
+from localscheduler.demos.events import (
+    DEMO_MIX,
+    EXAMPLE,
+    TEAM_CONFIG,
+    TEAM_MIX,
+    EventFunction,
+    EventHarness,
+    EventResult,
+)
+from localscheduler.demos.proxy import ProxyHarness, ProxyResult
+from localscheduler.demos.simulation import Result, Simulation
+from localscheduler.demos.watch import FirestoreSettings, watch_missed_runs
+from localscheduler.folder_file import FolderFileError
+from localscheduler.picture import lanes, save
+from localscheduler.scheduler.faults import FaultMix
+from localscheduler.scheduler.misses import PlannedMisses
+from localscheduler.verdicts.events import event_summary, render_events
+from localscheduler.verdicts.scheduled import fault_summary, guarantee_summary, render
 from runonce import contract
 from runonce.contract import MissedRun
 from stacks.team import PUSH, REPO_ROOT, TEAMS_DIR, Team, load_teams
-
-from .event_verdict import event_summary, render_events
-from .events_demo import DEMO_MIX, EXAMPLE, TEAM_CONFIG, TEAM_MIX, EventFunction, EventHarness, EventResult
-from .faults import FaultMix
-from .folder_file import FolderFileError
-from .misses import PlannedMisses
-from .proxy_demo import ProxyHarness, ProxyResult
-from .report import fault_summary, guarantee_summary, render
-from .simulation import Result, Simulation
-from .timeline import lanes, save
-from .watch_demo import FirestoreSettings, watch_missed_runs
 
 PROJECT = "runonce-local"
 DEFAULT_FAULTS = (
@@ -181,7 +188,7 @@ def _timeline(result: Result, sim: Simulation, args: argparse.Namespace) -> str:
 
 
 def _watch(sim: Simulation, result: Result) -> bool:
-    """Run the watchdog of every team whose scheduled jobs were served (localscheduler.watch_demo);
+    """Run the watchdog of every team whose scheduled jobs were served (localscheduler.demos.watch);
     whether each reported exactly its team's planned misses, once."""
     settings = FirestoreSettings(sim.emulator_host, sim.project)
     window = (sim.start, sim.start + sim.span)

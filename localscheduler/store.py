@@ -13,14 +13,13 @@ from datetime import UTC, datetime
 
 from google.cloud import firestore
 
+from localscheduler.scheduler.plan import PlannedRun
+from localscheduler.verdicts.effects import Effects
 from runonce._instant import Instant
 from runonce.contract import DEFAULT_COLLECTION
 from runonce.scheduler.delivery import Delivery
 from runonce.scheduler.keys import run_key
 from stacks.naming import scheduler_job_name
-
-from .effects import Effects
-from .plan import PlannedRun
 
 RUNS_COLLECTION = DEFAULT_COLLECTION
 

@@ -6,6 +6,9 @@ A test marked `both_stores` that asks for `store_kind` (through the fixtures tha
 twice: on the Firestore emulator, and on the in-memory store, that second run being in the fast
 tier (marked `fast`). `make test-fast` runs the fast tier alone with RUNONCE_FAST_TIER set, and
 then any test that starts an emulator fails, naming itself: it is not fast.
+
+`installed_runonce`, for any test: the python of a fresh venv where runonce is the wheel built from
+functions/, not the source tree (see tests/package/wheel.py: how to run a host with it).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import pytest
 import runonce
 from emulator.firestore import EmulatorUnavailable, FirestoreEmulator
 from emulator.pubsub import PubSubEmulator
+from tests.package.wheel import installed_runonce as installed_runonce
+from tests.package.wheel import runonce_wheel as runonce_wheel
 
 PROJECT = "runonce-local"
 STORES = ("firestore", pytest.param("memory", marks=pytest.mark.fast))

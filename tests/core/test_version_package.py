@@ -28,6 +28,17 @@ def pins(lines: list[str]) -> dict[str, str]:
 
 
 LOCK = pins((ROOT / "requirements.txt").read_text().splitlines())
+NEEDS: dict[str | None, set[str]] = {
+    None: {"functions-framework", "google-cloud-firestore"},
+    "flask": {"flask"},
+    "django": {"django"},
+    "fastapi": {"fastapi"},
+    "events": {"google-cloud-pubsub"},
+    "targets": {"requests", "urllib3"},
+    "watchdog": {"cronsim"},
+}
+"""What the distribution requires (None) and what each extra adds: a host's framework, or what the
+modules of events, targets and the watchdog import (tests/package checks the built wheel's)."""
 
 
 def test_the_distribution_is_runonce_with_its_version_read_from_one_place():
@@ -45,19 +56,21 @@ def test_every_pin_of_the_library_equals_the_lock():
     assert declared == {name: LOCK.get(name) for name in declared}
 
 
-def test_the_extras_bring_what_events_and_targets_import():
+def test_the_extras_bring_each_host_framework_and_what_events_and_targets_import():
     extras = {name: set(pins(lines)) for name, lines in PROJECT["optional-dependencies"].items()}
-    assert extras == {
-        "events": {"google-cloud-pubsub"},
-        "targets": {"requests", "urllib3"},
-        "watchdog": {"cronsim"},
+    assert {None: set(pins(PROJECT["dependencies"])), **extras} == NEEDS
+
+
+def test_the_packages_found_are_every_package_of_the_library_and_nothing_else():
+    from setuptools import find_packages
+
+    find = METADATA["tool"]["setuptools"]["packages"]["find"]
+    assert find["where"] == ["."] and find["namespaces"] is False
+    found = find_packages(where=str(PYPROJECT.parent), include=find["include"])
+    on_disk = {
+        ".".join(path.parent.relative_to(LIBRARY.parent).parts) for path in LIBRARY.rglob("__init__.py")
     }
-    assert set(pins(PROJECT["dependencies"])) == {"functions-framework", "google-cloud-firestore"}
-
-
-def test_the_packages_listed_are_every_package_of_the_library():
-    on_disk = {"runonce"} | {f"runonce.{path.parent.name}" for path in LIBRARY.glob("*/__init__.py")}
-    assert set(METADATA["tool"]["setuptools"]["packages"]) == on_disk
+    assert sorted(found) == sorted(on_disk)
 
 
 def test_the_library_ships_py_typed():

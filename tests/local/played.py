@@ -3,8 +3,8 @@ whatever happens, and print the table and the verdict in words (shown with `pyte
 
 from __future__ import annotations
 
-from localscheduler.report import guarantee_summary, render
-from localscheduler.simulation import Result, Simulation
+from localscheduler.demos.simulation import Result, Simulation
+from localscheduler.verdicts.scheduled import guarantee_summary, render
 
 
 def play(sim: Simulation) -> Result:

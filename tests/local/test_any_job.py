@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from localscheduler.faults import FaultMix
-from localscheduler.report import guarantee_summary
-from localscheduler.simulation import Result, Simulation
+from localscheduler.demos.simulation import Result, Simulation
+from localscheduler.scheduler.faults import FaultMix
+from localscheduler.verdicts.scheduled import guarantee_summary
 from stacks.targets import Workflow
 from stacks.team import Job, Retry, Team
 from tests.local.played import play

@@ -20,10 +20,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from google.cloud import firestore
 
-from localscheduler.faults import Fault, FaultMix
-from localscheduler.report import fault_summary, guarantee_summary, render
-from localscheduler.simulation import Result, Simulation
+from localscheduler.demos.simulation import Result, Simulation
+from localscheduler.scheduler.faults import Fault, FaultMix
 from localscheduler.store import RUNS_COLLECTION
+from localscheduler.verdicts.scheduled import fault_summary, guarantee_summary, render
 from stacks.team import Job, Retry, Team
 
 SEED = 20260329

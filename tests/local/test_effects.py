@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from localscheduler.effects import FirestoreEffects, declared_effects
 from localscheduler.folder_file import FolderFileError
+from localscheduler.verdicts.effects import FirestoreEffects, declared_effects
 from stacks.team import Job
 
 

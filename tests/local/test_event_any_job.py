@@ -17,8 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from localscheduler.event_verdict import event_summary, render_events
-from localscheduler.events_demo import (
+from localscheduler.demos.events import (
     GENERIC_FAULTS,
     TEAM_CONFIG,
     EventFunction,
@@ -26,6 +25,7 @@ from localscheduler.events_demo import (
     EventResult,
     fault_table,
 )
+from localscheduler.verdicts.events import event_summary, render_events
 from tests.conftest import PROJECT
 
 SHIPPER = """

@@ -6,7 +6,7 @@ deadline, dead-letter policy) to real functions-framework instances serving
 functions/events_example under @deduplicated_event.
 
 It proves the event guarantee from the emulators' state, not from what the harness saw, judged
-as any event job is (localscheduler.event_verdict): every published messageId has exactly one
+as any event job is (localscheduler.verdicts.events): every published messageId has exactly one
 effect (the outbox document its folder's local_demo.toml declares, with the ledger record
 completed) or exactly one copy in the dead-letter subscription with its reason (runonce's own for
 permanent failures and too old events, recorded on the failed ledger record; Pub/Sub's for
@@ -22,8 +22,8 @@ from collections import Counter
 
 import pytest
 
-from localscheduler.event_verdict import event_summary, render_events
-from localscheduler.events_demo import EXAMPLE, ISOLATED, EventConfig, EventHarness, EventResult, fault_table
+from localscheduler.demos.events import EXAMPLE, ISOLATED, EventConfig, EventHarness, EventResult, fault_table
+from localscheduler.verdicts.events import event_summary, render_events
 from tests.conftest import PROJECT
 
 SEED = 20260329

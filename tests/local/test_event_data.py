@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from localscheduler.effects import FirestoreEffects, declared_effects
-from localscheduler.event_data import declared_event_data
-from localscheduler.events_demo import EXAMPLE, EventFunction
+from localscheduler.demos.event_data import declared_event_data
+from localscheduler.demos.events import EXAMPLE, EventFunction
 from localscheduler.folder_file import FolderFileError
+from localscheduler.verdicts.effects import FirestoreEffects, declared_effects
 from stacks.team import load_teams
 
 

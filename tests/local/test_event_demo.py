@@ -5,7 +5,7 @@ local_demo.toml stops the demo before anything starts."""
 import pytest
 
 from localscheduler.demo import EVENT_JOB, _event_harnesses
-from localscheduler.events_demo import (
+from localscheduler.demos.events import (
     DEMO_MIX,
     EXAMPLE,
     GENERIC_FAULTS,
@@ -16,7 +16,7 @@ from localscheduler.events_demo import (
     EventHarness,
 )
 from localscheduler.folder_file import FolderFileError
-from localscheduler.pubsub_topology import PushPolicy
+from localscheduler.pubsub.topology import PushPolicy
 from stacks.team import EVENTARC, FUNCTIONS_DIR, EventJob, Team, load_teams
 
 

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from localscheduler.bodies import Body
-from localscheduler.event_verdict import (
+from localscheduler.pubsub.push_proxy import Push
+from localscheduler.pubsub.topology import DeadLetter
+from localscheduler.verdicts.bodies import Body
+from localscheduler.verdicts.events import (
     EventStore,
     Limits,
     Published,
@@ -16,8 +18,6 @@ from localscheduler.event_verdict import (
     instance_deaths,
     judge_message,
 )
-from localscheduler.pubsub_topology import DeadLetter
-from localscheduler.push_proxy import Push
 from runonce.contract import BodyEnd
 
 pytestmark = pytest.mark.fast
@@ -135,7 +135,7 @@ def test_a_message_with_no_end_is_lost():
 def test_a_wrapped_copy_is_judged_with_its_message_and_a_note_is_no_stray():
     from google.pubsub_v1.types import PubsubMessage
 
-    from localscheduler.event_verdict import judge_all
+    from localscheduler.verdicts.events import judge_all
 
     original = PubsubMessage(data=b"{}", attributes={"demo_id": MESSAGE.demo_id, "googclient_x": "y"})
     wrapped = {

@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from localscheduler.faults import Fault, FaultMix
-from localscheduler.plan import planned_runs
+from localscheduler.scheduler.faults import Fault, FaultMix
+from localscheduler.scheduler.plan import planned_runs
 from stacks.team import Job, Team
 
 JOB = Job(name="sync", schedule="*/2 * * * *", source="report")

@@ -1,14 +1,18 @@
-"""Instance pools: real functions-framework processes serving the example function."""
+"""Instance pools: real functions-framework processes serving the example function, and a pool
+of another host."""
 
+import sys
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import requests
 
 from emulator.process import free_port
 from localscheduler.clock import AcceleratedClock
-from localscheduler.instances import InstancePool
+from localscheduler.hosts.pool import InstancePool
 from stacks.team import FUNCTIONS_DIR
 
 
@@ -61,3 +65,42 @@ def test_ports_handed_to_pools_started_in_parallel_are_all_different():
     for thread in threads:
         thread.join()
     assert len(handed) == 400 and len(set(handed)) == 400
+
+
+@dataclass(frozen=True)
+class FolderServer:
+    """A host that is not functions-framework: Python's own http.server, serving one folder."""
+
+    folder: Path
+
+    def command(self, source: Path, target: str, port: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            str(self.folder),
+            str(port),
+        ]
+
+    def environment(self, source: Path, target: str) -> dict[str, str]:
+        return {}
+
+
+@pytest.mark.fast
+def test_a_pool_runs_the_host_it_is_given(tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "probe.txt").write_text("served by the pool's host")
+    pool = InstancePool(
+        "host-test", served / "probe.txt", "probe", 1, {}, tmp_path / "logs", host=FolderServer(served)
+    )
+    try:
+        pool.start(timeout=30)
+        with pool.acquire(timeout=5) as instance:
+            assert requests.get(f"{instance.url}probe.txt", timeout=5).text == "served by the pool's host"
+    finally:
+        pool.stop()
+    assert pool.pids() == []

@@ -14,14 +14,14 @@ import pytest
 from google.cloud import firestore
 
 from localscheduler.demo import main as demo_main
-from localscheduler.faults import FaultMix
-from localscheduler.misses import PlannedMisses
-from localscheduler.plan import planned_runs
-from localscheduler.report import guarantee_summary
-from localscheduler.scheduler import triggers
-from localscheduler.simulation import Result, Simulation
+from localscheduler.demos.simulation import Result, Simulation
+from localscheduler.picture import Mark, lanes, save
+from localscheduler.scheduler.cloud_scheduler import triggers
+from localscheduler.scheduler.faults import FaultMix
+from localscheduler.scheduler.misses import PlannedMisses
+from localscheduler.scheduler.plan import planned_runs
 from localscheduler.store import RUNS_COLLECTION
-from localscheduler.timeline import Mark, lanes, save
+from localscheduler.verdicts.scheduled import guarantee_summary
 from runonce.contract import MissedRun
 from runonce.scheduler.expected import scheduled_key
 from stacks.naming import scheduler_job_name

@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from localscheduler.plan import planned_runs
+from localscheduler.scheduler.plan import planned_runs
 from stacks.team import Job, Team
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from localscheduler.proxy_demo import FAULTS, ProxyHarness
+from localscheduler.demos.proxy import FAULTS, ProxyHarness
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ the runonce core logged, the same way for any job."""
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
-from localscheduler.bodies import Body
-from localscheduler.journal import Journal, Sent
-from localscheduler.plan import PlannedRun
-from localscheduler.report import guarantee_summary, job_rows, judge, render
-from localscheduler.scheduler import Trigger
+from localscheduler.scheduler.cloud_scheduler import Trigger
+from localscheduler.scheduler.journal import Journal, Sent
+from localscheduler.scheduler.plan import PlannedRun
+from localscheduler.verdicts.bodies import Body
+from localscheduler.verdicts.scheduled import guarantee_summary, job_rows, judge, render
 from runonce.contract import BodyEnd, MissedRun
 from stacks.team import Job, Team
 

@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from localscheduler.retry import RetryPolicy
+from localscheduler.scheduler.retry import RetryPolicy
 from stacks.team import Retry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -14,13 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from localscheduler import scheduler as scheduler_module
 from localscheduler.clock import AcceleratedClock
-from localscheduler.delivery import Answer, scheduler_headers
-from localscheduler.faults import AttemptShape, Fault, FaultMix
-from localscheduler.journal import Journal
-from localscheduler.plan import planned_runs
-from localscheduler.scheduler import LocalScheduler, triggers
+from localscheduler.scheduler import cloud_scheduler as scheduler_module
+from localscheduler.scheduler.cloud_scheduler import LocalScheduler, triggers
+from localscheduler.scheduler.delivery import Answer, scheduler_headers
+from localscheduler.scheduler.faults import AttemptShape, Fault, FaultMix
+from localscheduler.scheduler.journal import Journal
+from localscheduler.scheduler.plan import planned_runs
 from stacks import naming
 from stacks.team import Job, Retry, Team
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from localscheduler.bodies import Body
-from localscheduler.journal import GaveUp, Journal, NotDelivered, Sent
-from localscheduler.plan import PlannedRun
-from localscheduler.scheduler import Trigger
-from localscheduler.timeline import Mark, figure, lanes, save
+from localscheduler.picture import Mark, figure, lanes, save
+from localscheduler.scheduler.cloud_scheduler import Trigger
+from localscheduler.scheduler.journal import GaveUp, Journal, NotDelivered, Sent
+from localscheduler.scheduler.plan import PlannedRun
+from localscheduler.verdicts.bodies import Body
 from runonce.contract import BodyEnd, MissedRun
 from stacks.team import Job, Team
 

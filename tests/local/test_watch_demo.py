@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from google.cloud import firestore
 
-from localscheduler.faults import FaultMix
-from localscheduler.misses import PlannedMisses
-from localscheduler.plan import planned_runs
-from localscheduler.scheduler import Trigger, triggers
-from localscheduler.watch_demo import FirestoreSettings, WatchVerdict, planned, watch_missed_runs
+from localscheduler.demos.watch import FirestoreSettings, WatchVerdict, planned, watch_missed_runs
+from localscheduler.scheduler.cloud_scheduler import Trigger, triggers
+from localscheduler.scheduler.faults import FaultMix
+from localscheduler.scheduler.misses import PlannedMisses
+from localscheduler.scheduler.plan import planned_runs
 from operate.cli import print_runs
 from operate.runs import MISSING, Row
 from runonce.contract import MissedRun

@@ -19,16 +19,15 @@ from datetime import datetime
 
 from google.cloud import firestore
 
+from localscheduler.clock import AcceleratedClock
+from localscheduler.hosts.pool import DYING_SECONDS, KILL_HEADER, Instance, InstancePool
+from localscheduler.scheduler.delivery import Answer, post, scheduler_headers
+from localscheduler.scheduler.faults import AttemptShape, Fault, FaultMix, shape
+from localscheduler.scheduler.journal import GaveUp, Journal, NotDelivered, Sent
+from localscheduler.scheduler.plan import PlannedRun
+from localscheduler.scheduler.retry import RetryPolicy
+from localscheduler.store import claimed, key_of
 from runonce.contract import MissedRun
-
-from .clock import AcceleratedClock
-from .delivery import Answer, post, scheduler_headers
-from .faults import AttemptShape, Fault, FaultMix, shape
-from .instances import DYING_SECONDS, KILL_HEADER, Instance, InstancePool
-from .journal import GaveUp, Journal, NotDelivered, Sent
-from .plan import PlannedRun
-from .retry import RetryPolicy
-from .store import claimed, key_of
 
 # How often the instance-killing fault looks for the attempt's claim in the ledger.
 CLAIM_POLL_SECONDS = 0.005

@@ -26,12 +26,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from localscheduler.scheduler.cloud_scheduler import Trigger
+from localscheduler.scheduler.journal import Journal, Sent
+from localscheduler.verdicts.bodies import Body
+from localscheduler.verdicts.scheduled import instance_death
 from runonce.contract import BodyEnd, MissedRun
-
-from .bodies import Body
-from .journal import Journal, Sent
-from .report import instance_death
-from .scheduler import Trigger
 
 LINEAR_SECONDS = 10.0
 """Up to here the time axis is linear; beyond, logarithmic."""

@@ -31,10 +31,9 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from emulator.process import free_port
+from localscheduler.hosts.pool import KILL_HEADER, InstancePool
 from runonce.core.event import Event
 from runonce.events.parse import event_key
-
-from .instances import KILL_HEADER, InstancePool
 
 LOSE_ACK_ATTRIBUTE = "demo_lose_ack"
 HOLD_ATTRIBUTE = "demo_hold_seconds"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .folder_file import check_fields, read_section, text_field
+from localscheduler.folder_file import check_fields, read_section, text_field
 
 SECTION = "events"
 _FIELDS = ("data",)

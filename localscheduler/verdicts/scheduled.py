@@ -20,13 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from localscheduler.scheduler.cloud_scheduler import Trigger
+from localscheduler.scheduler.journal import Journal, Sent
+from localscheduler.store import as_utc
+from localscheduler.verdicts.bodies import Body, succession_problems
+from localscheduler.verdicts.table import aligned
 from runonce.contract import EXPIRE_AT_FIELD, BodyEnd, MissedRun, RunStatus
-
-from .bodies import Body, succession_problems
-from .journal import Journal, Sent
-from .scheduler import Trigger
-from .store import as_utc
-from .table import aligned
 
 
 @dataclass(frozen=True)
@@ -300,7 +299,8 @@ def guarantee_summary(verdicts: list[RunVerdict]) -> list[str]:
     if unobserved:
         lines.append(
             f"effects not observed for {', '.join(unobserved)} (no [effects] in the folder's "
-            "local_demo.toml, see localscheduler.effects): judged on the ledger and the job bodies only"
+            "local_demo.toml, see localscheduler.verdicts.effects): "
+            "judged on the ledger and the job bodies only"
         )
     return lines + miss_summary(verdicts)
 

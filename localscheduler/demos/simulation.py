@@ -20,23 +20,22 @@ from pathlib import Path
 from google.cloud import firestore
 
 from emulator.googleapis import GoogleApisStandIn
+from localscheduler.clock import AcceleratedClock
+from localscheduler.demos.proxy import proxy_env
+from localscheduler.hosts.pool import InstancePool
+from localscheduler.scheduler.cloud_scheduler import LocalScheduler, Trigger, triggers
+from localscheduler.scheduler.faults import FaultMix
+from localscheduler.scheduler.journal import Journal, Sent
+from localscheduler.scheduler.misses import PlannedMisses
+from localscheduler.scheduler.plan import PlannedRun, planned_runs
+from localscheduler.scheduler.retry import RetryPolicy
+from localscheduler.store import StoreView
+from localscheduler.verdicts.bodies import Body, read_bodies
+from localscheduler.verdicts.effects import Effects, StartedAtStandIn, declared_effects
+from localscheduler.verdicts.scheduled import JobRow, RunVerdict, job_rows, judge
 from runonce import contract
 from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
 from stacks.team import Job, Team
-
-from .bodies import Body, read_bodies
-from .clock import AcceleratedClock
-from .effects import Effects, StartedAtStandIn, declared_effects
-from .faults import FaultMix
-from .instances import InstancePool
-from .journal import Journal, Sent
-from .misses import PlannedMisses
-from .plan import PlannedRun, planned_runs
-from .proxy_demo import proxy_env
-from .report import JobRow, RunVerdict, job_rows, judge
-from .retry import RetryPolicy
-from .scheduler import LocalScheduler, Trigger, triggers
-from .store import StoreView
 
 LEASE_SHARE_OF_RETRY_WINDOW = 0.6
 

@@ -24,6 +24,8 @@ from datetime import UTC, datetime, timedelta
 
 from google.cloud import firestore
 
+from localscheduler.scheduler.cloud_scheduler import Trigger
+from localscheduler.store import RUNS_COLLECTION
 from operate import runs
 from operate.cli import print_runs
 from operate.team import ScheduledJob, view
@@ -36,9 +38,6 @@ from runonce.store.firestore import Ledger, LedgerStore
 from stacks.naming import scheduler_job_name
 from stacks.team import Team
 from stacks.validate.windows import retry_window_seconds
-
-from .scheduler import Trigger
-from .store import RUNS_COLLECTION
 
 WATCHDOG_COLLECTION = "watchdog_claims"
 """The watchdog's own collection on the demo's emulator: its claims of the runs it reported."""

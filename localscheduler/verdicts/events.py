@@ -20,16 +20,15 @@ from datetime import UTC, datetime
 
 from google.cloud import firestore
 
+from localscheduler.pubsub.push_proxy import Push
+from localscheduler.pubsub.topology import DeadLetter
+from localscheduler.verdicts.bodies import Body, succession_problems
+from localscheduler.verdicts.effects import Effects
+from localscheduler.verdicts.table import aligned
 from runonce.contract import EXPIRE_AT_FIELD, BodyEnd
 from runonce.core.event import Event
 from runonce.events.adapter import TOO_OLD_ERROR
 from runonce.events.parse import event_key
-
-from .bodies import Body, succession_problems
-from .effects import Effects
-from .pubsub_topology import DeadLetter
-from .push_proxy import Push
-from .table import aligned
 
 DEMO_ID_ATTRIBUTE = "demo_id"
 COMPLETED = "completed"
@@ -410,6 +409,6 @@ def event_summary(verdicts: Sequence[MessageVerdict], strays: Sequence[DeadLette
     if not observed:
         lines.append(
             "effects not observed (no [effects] in the folder's local_demo.toml, see "
-            "localscheduler.effects): judged on the ledger, the job bodies and the dead letters"
+            "localscheduler.verdicts.effects): judged on the ledger, the job bodies and the dead letters"
         )
     return lines

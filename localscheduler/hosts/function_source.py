@@ -13,7 +13,7 @@ as `make bench` wants), RUNONCE_LOCAL_SOURCE (path of the job's main.py), RUNONC
 google.auth.default() then answers anonymous credentials, so the proxy calls the local stand-in
 with no token and never asks a metadata server; the library itself is unchanged).
 
-A request with the `instances.KILL_HEADER` header (the push proxy's "killed holding the claim"
+A request with the `pool.KILL_HEADER` header (the push proxy's "killed holding the claim"
 fault, the local scheduler's stuck claim) SIGKILLs the instance right after the runonce core
 logs that the body of the run named by the header started: the claim is held, the body never
 runs, nothing is released, as when an instance crashes mid-run. The job's code is not involved.
@@ -33,7 +33,7 @@ from google.cloud import firestore
 
 import runonce
 from localscheduler.clock import AcceleratedClock
-from localscheduler.instances import KILL_HEADER
+from localscheduler.hosts.pool import KILL_HEADER
 from runonce.contract import BODY_FIELD, PROJECT_VARIABLE, BodyStage
 
 

@@ -1,9 +1,10 @@
-"""Cloud Run, locally: a pool of functions-framework processes ("instances") per function.
+"""Cloud Run, locally: a pool of server processes ("instances") per function.
 
-Each instance is one `functions-framework` process (gunicorn, one worker, one thread: Cloud Run
-with concurrency 1) in its own process group on its own loopback port. A request goes to an
-idle ready instance and waits, as on Cloud Run during a cold start, while none is free. An
-instance that dies is replaced on the same port, the way Cloud Run replaces a crashed instance.
+Each instance is one process of the pool's `Host` (by default functions-framework: see
+`functions_framework`), serving one request at a time (Cloud Run with concurrency 1) in its own
+process group on its own loopback port. A request goes to an idle ready instance and waits, as on
+Cloud Run during a cold start, while none is free. An instance that dies is replaced on the same
+port, the way Cloud Run replaces a crashed instance.
 """
 
 from __future__ import annotations
@@ -13,22 +14,35 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from emulator.firestore import free_port
+from localscheduler.hosts.functions_framework import FunctionsFramework
 from stacks.team import REPO_ROOT
 
-FUNCTION_SOURCE = Path(__file__).with_name("function_source.py")
 # A request carrying this header, set to a run key, kills its instance as soon as the runonce core
 # logs that the job body of that run started, i.e. while the instance holds the run's claim.
 KILL_HEADER = "X-Localscheduler-Die-Holding-Claim"
 DYING_SECONDS = 1.0
+
+
+class Host(Protocol):
+    """A kind of server that runs a function's handler: how one instance of it starts."""
+
+    def command(self, source: Path, target: str, port: int) -> list[str]:
+        """The command line of one instance serving entry point `target` of the file `source` on
+        127.0.0.1:`port`, answering one request at a time."""
+        ...
+
+    def environment(self, source: Path, target: str) -> dict[str, str]:
+        """What the instance's environment adds to the pool's."""
+        ...
 
 
 @dataclass
@@ -69,6 +83,8 @@ class InstancePool:
     """Environment of every instance on top of this process's (RUNONCE_*, emulator host, ...)."""
     log_dir: Path
     """Each instance appends its stdout and stderr to <log_dir>/<name>-<n>.log."""
+    host: Host = field(default_factory=FunctionsFramework)
+    """The server each instance runs."""
     instances: list[Instance] = field(default_factory=list)
     _changed: threading.Condition = field(default_factory=threading.Condition)
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -161,28 +177,10 @@ class InstancePool:
             **os.environ,
             **self.env,
             "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "functions")]),
-            "RUNONCE_LOCAL_SOURCE": str(self.source),
-            "RUNONCE_LOCAL_TARGET": self.target,
-            "WORKERS": "1",
-            "THREADS": "1",
             "PYTHONUNBUFFERED": "1",
+            **self.host.environment(self.source, self.target),
         }
-        command = [
-            sys.executable,
-            "-m",
-            "functions_framework",
-            "--source",
-            str(FUNCTION_SOURCE),
-            "--target",
-            self.target,
-            # Explicit: a FUNCTION_SIGNATURE_TYPE in the environment would otherwise win.
-            "--signature-type",
-            "http",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(instance.port),
-        ]
+        command = self.host.command(self.source, self.target, instance.port)
         with open(instance.log_path, "ab") as log:
             instance.process = subprocess.Popen(
                 command,

@@ -26,8 +26,7 @@ from typing import Protocol
 from google.cloud import firestore
 
 from emulator.googleapis import GoogleApisStandIn
-
-from .folder_file import check_fields, read_section, text_field
+from localscheduler.folder_file import check_fields, read_section, text_field
 
 SECTION = "effects"
 _FIELDS = ("collection", "run_key_field", "attempt_id_field")

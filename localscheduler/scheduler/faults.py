@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from enum import Enum
 
-from .plan import PlannedRun
+from localscheduler.scheduler.plan import PlannedRun
 
 
 class Fault(str, Enum):

@@ -5,7 +5,7 @@ the scheduled jobs use) with RUNONCE_TARGET set to a Workflows target and
 RUNONCE_TARGET_BASE_URL pointing at the Google APIs stand-in (emulator/googleapis.py), against
 the Firestore emulator. Offline, google.auth.default() has no credentials and would ask a
 metadata server, so the instances get RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS=1, which makes the
-demo's source file (localscheduler/function_source.py, not the library) answer
+demo's source file (localscheduler/hosts/function_source.py, not the library) answer
 google.auth.default() with anonymous credentials: no token, no network.
 
 Each run is delivered Scheduler-style (the same headers, retried until a 2xx) with one fault:
@@ -28,14 +28,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from emulator.googleapis import Fault, GoogleApisStandIn
+from localscheduler.hosts.pool import InstancePool
+from localscheduler.scheduler.delivery import Answer, post, scheduler_headers
 from runonce import contract
 from runonce.targets import ARGUMENT_FIELD as TOKEN
 from runonce.targets import LABEL_KEY
 from stacks.targets import TARGET_VARIABLE, Target, Workflow, target_json
-from stacks.team import PROXY_SOURCE, Job, Team
-
-from .delivery import Answer, post, scheduler_headers
-from .instances import InstancePool
+from stacks.team import FUNCTIONS_DIR, PROXY_SOURCE, Job, Team
 
 JOB_NAME = "proxied-workflow"
 WORKFLOW = "projects/runonce-local/locations/europe-west1/workflows/nightly-etl"
@@ -246,4 +245,4 @@ class ProxyHarness:
         self.stand_in.stop()
 
 
-PROXY_SOURCE_DIR = Path(__file__).resolve().parent.parent / "functions" / PROXY_SOURCE
+PROXY_SOURCE_DIR = FUNCTIONS_DIR / PROXY_SOURCE

@@ -17,9 +17,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from localscheduler.clock import AcceleratedClock
 from runonce.contract import BODY_END_FIELD, BODY_ERROR_FIELD, BODY_FIELD, WALL_TIME_FIELD, BodyEnd, BodyStage
-
-from .clock import AcceleratedClock
 
 
 @dataclass(frozen=True)

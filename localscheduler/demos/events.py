@@ -31,13 +31,23 @@ from pathlib import Path
 
 from google.cloud import firestore
 
-from stacks.team import FUNCTIONS_DIR, EventJob
-
-from .bodies import read_bodies
-from .clock import AcceleratedClock
-from .effects import declared_effects
-from .event_data import declared_event_data
-from .event_verdict import (
+from localscheduler.clock import AcceleratedClock
+from localscheduler.demos.event_data import declared_event_data
+from localscheduler.hosts.pool import InstancePool
+from localscheduler.pubsub.push_proxy import (
+    DUPLICATE_ATTRIBUTE,
+    HOLD_ATTRIBUTE,
+    KILL_ATTRIBUTE,
+    LOSE_ACK_ATTRIBUTE,
+    Push,
+    PushJournal,
+    PushProxy,
+)
+from localscheduler.pubsub.topology import DeadLetter, PushPolicy, Topology
+from localscheduler.store import RUNS_COLLECTION
+from localscheduler.verdicts.bodies import read_bodies
+from localscheduler.verdicts.effects import declared_effects
+from localscheduler.verdicts.events import (
     COMPLETED,
     DEMO_ID_ATTRIBUTE,
     EventRow,
@@ -48,18 +58,7 @@ from .event_verdict import (
     event_row,
     judge_all,
 )
-from .instances import InstancePool
-from .pubsub_topology import DeadLetter, PushPolicy, Topology
-from .push_proxy import (
-    DUPLICATE_ATTRIBUTE,
-    HOLD_ATTRIBUTE,
-    KILL_ATTRIBUTE,
-    LOSE_ACK_ATTRIBUTE,
-    Push,
-    PushJournal,
-    PushProxy,
-)
-from .store import RUNS_COLLECTION
+from stacks.team import FUNCTIONS_DIR, EventJob
 
 # Events run on the real clock: this clock reads wall time as it is (for `bodies.read_bodies`).
 WALL_CLOCK = AcceleratedClock(datetime.fromtimestamp(0, UTC), 0.0, 1.0)

@@ -23,9 +23,8 @@ import random
 from dataclasses import dataclass
 from datetime import datetime
 
+from localscheduler.scheduler.cloud_scheduler import Trigger
 from runonce.contract import MissedRun
-
-from .scheduler import Trigger
 
 
 @dataclass(frozen=True)
