@@ -44,6 +44,7 @@ from ..core.handler import claim_failed, misconfigured, rejected, run_once, serv
 from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
 from ..core.store import Claim
+from ..hosts.flask import read_response
 from ..store.connection import Connection, Setup
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
 from .parse import BadEnvelope, event_key, from_cloud_event, parse_push
@@ -264,7 +265,9 @@ def _handle_event(
     logs.bind(run_key=key, event_id=event.id, event_source=event.source, event_kind=event.kind)
     occurrence = _occurrence(event, key, _expired(event, setup.settings), consumer)
     attempt.defer = True  # a failure's or a duplicate's answer may change once forwarded
-    answer = run_once(setup.base.store, occurrence, lambda: job(event), attempt, carrier)
+    answer = run_once(
+        setup.base.store, occurrence, lambda: job(event), attempt, carrier, read_response=read_response
+    )
     return _finish_event(setup, event, key, attempt, answer)
 
 
