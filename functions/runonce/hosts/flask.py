@@ -17,14 +17,19 @@ from ..core.host import Incoming, response_body
 from ..core.outcomes import Answer
 
 
+def request_of(arguments: tuple[Any, ...]) -> Any:
+    """The request functions-framework passed, or (a Flask view, called with URL values only)
+    Flask's request of this context."""
+    if arguments:
+        return arguments[0]
+    import flask
+
+    return flask.request
+
+
 def incoming(job: Callable[..., Any], arguments: tuple[Any, ...], keywords: dict[str, Any]) -> Incoming:
     """The request functions-framework passed, or a Flask view's (its URL values as keywords)."""
-    if arguments:
-        request = arguments[0]
-    else:
-        import flask
-
-        request = flask.request
+    request = request_of(arguments)
     return Incoming(request.headers, request, lambda: job(*arguments, **keywords), read_response)
 
 

@@ -1,31 +1,23 @@
 """`@deduplicated` for FastAPI and Starlette routes: `async def` and `def` jobs on an event loop.
 
-The store is the same synchronous store as on every other host, called off the event loop: one
-delivery's whole path (claim, job, finish) runs in a worker thread of anyio, the thread pool
-where Starlette and FastAPI run a plain `def` endpoint, so a `def` job runs where the framework
-runs sync code. An `async def` job is awaited on the event loop itself (`anyio.from_thread.run`),
-in the run's context, while its worker thread waits: the loop keeps serving other requests while a
-job awaits or a store call is on the wire. docs/library.md ("ASGI") gives the measurement.
-
-FastAPI reads an endpoint's parameters from its signature: the handler has one, `request`,
-annotated with Starlette's `Request`, which FastAPI passes as the request itself.
+The store is the same synchronous store as on every other host, called off the event loop, and
+an `async def` job is awaited on the loop (`runonce.hosts.starlette`): the loop keeps serving
+other requests while a job awaits or a store call is on the wire. docs/library.md ("ASGI")
+gives the measurement. The endpoint has one parameter, `request: Request`, for FastAPI.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
-
-import anyio.from_thread
-import anyio.to_thread
 
 from .._text import type_name
 from ..core.finish import refuse_unrunnable
 from ..core.handler import serve
 from ..core.run import refuse_nested
 from ..hosts import starlette as host
+from ..hosts.starlette import Endpoint
 from ..store.connection import Connection
 from .adapter import handle
 
@@ -35,7 +27,6 @@ if TYPE_CHECKING:
     from starlette.responses import JSONResponse
 
 Job = Callable[["Request"], Any]
-Endpoint = Callable[["Request"], Awaitable["JSONResponse"]]
 
 
 @overload
@@ -84,29 +75,17 @@ def deduplicated(
 
     def wrap(job: Job) -> Endpoint:
         name = str(getattr(job, "__qualname__", None) or type_name(job))
-        awaited = refuse_unrunnable(job, awaited=True)
+        call = host.blocking(job, refuse_unrunnable(job, awaited=True))
         connection = Connection(overrides, client)
-
-        def call(request: Request) -> Any:
-            if awaited:
-                return anyio.from_thread.run(job, request)  # on the loop, in this thread's context
-            return job(request)
 
         @functools.wraps(job)
         async def endpoint(request: Request) -> JSONResponse:
             refuse_nested(request, name)
             incoming = host.incoming(call, (request,), {})
-            answer = await anyio.to_thread.run_sync(
-                functools.partial(serve, lambda attempt: handle(incoming, connection, attempt))
+            return await host.off_the_loop(
+                lambda: serve(lambda attempt: handle(incoming, connection, attempt))
             )
-            return host.respond(answer)
 
-        parameter = inspect.Parameter(
-            "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=host.REQUEST_TYPE
-        )
-        endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [parameter], return_annotation=inspect.Signature.empty
-        )
-        return endpoint
+        return host.taking_the_request(endpoint)
 
     return wrap(func) if func is not None else wrap
