@@ -210,3 +210,36 @@ def test_the_job_runs_once_among_many_simultaneous_deliveries(serve, probe):
     assert probe.count == 1
     assert sorted(body["outcome"] for _, body in answers).count("completed") == 1
     assert all(status in (200, 409) for status, _ in answers)
+
+
+def test_an_unforeseen_failure_before_the_claim_is_answered_500_error_as_json(serve, probe, monkeypatch):
+    def broken(delivery):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("runonce.scheduler.adapter.run_key", broken)
+    status, body = serve().post(scheduler_headers())
+    assert (status, body) == (500, {"outcome": "error", "error": "RuntimeError"})
+    assert probe.count == 0
+
+
+def test_a_failure_after_the_job_succeeded_still_answers_completed(serve, probe, monkeypatch, records):
+    from runonce.core import handler
+
+    line = handler._body_line
+
+    def failing_after_the_body(stage, end=None, exc=None):
+        if end is not None:
+            raise RuntimeError("the log line failed")
+        line(stage, end, exc)
+
+    monkeypatch.setattr(handler, "_body_line", failing_after_the_body)
+    status, body = serve().post(scheduler_headers())
+    assert (status, body["outcome"], body["result_stored"]) == (200, "completed", False)
+    assert [record["status"] for record in records()] == ["completed"]
+
+
+def test_the_trace_header_is_read_in_any_case(serve, log_lines):
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    serve().post({**scheduler_headers(), "TRACEPARENT": f"00-{trace}-b7ad6b7169203331-01"})
+    answered = [fields for _, fields in log_lines() if "latency_ms" in fields]
+    assert answered[0]["logging.googleapis.com/trace"].endswith(f"/traces/{trace}")

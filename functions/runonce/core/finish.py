@@ -26,14 +26,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .._logs import log
 from .._text import clip, describe, type_name
 from .errors import NotRunnable, StoreError
-from .host import ResponseReader, no_response
 from .outcomes import Answer, Outcome
 from .store import Claim, Store, StoredResult
+
+if TYPE_CHECKING:
+    from .host import ResponseReader
 
 RETRYABLE_4XX = frozenset({408, 429})
 _STATUS_TEXT = re.compile(r"^\s*([1-5][0-9]{2})\b")
@@ -92,7 +94,7 @@ def refuse_unrunnable(job: Any, awaited: bool = False) -> bool:
     return is_async
 
 
-def read_return(value: Any, read_response: ResponseReader = no_response) -> Returned:
+def read_return(value: Any, read_response: ResponseReader | None = None) -> Returned:
     """Read what the job returned, a response of its framework by `read_response`. A streamed
     response's body is job code: it runs here."""
     try:
@@ -105,7 +107,7 @@ def read_return(value: Any, read_response: ResponseReader = no_response) -> Retu
             None,
             f"runonce could not read it ({type_name(exc)}: {describe(exc, 300)})",
         )
-    response = read_response(body)
+    response = read_response(body) if read_response is not None else None
     if response is not None:
         status = response[0] if status is None else status
         body = response[1]

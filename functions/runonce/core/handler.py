@@ -34,7 +34,6 @@ from ..contract import (
 from .errors import ConfigError, OutcomeUnknown, PermanentError, StoreDenied, StoreError, StoreUnavailable
 from .fields import BadField
 from .finish import Attempt, Returned, Verdict, complete, fail, hold, read_return, release, retry
-from .host import ResponseReader, no_response
 from .occurrence import Occurrence
 from .outcomes import Answer, Outcome
 from .run import Run, enter, leave
@@ -42,6 +41,7 @@ from .store import Claim, Held, Store, StoredResult
 
 if TYPE_CHECKING:
     from .event import EventRun
+    from .host import ResponseReader
 
 
 def serve(handle: Callable[[Attempt], Answer]) -> Answer:
@@ -78,7 +78,7 @@ def run_once(
     attempt: Attempt,
     carrier: Any,
     claimed: Claim | None = None,
-    read_response: ResponseReader = no_response,
+    read_response: ResponseReader | None = None,
 ) -> Answer:
     """Claim the occurrence, run `job` if this attempt holds it, finish, and say how it ended.
 
@@ -152,7 +152,7 @@ def _execute(
     attempt: Attempt,
     claim: Claim,
     run: Run | EventRun,
-    read_response: ResponseReader,
+    read_response: ResponseReader | None,
 ) -> Answer:
     token = enter(run, carrier)
     _body_line(BodyStage.STARTED)

@@ -16,11 +16,6 @@ ResponseReader = Callable[[Any], "tuple[int, Any] | None"]
 body JSON-decoded when the response says it is JSON; None if the value is no such response."""
 
 
-def no_response(value: Any) -> None:
-    """The reader of a host whose jobs return plain data only (an event job)."""
-    return None
-
-
 def response_body(text: str, is_json: bool) -> Any:
     """A response's body as a run's result: its JSON if the response says it is JSON, else its text."""
     if is_json:

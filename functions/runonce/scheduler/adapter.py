@@ -24,7 +24,6 @@ from ..core.decoration import decorate
 from ..core.errors import ConfigError, StoreError
 from ..core.finish import Attempt
 from ..core.handler import claim_failed, misconfigured, rejected, run_once, serve
-from ..core.host import Incoming
 from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
 from ..core.run import Run
@@ -33,23 +32,24 @@ from ..store.connection import Connection
 from .delivery import BadDelivery, Delivery, parse_delivery
 from .keys import rerun_slot, run_key
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: a scheduled function's cold start creates none of them
     from google.cloud import firestore
     from werkzeug.wrappers import Request
 
-# The view's parameters, as its framework calls it: the request (functions-framework, Django),
-# URL values (Flask, Django); the handler answers in its framework's response type, an `Answer`
-# for functions-framework's werkzeug request.
-_View = ParamSpec("_View")
-_Werkzeug = TypeVar("_Werkzeug", bound="Request")
+    from ..core.host import Incoming
 
+    # The view's parameters, as its framework calls it: the request (functions-framework, Django),
+    # URL values (Flask, Django); the handler answers in its framework's response type, an
+    # `Answer` for functions-framework's werkzeug request.
+    _View = ParamSpec("_View")
+    _Werkzeug = TypeVar("_Werkzeug", bound=Request)
 
-class _Decorator(Protocol):
-    @overload
-    def __call__(self, func: Callable[[_Werkzeug], object]) -> Callable[[_Werkzeug], Answer]: ...
+    class _Decorator(Protocol):
+        @overload
+        def __call__(self, func: Callable[[_Werkzeug], object]) -> Callable[[_Werkzeug], Answer]: ...
 
-    @overload
-    def __call__(self, func: Callable[_View, object]) -> Callable[_View, Any]: ...
+        @overload
+        def __call__(self, func: Callable[_View, object]) -> Callable[_View, Any]: ...
 
 
 def _scheduled_if_recorded(store: Store, delivery: Delivery) -> Delivery:
