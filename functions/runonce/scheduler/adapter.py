@@ -179,7 +179,11 @@ def host_of(arguments: tuple[Any, ...]) -> ModuleType:
             return importlib.import_module("runonce.hosts.django")
         if "starlette" in frameworks:
             return importlib.import_module("runonce.hosts.starlette")
-    return importlib.import_module("runonce.hosts.flask")
+    # Imported as written so that the stacks' requirement check follows it to werkzeug, which a
+    # function needs; Django and Starlette are a service's own dependencies.
+    from ..hosts import flask
+
+    return flask
 
 
 def _respond(job: Callable[..., Any], connection: Connection, *arguments: Any, **keywords: Any) -> Any:
