@@ -1,6 +1,7 @@
-"""Leases and fencing on every host (tests/hosts/conftest.py), on both stores: an attempt whose
-process died blocks its run until its lease expires, then one delivery takes the run over, and the
-dead attempt can neither complete nor release it."""
+"""Leases, fencing and an operator's re-run on every host (tests/hosts/conftest.py), on both
+stores: an attempt whose process died blocks its run until its lease expires, then one delivery
+takes the run over, and the dead attempt can neither complete nor release it; a re-run an operator
+requested is taken by the next forced delivery, which runs the run again under its own key."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from datetime import timedelta
 
 import pytest
 
+from runonce import PermanentError
 from runonce.core.store import StoredResult
+from runonce.scheduler.keys import rerun_slot
 from runonce.store.firestore import Ledger
 from tests.core.conftest import LEASE, key_of, scheduler_headers
 
@@ -42,3 +45,25 @@ def test_a_dead_attempt_blocks_its_run_until_its_lease_expires_then_one_takes_ov
         2,
         dead.attempt_id,
     )
+
+
+def test_an_operators_re_run_is_taken_by_the_next_forced_delivery_and_runs_the_run_again(
+    serve, probe, clock, store
+):
+    client = serve()
+    probe.behaviour = _empty_export
+    status, body = client.post(scheduler_headers())
+    assert (status, body["outcome"]) == (200, "failed")
+    key = body["run_key"]
+    slot = rerun_slot("acme-prod", "europe-west1", "nightly-report")
+    fields = {"by": "oncall@example.com", "schedule_time": "2026-11-29T03:00:00Z"}
+    store.request_rerun(slot, key, fields, False, timedelta(hours=1))
+    probe.behaviour = lambda: "exported"
+    status, body = client.post(scheduler_headers(time="2026-11-29T04:00:00Z"))  # "Force run"
+    assert (status, body["outcome"], body["run_key"], body["result"]) == (200, "completed", key, "exported")
+    assert body["rerun_delivery"] != key
+    assert probe.count == 2 and not probe.runs[1].forced
+
+
+def _empty_export():
+    raise PermanentError("the export was empty")
