@@ -1,6 +1,6 @@
 """Real servers on the Firestore emulator: gunicorn serving a Flask app and a Django app (two
-worker processes of four threads each), uvicorn serving a FastAPI app with an `async def` job
-(two worker processes). Each is started here with the apps of tests/hosts/apps, and delivered
+worker processes of four threads each), uvicorn serving a FastAPI app with an `async def` job and a
+`def` job (two worker processes). Each is started here with the apps of tests/hosts/apps, and delivered
 to as Cloud Scheduler does: duplicates at once, a lost answer and its retry, a permanent failure.
 The job's effects are lines in a file: one run, one line."""
 
@@ -29,17 +29,19 @@ SERVERS = {
     "gunicorn-django": ["gunicorn", "-w", "2", "--threads", "4", "tests.hosts.apps.django_app:application"],
     "uvicorn-fastapi": ["uvicorn", "--workers", "2", "tests.hosts.apps.fastapi_app:app"],
 }
+PATHS = {"uvicorn-fastapi": ["/jobs/close", "/jobs/close-sync"]}
+"""The routes served, when not only /jobs/close: FastAPI's `async def` job and its `def` job."""
 
 
 class Server:
     """One server process group on a port of its own, its job's effects in `effects`."""
 
-    def __init__(self, kind: str, workdir: Path):
+    def __init__(self, kind: str, workdir: Path, path: str):
         self.port = free_port()
         self.effects = workdir / "effects.txt"
         self.effects.touch()
         self.log = workdir / "server.log"
-        self.url = f"http://127.0.0.1:{self.port}/jobs/close"
+        self.url = f"http://127.0.0.1:{self.port}{path}"
         command = [sys.executable, "-m", *SERVERS[kind]]
         command += (
             ["--bind", f"127.0.0.1:{self.port}"]
@@ -88,9 +90,14 @@ class Server:
         return [line for line in self.effects.read_text().splitlines() if line.startswith(key)]
 
 
-@pytest.fixture(scope="module", params=sorted(SERVERS))
+@pytest.fixture(
+    scope="module",
+    params=[(kind, path) for kind in sorted(SERVERS) for path in PATHS.get(kind, ["/jobs/close"])],
+    ids=lambda param: param[0] + param[1].removeprefix("/jobs/close"),
+)
 def server(request, firestore_emulator, tmp_path_factory):
-    started = Server(request.param, tmp_path_factory.mktemp(request.param))
+    kind, path = request.param
+    started = Server(kind, tmp_path_factory.mktemp(kind), path)
     try:
         started.wait_ready()
         yield started

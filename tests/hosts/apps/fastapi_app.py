@@ -1,4 +1,4 @@
-"""A FastAPI app with an `async def` job: `uvicorn tests.hosts.apps.fastapi_app:app`."""
+"""A FastAPI app with an `async def` job and a `def` job: `uvicorn tests.hosts.apps.fastapi_app:app`."""
 
 from __future__ import annotations
 
@@ -18,3 +18,9 @@ app = FastAPI()
 async def close(request: Request):
     await asyncio.sleep(job.before(request.headers))
     return job.effect(request.headers)
+
+
+@app.post("/jobs/close-sync")
+@deduplicated
+def close_sync(request: Request):
+    return job.body(request.headers)
