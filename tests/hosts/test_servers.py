@@ -36,10 +36,11 @@ PATHS = {"uvicorn-fastapi": ["/jobs/close", "/jobs/close-sync"]}
 class Server:
     """One server process group on a port of its own, its job's effects in `effects`."""
 
-    def __init__(self, kind: str, workdir: Path, path: str):
+    def __init__(self, kind: str, workdir: Path, path: str, lease: int = 60):
         self.port = free_port()
-        self.effects = workdir / "effects.txt"
+        self.effects, self.started = workdir / "effects.txt", workdir / "started.txt"
         self.effects.touch()
+        self.started.touch()
         self.log = workdir / "server.log"
         self.url = f"http://127.0.0.1:{self.port}{path}"
         command = [sys.executable, "-m", *SERVERS[kind]]
@@ -53,8 +54,9 @@ class Server:
             "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'functions'}",
             "GOOGLE_CLOUD_PROJECT": PROJECT,
             "RUNONCE_COLLECTION": f"runs_{uuid.uuid4().hex[:12]}",
-            "RUNONCE_LEASE_SECONDS": "60",
+            "RUNONCE_LEASE_SECONDS": str(lease),
             "RUNONCE_TEST_EFFECTS": str(self.effects),
+            "RUNONCE_TEST_STARTED": str(self.started),
         }
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
@@ -89,6 +91,12 @@ class Server:
     def effects_of(self, key: str) -> list[str]:
         return [line for line in self.effects.read_text().splitlines() if line.startswith(key)]
 
+    def started_by(self, key: str) -> list[int]:
+        """The processes whose job body started the run `key`."""
+        return [
+            int(line.split()[1]) for line in self.started.read_text().splitlines() if line.startswith(key)
+        ]
+
 
 @pytest.fixture(
     scope="module",
@@ -98,6 +106,22 @@ class Server:
 def server(request, firestore_emulator, tmp_path_factory):
     kind, path = request.param
     started = Server(kind, tmp_path_factory.mktemp(kind), path)
+    try:
+        started.wait_ready()
+        yield started
+    finally:
+        started.stop()
+
+
+SHORT_LEASE = 3
+
+
+@pytest.fixture(scope="module", params=sorted(SERVERS))
+def short_lease_server(request, firestore_emulator, tmp_path_factory):
+    """A server whose runs are leased for SHORT_LEASE seconds, so a takeover comes quickly."""
+    started = Server(
+        request.param, tmp_path_factory.mktemp(f"{request.param}-short"), "/jobs/close", SHORT_LEASE
+    )
     try:
         started.wait_ready()
         yield started
@@ -164,3 +188,32 @@ def test_a_permanent_failure_is_answered_200_failed_and_not_run_again(server):
         "failed",
     )
     assert server.effects_of(first.json()["run_key"]) == []
+
+
+def test_a_worker_killed_mid_run_holds_the_run_until_its_lease_then_a_retry_runs_it_once(short_lease_server):
+    server = short_lease_server
+    headers = delivery(**{"X-Test-Sleep": "30"})  # this attempt never reaches its effect
+    killed: list[int] = []
+
+    def kill_when_started() -> None:
+        deadline = time.monotonic() + 20
+        while not killed and time.monotonic() < deadline:
+            lines = server.started.read_text().splitlines()
+            if lines:
+                killed.append(int(lines[-1].split()[1]))
+                os.kill(killed[0], signal.SIGKILL)
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_started)
+    killer.start()
+    with pytest.raises(requests.RequestException):  # the worker dies under the request
+        requests.post(server.url, headers=headers, timeout=25)
+    killer.join(25)
+    assert killed, "the job never started"
+    retry = requests.post(server.url, headers={**headers, "X-Test-Sleep": "0"}, timeout=10)
+    assert (retry.status_code, retry.json()["outcome"]) == (409, "in_progress")  # its lease still holds it
+    key = retry.json()["run_key"]
+    time.sleep(SHORT_LEASE + 0.5)
+    taken = requests.post(server.url, headers={**headers, "X-Test-Sleep": "0"}, timeout=10)
+    assert (taken.status_code, taken.json()["outcome"], taken.json()["attempt"]) == (200, "completed", 2)
+    assert len(server.effects_of(key)) == 1 and len(server.started_by(key)) == 2

@@ -1,5 +1,6 @@
-"""The job every test app runs: it appends its effect (run key, process) to the file
-RUNONCE_TEST_EFFECTS, after sleeping `X-Test-Sleep` seconds; `X-Test-Fail: permanent` fails it."""
+"""The job every test app runs: it notes its start (process) in RUNONCE_TEST_STARTED, then
+appends its effect (run key, process) to the file RUNONCE_TEST_EFFECTS after sleeping
+`X-Test-Sleep` seconds; `X-Test-Fail: permanent` fails it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import runonce
 
 
 def before(headers: Mapping[str, str]) -> float:
-    """The seconds the job waits before its effect (the header `X-Test-Sleep`)."""
+    """Note the start (this process's id, so a test can kill it mid-run); the seconds the job
+    then waits before its effect (the header `X-Test-Sleep`)."""
+    with open(os.environ["RUNONCE_TEST_STARTED"], "a") as started:
+        started.write(f"{runonce.current_run().key} {os.getpid()}\n")
     return float(headers.get("X-Test-Sleep") or 0)
 
 
