@@ -4,8 +4,9 @@ The packages of `functions/runonce` form layers, lowest first; a module imports 
 package and of lower layers only, so every arrow points down and the core stays free of adapters:
 
 0. the internals: `runonce.contract` and the private `runonce._*` modules (standard library only);
-1. `runonce.core`: imports no Google library (`google.*`) and no other package of runonce;
-2. `runonce.store`, `runonce.targets`;
+1. `runonce.core`: imports no Google library (`google.*`), no web framework (werkzeug, Flask,
+   functions-framework, Django, Starlette, FastAPI) and no other package of runonce;
+2. `runonce.store`, `runonce.targets`, `runonce.hosts` (one module per web framework);
 3. `runonce.scheduler`, `runonce.events`, `runonce.downstream`;
 4. `runonce` itself (its `__init__`: the public names), which nothing in the library imports.
 
@@ -26,9 +27,19 @@ from pathlib import Path
 LIBRARY = Path(__file__).resolve().parent.parent / "functions" / "runonce"
 PACKAGE = "runonce"
 INTERNALS = "internals"
-LAYERS = {INTERNALS: 0, "core": 1, "store": 2, "targets": 2, "scheduler": 3, "events": 3, "downstream": 3}
+LAYERS = {
+    INTERNALS: 0,
+    "core": 1,
+    "store": 2,
+    "targets": 2,
+    "hosts": 2,
+    "scheduler": 3,
+    "events": 3,
+    "downstream": 3,
+}
 TOP = 4
-FORBIDDEN_TOP_NAMES = {"core": {"google"}}
+WEB_FRAMEWORKS = {"werkzeug", "flask", "functions_framework", "django", "starlette", "fastapi"}
+FORBIDDEN_TOP_NAMES = {"core": {"google", *WEB_FRAMEWORKS}}
 """Third-party top-level names a layer must not import (the internals import the standard library only)."""
 OPERATORS_COMMAND = "operate"
 """The operators' command (operate/): nothing of the library imports it."""
@@ -134,7 +145,7 @@ def violations(root: Path = LIBRARY) -> list[str]:
                 if top_name in FORBIDDEN_TOP_NAMES.get(where, set()):
                     problems.append(
                         f"{spot}: {module} imports {imported.target}; runonce.{where} imports no "
-                        f"{top_name}.* library (it belongs in an adapter or the store)"
+                        f"{top_name}.* library (it belongs in an adapter, a host or the store)"
                     )
                 continue
             if target == module:

@@ -48,6 +48,14 @@ def test_a_core_module_importing_google_breaks_it_even_when_only_for_type_checki
     assert any("runonce.core.finish imports google.api_core" in problem for problem in violations(library))
 
 
+@pytest.mark.parametrize(
+    "framework", ["werkzeug.wrappers", "flask", "django.http", "starlette.requests", "fastapi"]
+)
+def test_a_core_module_importing_a_web_framework_breaks_it(library, framework):
+    add_line(library / "core" / "finish.py", f"import {framework}")
+    assert any(f"runonce.core.finish imports {framework}" in problem for problem in violations(library))
+
+
 def test_a_core_module_loading_google_by_name_breaks_it(library):
     add_line(library / "core" / "run.py", "import importlib")
     add_line(library / "core" / "run.py", 'importlib.import_module("google.cloud.pubsub_v1")')

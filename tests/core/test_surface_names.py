@@ -55,6 +55,39 @@ def test_a_scheduled_function_loads_neither_the_event_path_nor_the_operators_ver
     assert unused.isdisjoint(loaded), unused & set(loaded)
 
 
+WEB_FRAMEWORKS = {"django", "starlette", "fastapi"}
+
+
+def test_a_scheduled_function_loads_its_host_at_its_first_call_and_no_other_framework():
+    """Decorating loads no host module, not even the seam's types (the cold start stays as it
+    was); a first delivery (a bad one: nothing reaches the store) loads werkzeug's host and
+    neither Django, Starlette, FastAPI nor their hosts."""
+    probe = (
+        "import sys, functions_framework, flask, runonce\n"
+        "from runonce import deduplicated\n"
+        "@deduplicated\n"
+        "def handle(request):\n"
+        "    return {}\n"
+        "seam = ('runonce.hosts', 'runonce.core.host')\n"
+        "decorated = sorted(name for name in sys.modules if name.startswith(seam))\n"
+        "with flask.Flask('probe').test_request_context('/', method='POST'):\n"
+        "    body, status = handle(flask.request._get_current_object())\n"
+        "assert status == 400, (status, body)\n"
+        "print(' '.join(decorated) or '-')\n"
+        "print(' '.join(sorted(name for name in sys.modules)))\n"
+    )
+    # An emulator address nothing listens on: the client needs no credentials, and no call is made.
+    environment = {**_environment(), "FIRESTORE_EMULATOR_HOST": "127.0.0.1:9"}
+    after_decoration, after_call = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True, env=environment
+    ).stdout.splitlines()[-2:]
+    assert after_decoration == "-"
+    loaded = set(after_call.split())
+    assert "runonce.hosts.flask" in loaded  # the probe did answer through its host
+    assert {"runonce.hosts.django", "runonce.hosts.starlette", "runonce.scheduler.asgi"}.isdisjoint(loaded)
+    assert not {name for name in loaded if name.partition(".")[0] in WEB_FRAMEWORKS}
+
+
 def _environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "GOOGLE_CLOUD_PROJECT": "probe"}
 

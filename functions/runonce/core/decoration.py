@@ -15,14 +15,13 @@ from .._text import type_name
 from .finish import refuse_unrunnable
 from .run import refuse_nested
 
-_C = TypeVar("_C")
 _J = TypeVar("_J", bound=Callable[..., Any])
 
 
 def decorate(
     func: _J | None,
-    connect: Callable[[], _C],
-    respond: Callable[[_J, _C, Any], Any],
+    connect: Callable[[], Any],
+    respond: Callable[..., Any],
 ) -> Callable[..., Any]:
     """`func` decorated (bare use), or the decorator to apply (use with options).
 
@@ -30,18 +29,19 @@ def decorate(
 
     The decorated job is refused (NotRunnable) if it is `async def` or a generator; each call
     is refused (NestedRunError) inside a running job, then answered by `respond(job, connection,
-    argument)` with the connection `connect()` made for this job.
+    *arguments)` with the connection `connect()` made for this job. The arguments are what the
+    host calls a view with: the request (functions-framework, Django), URL values (Flask).
     """
 
-    def wrap(job: _J) -> Callable[[Any], Any]:
+    def wrap(job: _J) -> Callable[..., Any]:
         refuse_unrunnable(job)
         connection = connect()
         name = getattr(job, "__qualname__", None) or type_name(job)
 
         @functools.wraps(job)
-        def handler(argument: Any) -> Any:
-            refuse_nested(argument, name)
-            return respond(job, connection, argument)
+        def handler(*arguments: Any, **keywords: Any) -> Any:
+            refuse_nested(arguments[0] if arguments else None, name)
+            return respond(job, connection, *arguments, **keywords)
 
         return handler
 

@@ -1,7 +1,8 @@
 """How a job's run ends: what its return value says, then completed, failed or released, and the answer.
 
-A job is a Flask view, so it may return what Flask accepts: data, `(body, status)`,
-`(body, status, headers)` or a `Response`. Its HTTP status decides the run's fate:
+A job is a view of its web framework, so it may return data, `(body, status)`,
+`(body, status, headers)` or its framework's response object (read by its host's
+`ResponseReader`, `runonce.core.host`). Its HTTP status decides the run's fate:
 
 - below 400 (or no status): success, and the body is the run's result;
 - 408, 429 and 500-599: a retryable failure, like an exception (the claim is released);
@@ -25,15 +26,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, NamedTuple, TypeVar
-
-from werkzeug.wrappers import Response
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .._logs import log
 from .._text import clip, describe, type_name
 from .errors import NotRunnable, StoreError
 from .outcomes import Answer, Outcome
 from .store import Claim, Store, StoredResult
+
+if TYPE_CHECKING:
+    from .host import ResponseReader
 
 RETRYABLE_4XX = frozenset({408, 429})
 _STATUS_TEXT = re.compile(r"^\s*([1-5][0-9]{2})\b")
@@ -61,28 +63,40 @@ class Returned(NamedTuple):
         return f"the job returned HTTP {self.status}: {_body_text(self.body)}"
 
 
-def refuse_unrunnable(job: Any) -> None:
-    """Raise NotRunnable if calling `job` would only create a coroutine or generator."""
+def refuse_unrunnable(job: Any, awaited: bool = False) -> bool:
+    """Raise NotRunnable if calling `job` would only create a coroutine or generator; with
+    `awaited` (a host that awaits jobs), an `async def` job is runnable. Whether it is one."""
     call = getattr(job, "__call__", None) if not inspect.isroutine(job) else None  # noqa: B004
+    is_async = False
     for candidate in (job, call):
         if candidate is None:
             continue
-        if inspect.iscoroutinefunction(candidate) or inspect.isasyncgenfunction(candidate):
+        if inspect.isasyncgenfunction(candidate) and awaited:
             raise NotRunnable(
-                f"@deduplicated cannot run {_name(job)}: it is an async function, so calling it only "
-                "creates a coroutine and its body would never run. Make it a plain def (call async "
-                "code with asyncio.run inside it)."
+                f"@deduplicated cannot run {_name(job)}: it is an async generator function (it "
+                "yields), so its body would never run. Return the result instead of yielding it."
             )
+        if inspect.iscoroutinefunction(candidate) or inspect.isasyncgenfunction(candidate):
+            if not awaited:
+                raise NotRunnable(
+                    f"@deduplicated cannot run {_name(job)}: it is an async function, so calling it "
+                    "only creates a coroutine and its body would never run. Make it a plain def (call "
+                    "async code with asyncio.run inside it), or serve it from FastAPI or Starlette "
+                    "with runonce.scheduler.asgi.deduplicated, which awaits it."
+                )
+            is_async = True
         if inspect.isgeneratorfunction(candidate):
             raise NotRunnable(
                 f"@deduplicated cannot run {_name(job)}: it is a generator function (it yields), so "
                 "calling it only creates a generator and its body would never run. Return the "
                 "result instead of yielding it."
             )
+    return is_async
 
 
-def read_return(value: Any) -> Returned:
-    """Read what the job returned. A streamed Response's body is job code: it runs here."""
+def read_return(value: Any, read_response: ResponseReader | None = None) -> Returned:
+    """Read what the job returned, a response of its framework by `read_response`. A streamed
+    response's body is job code: it runs here."""
     try:
         status, body = _unpack(value)
         dropped = _unstorable(body)
@@ -93,9 +107,10 @@ def read_return(value: Any) -> Returned:
             None,
             f"runonce could not read it ({type_name(exc)}: {describe(exc, 300)})",
         )
-    if isinstance(body, Response):
-        status = body.status_code if status is None else status
-        body = _response_body(body)
+    response = read_response(body) if read_response is not None else None
+    if response is not None:
+        status = response[0] if status is None else status
+        body = response[1]
     if status is None or status < 400:
         return Returned(Verdict.SUCCEEDED, None if dropped else body, status, dropped)
     if status >= 500 or status in RETRYABLE_4XX:
@@ -139,17 +154,6 @@ def _status(candidate: Any) -> int | None:
         match = _STATUS_TEXT.match(candidate)
         return int(match.group(1)) if match else None
     return None
-
-
-def _response_body(response: Response) -> Any:
-    """A Response's body as a result: its JSON if it says it is JSON, else its text."""
-    text = response.get_data(as_text=True)
-    if response.is_json:
-        try:
-            return json.loads(text)
-        except ValueError:
-            pass
-    return text
 
 
 def _body_text(body: Any) -> str:

@@ -41,6 +41,7 @@ from .store import Claim, Held, Store, StoredResult
 
 if TYPE_CHECKING:
     from .event import EventRun
+    from .host import ResponseReader
 
 
 def serve(handle: Callable[[Attempt], Answer]) -> Answer:
@@ -77,13 +78,14 @@ def run_once(
     attempt: Attempt,
     carrier: Any,
     claimed: Claim | None = None,
+    read_response: ResponseReader | None = None,
 ) -> Answer:
     """Claim the occurrence, run `job` if this attempt holds it, finish, and say how it ended.
 
     `carrier` is what the job was called for (the request, the CloudEvent): a nested decorated
     call made with it is refused (see `runonce.core.run.refuse_nested`). `claimed` is a claim of
     the occurrence the adapter already holds (a re-run's, taken with its request): it is not
-    claimed again.
+    claimed again. `read_response` reads a response object of the job's framework it may return.
     """
     attempt.store = store
     try:
@@ -102,7 +104,7 @@ def run_once(
             "past its maximum age, but a takeover: running it, as the attempt taken over may have "
             "started its body",
         )
-    return _execute(job, carrier, attempt, claim, occurrence.run(claim))
+    return _execute(job, carrier, attempt, claim, occurrence.run(claim), read_response)
 
 
 def rejected(exc: BadField, what: str, log_key: str, attempt: Attempt) -> Answer:
@@ -145,12 +147,17 @@ def _held_answer(held: Held, attempt: Attempt) -> Answer:
 
 
 def _execute(
-    job: Callable[[], Any], carrier: Any, attempt: Attempt, claim: Claim, run: Run | EventRun
+    job: Callable[[], Any],
+    carrier: Any,
+    attempt: Attempt,
+    claim: Claim,
+    run: Run | EventRun,
+    read_response: ResponseReader | None,
 ) -> Answer:
     token = enter(run, carrier)
     _body_line(BodyStage.STARTED)
     try:
-        returned: Returned = read_return(job())
+        returned: Returned = read_return(job(), read_response)
     except PermanentError as exc:
         _body_line(BodyStage.ENDED, BodyEnd.PERMANENT, exc)
         return fail(attempt, claim, describe(exc))

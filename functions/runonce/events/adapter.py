@@ -44,9 +44,17 @@ from ..core.handler import claim_failed, misconfigured, rejected, run_once, serv
 from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
 from ..core.store import Claim
+from ..hosts.flask import read_response, request_of
 from ..store.connection import Connection, Setup
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
-from .parse import BadEnvelope, event_key, from_cloud_event, parse_push
+from .parse import (
+    BadEnvelope,
+    event_key,
+    from_cloud_event,
+    from_http_request,
+    is_cloud_event_request,
+    parse_push,
+)
 
 if TYPE_CHECKING:
     # Both types through packages a deployed function already requires (the stacks' requirement
@@ -264,7 +272,9 @@ def _handle_event(
     logs.bind(run_key=key, event_id=event.id, event_source=event.source, event_kind=event.kind)
     occurrence = _occurrence(event, key, _expired(event, setup.settings), consumer)
     attempt.defer = True  # a failure's or a duplicate's answer may change once forwarded
-    answer = run_once(setup.base.store, occurrence, lambda: job(event), attempt, carrier)
+    answer = run_once(
+        setup.base.store, occurrence, lambda: job(event), attempt, carrier, read_response=read_response
+    )
     return _finish_event(setup, event, key, attempt, answer)
 
 
@@ -272,22 +282,35 @@ def _is_cloud_event(argument: Any) -> bool:
     return callable(getattr(argument, "get_attributes", None)) and hasattr(argument, "data")
 
 
+def answer_http(
+    job: Callable[[Event], Any],
+    connection: EventConnection,
+    headers: Mapping[str, str],
+    body: Callable[[], bytes],
+    carrier: Any,
+    overrides: Mapping[str, Any],
+) -> Answer:
+    """An event over HTTP, answered by its status: a Pub/Sub push envelope, or a CloudEvent in
+    CloudEvents' HTTP binding (Eventarc to a Cloud Run service)."""
+    if is_cloud_event_request(headers):
+        read = lambda: from_http_request(headers, body())  # noqa: E731
+    else:
+        read = lambda: parse_push(body())  # noqa: E731
+    return serve(lambda attempt: _handle_event(job, read, carrier, headers, connection, overrides, attempt))
+
+
 def _respond(
-    job: Callable[[Event], Any], connection: EventConnection, argument: Any, overrides: Mapping[str, Any]
+    job: Callable[[Event], Any],
+    connection: EventConnection,
+    arguments: tuple[Any, ...],
+    overrides: Mapping[str, Any],
 ) -> Any:
-    """A push request's answer, or a CloudEvent's result (EventRetry to have it delivered again)."""
-    if not _is_cloud_event(argument):  # a push request
-        return serve(
-            lambda attempt: _handle_event(
-                job,
-                lambda: parse_push(argument.get_data()),
-                argument,
-                argument.headers,
-                connection,
-                overrides,
-                attempt,
-            )
-        )
+    """A request's answer (functions-framework's http, a Flask view), or a CloudEvent's result
+    (EventRetry to have it delivered again)."""
+    if not (arguments and _is_cloud_event(arguments[0])):
+        request = request_of(arguments)
+        return answer_http(job, connection, request.headers, request.get_data, request, overrides)
+    argument = arguments[0]
     answer = serve(
         lambda attempt: _handle_event(
             job, lambda: from_cloud_event(argument), argument, {}, connection, overrides, attempt
@@ -333,12 +356,14 @@ def deduplicated_event(
 ) -> Callable[..., Any]:
     """Run an event function exactly once per event: `def handle(event)` receives an `Event`.
 
-    Place it under `@functions_framework.http` for a Pub/Sub push subscription (the request body
-    is the push envelope; the key is subscription + messageId) or under
-    `@functions_framework.cloud_event` for a CloudEvent (the key is `consumer` + source + id; the
-    consumer defaults to K_SERVICE, the function's Cloud Run service). `job` names the job on
-    every log line (default RUNONCE_JOB, which the stack sets, else the consumer). Use bare or with
-    options (seconds and names) that override the RUNONCE_* variables. The job may call
+    Place it under `@functions_framework.http` or a Flask route for a Pub/Sub push subscription
+    (the request body is the push envelope; the key is subscription + messageId) or for
+    CloudEvents over HTTP (Eventarc to a Cloud Run service: read by the cloudevents SDK's
+    `from_http`), or under `@functions_framework.cloud_event` for a CloudEvent (the key is
+    `consumer` + source + id; the consumer defaults to K_SERVICE, the function's Cloud Run
+    service). `job` names the job on every log line (default RUNONCE_JOB, which the stack sets,
+    else the consumer). Use bare or with options (seconds and names) that override the RUNONCE_*
+    variables. FastAPI and Starlette: `runonce.events.asgi.deduplicated_event`. The job may call
     `current_run()` (an `EventRun`: the key, the attempt, the event and the consumer) and
     returns JSON-like data stored as the result.
     `PermanentError`, and an event older than `max_event_age`, are recorded failed and forwarded
@@ -358,5 +383,6 @@ def deduplicated_event(
     return decorate(
         func,
         lambda: EventConnection(overrides, client),
-        lambda function, connection, argument: _respond(function, connection, argument, overrides),
+        # A Flask view's URL values are not the job's: it takes the Event.
+        lambda function, connection, *arguments, **_: _respond(function, connection, arguments, overrides),
     )

@@ -152,3 +152,23 @@ def _bytes(payload: Any) -> bytes:
     if isinstance(payload, str):
         return payload.encode("utf-8", "surrogatepass")  # the data as sent, even a lone surrogate
     return json.dumps(payload, separators=(",", ":"), default=str).encode("utf-8")
+
+
+def is_cloud_event_request(headers: Mapping[str, str]) -> bool:
+    """Whether an HTTP request carries a CloudEvent (CloudEvents' HTTP binding): in binary mode
+    its context attributes are `ce-` headers, in structured mode its content type says so."""
+    content_type = headers.get("Content-Type") or ""
+    return bool(headers.get("ce-specversion")) or content_type.startswith("application/cloudevents")
+
+
+def from_http_request(headers: Mapping[str, str], body: bytes) -> Event:
+    """The Event of a CloudEvent sent over HTTP (Eventarc to a Cloud Run service), read by the
+    `cloudevents` SDK's `from_http`; BadEnvelope if the SDK cannot read one."""
+    from cloudevents.exceptions import GenericException
+    from cloudevents.http import from_http
+
+    try:
+        cloud_event = from_http(dict(headers.items()), body)
+    except GenericException as exc:
+        raise BadEnvelope("ce-*", f"is not a CloudEvent the cloudevents SDK can read ({exc})") from None
+    return from_cloud_event(cloud_event)

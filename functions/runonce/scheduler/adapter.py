@@ -2,14 +2,18 @@
 
 It reads a Scheduler delivery from the request's headers, decides what the core cannot (a
 delivery too old to deduplicate, a forced run whose scheduled twin already has a record), and
-hands the rest to `runonce.core.handler.run_once`; the core's answer goes back to Scheduler as it is.
+hands the rest to `runonce.core.handler.run_once`. The request comes from the job's web framework
+through its host module (`runonce.hosts`), picked by what the view is called with and loaded at
+its first use; the host turns the core's answer into its framework's response.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from .. import _clock as clock
 from .. import _logs as logs
@@ -28,12 +32,24 @@ from ..store.connection import Connection
 from .delivery import BadDelivery, Delivery, parse_delivery
 from .keys import rerun_slot, run_key
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: a scheduled function's cold start creates none of them
     from google.cloud import firestore
+    from werkzeug.wrappers import Request
 
-# The job's one positional parameter, the request, as functions-framework calls it: a ParamSpec
-# would also let mypy accept keyword calls and extra parameters the handler does not take.
-_Request = TypeVar("_Request")
+    from ..core.host import Incoming
+
+    # The view's parameters, as its framework calls it: the request (functions-framework, Django),
+    # URL values (Flask, Django); the handler answers in its framework's response type, an
+    # `Answer` for functions-framework's werkzeug request.
+    _View = ParamSpec("_View")
+    _Werkzeug = TypeVar("_Werkzeug", bound=Request)
+
+    class _Decorator(Protocol):
+        @overload
+        def __call__(self, func: Callable[[_Werkzeug], object]) -> Callable[[_Werkzeug], Answer]: ...
+
+        @overload
+        def __call__(self, func: Callable[_View, object]) -> Callable[_View, Any]: ...
 
 
 def _scheduled_if_recorded(store: Store, delivery: Delivery) -> Delivery:
@@ -78,7 +94,8 @@ def _occurrence(delivery: Delivery, key: str) -> Occurrence:
     return Occurrence(key, fields, run)
 
 
-def _handle(job: Callable[[Any], Any], request: Any, connection: Connection, attempt: Attempt) -> Answer:
+def handle(request: Incoming, connection: Connection, attempt: Attempt) -> Answer:
+    """One delivery, whatever framework carried it: the answer, with an outcome."""
     try:
         setup = connection.get()
     except ConfigError as exc:
@@ -114,13 +131,17 @@ def _handle(job: Callable[[Any], Any], request: Any, connection: Connection, att
             key = run_key(delivery)
             logs.bind(run_key=key, forced=False)
         else:
-            return _forced(job, request, store, delivery, key, attempt)
-    return run_once(store, _occurrence(delivery, key), lambda: job(request), attempt, request)
+            return _forced(request, store, delivery, key, attempt)
+    return _run_once(store, _occurrence(delivery, key), request, attempt)
 
 
-def _forced(
-    job: Callable[[Any], Any], request: Any, store: Store, delivery: Delivery, key: str, attempt: Attempt
+def _run_once(
+    store: Store, occurrence: Occurrence, request: Incoming, attempt: Attempt, claimed: Claim | None = None
 ) -> Answer:
+    return run_once(store, occurrence, request.call, attempt, request.carrier, claimed, request.read_response)
+
+
+def _forced(request: Incoming, store: Store, delivery: Delivery, key: str, attempt: Attempt) -> Answer:
     """A forced delivery: the re-run an operator requested of this job (docs/rerun.md), when a
     request is pending or an earlier delivery with these headers consumed one; else the forced run.
 
@@ -134,7 +155,7 @@ def _forced(
     except StoreError as exc:
         return claim_failed(exc, key, attempt)
     if rerun is None:
-        return run_once(store, occurrence, lambda: job(request), attempt, request)
+        return _run_once(store, occurrence, request, attempt)
     # Held by this attempt from here on: the outer guard gives the claim back if anything raises.
     attempt.store, attempt.claim = store, rerun.claim
     target = delivery._replace(schedule_time=parse_instant(rerun.schedule_time), forced=False)
@@ -145,16 +166,38 @@ def _forced(
         + (": request consumed, run reopened" if rerun.claim is not None else " (a later delivery of it)"),
     )
     run = _occurrence(target, rerun.key)
-    answer = run_once(store, run, lambda: job(request), attempt, request, rerun.claim)
+    answer = _run_once(store, run, request, attempt, rerun.claim)
     return Answer({**answer.body, "rerun_delivery": key}, answer.status)
 
 
-def _respond(job: Callable[[Any], Any], connection: Connection, request: Any) -> Answer:
-    return serve(lambda attempt: _handle(job, request, connection, attempt))
+def host_of(arguments: tuple[Any, ...]) -> ModuleType:
+    """The host module of a view called with `arguments`, by the framework of its request's type:
+    Django's, Starlette's, else werkzeug's (functions-framework; a Flask view gets no request)."""
+    if arguments:
+        frameworks = {kind.__module__.partition(".")[0] for kind in type(arguments[0]).__mro__}
+        if "django" in frameworks:
+            return importlib.import_module("runonce.hosts.django")
+        if "starlette" in frameworks:
+            return importlib.import_module("runonce.hosts.starlette")
+    # Imported as written so that the stacks' requirement check follows it to werkzeug, which a
+    # function needs; Django and Starlette are a service's own dependencies.
+    from ..hosts import flask
+
+    return flask
+
+
+def _respond(job: Callable[..., Any], connection: Connection, *arguments: Any, **keywords: Any) -> Any:
+    host = host_of(arguments)
+    request: Incoming = host.incoming(job, arguments, keywords)
+    return host.respond(serve(lambda attempt: handle(request, connection, attempt)))
 
 
 @overload
-def deduplicated(func: Callable[[_Request], object]) -> Callable[[_Request], Answer]: ...
+def deduplicated(func: Callable[[_Werkzeug], object]) -> Callable[[_Werkzeug], Answer]: ...
+
+
+@overload
+def deduplicated(func: Callable[_View, object]) -> Callable[_View, Any]: ...
 
 
 @overload
@@ -167,7 +210,7 @@ def deduplicated(
     database: str | None = None,
     forced_skew: int | None = None,
     client: firestore.Client | None = None,
-) -> Callable[[Callable[[_Request], object]], Callable[[_Request], Answer]]: ...
+) -> _Decorator: ...
 
 
 def deduplicated(
@@ -180,15 +223,17 @@ def deduplicated(
     forced_skew: int | None = None,
     client: firestore.Client | None = None,
 ) -> Callable[..., Any]:
-    """Run a functions-framework HTTP function at most once per scheduled run.
+    """Run a scheduled HTTP function or view at most once per scheduled run.
 
     Use bare (`@deduplicated`) or with options in seconds/names that override the RUNONCE_*
-    environment variables; place it under `@functions_framework.http`. The function receives
-    the Flask request, may call `current_run()`, and returns JSON-like data stored as the run's
-    result, or a Flask-style status: a returned 5xx (or 408, 429) is retried like an exception,
-    another 4xx fails permanently. Raise PermanentError for failures a retry cannot fix. `async
-    def` and generator functions are refused (NotRunnable). `client` replaces the Firestore client
-    built from the settings (its project and database then win).
+    environment variables; place it under `@functions_framework.http`, a Flask route or as a
+    Django view (docs/library.md, "Hosts"; FastAPI and Starlette: `runonce.scheduler.asgi`). The
+    function is called as its framework calls a view (the request; a Flask view its URL values),
+    may call `current_run()`, and returns JSON-like data stored as the run's result, its
+    framework's response, or a Flask-style status: a returned 5xx (or 408, 429) is retried like
+    an exception, another 4xx fails permanently. Raise PermanentError for failures a retry cannot
+    fix. `async def` and generator functions are refused (NotRunnable). `client` replaces the
+    Firestore client built from the settings (its project and database then win).
     """
     overrides = {
         "lease": lease,
