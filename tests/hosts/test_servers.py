@@ -1,6 +1,7 @@
 """Real servers on the Firestore emulator: gunicorn serving a Flask app and a Django app (two
 worker processes of four threads each), uvicorn serving a FastAPI app with an `async def` job and a
-`def` job (two worker processes). Each is started here with the apps of tests/hosts/apps, and delivered
+`def` job (two worker processes). Each is started here with the apps of tests/hosts/apps, importing
+runonce from the installed wheel (`installed_runonce`, tests/package/wheel.py), and delivered
 to as Cloud Scheduler does: duplicates at once, a lost answer and its retry, a permanent failure.
 The job's effects are lines in a file: one run, one line."""
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -22,6 +22,7 @@ import requests
 from emulator.process import free_port
 from tests.conftest import PROJECT
 from tests.core.conftest import scheduler_headers
+from tests.package.wheel import installed_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = {
@@ -36,22 +37,22 @@ PATHS = {"uvicorn-fastapi": ["/jobs/close", "/jobs/close-sync"]}
 class Server:
     """One server process group on a port of its own, its job's effects in `effects`."""
 
-    def __init__(self, kind: str, workdir: Path, path: str, lease: int = 60):
+    def __init__(self, python: Path, kind: str, workdir: Path, path: str, lease: int = 60):
         self.port = free_port()
         self.effects, self.started = workdir / "effects.txt", workdir / "started.txt"
         self.effects.touch()
         self.started.touch()
         self.log = workdir / "server.log"
         self.url = f"http://127.0.0.1:{self.port}{path}"
-        command = [sys.executable, "-m", *SERVERS[kind]]
+        command = [str(python), "-m", *SERVERS[kind]]
         command += (
             ["--bind", f"127.0.0.1:{self.port}"]
             if kind.startswith("gunicorn")
             else ["--port", str(self.port)]
         )
+        # No PYTHONPATH: `python -m` run from ROOT finds tests.hosts.apps, and runonce only in the venv.
         environment = {
-            **os.environ,
-            "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'functions'}",
+            **installed_environment(),
             "GOOGLE_CLOUD_PROJECT": PROJECT,
             "RUNONCE_COLLECTION": f"runs_{uuid.uuid4().hex[:12]}",
             "RUNONCE_LEASE_SECONDS": str(lease),
@@ -103,9 +104,9 @@ class Server:
     params=[(kind, path) for kind in sorted(SERVERS) for path in PATHS.get(kind, ["/jobs/close"])],
     ids=lambda param: param[0] + param[1].removeprefix("/jobs/close"),
 )
-def server(request, firestore_emulator, tmp_path_factory):
+def server(request, firestore_emulator, tmp_path_factory, installed_runonce):
     kind, path = request.param
-    started = Server(kind, tmp_path_factory.mktemp(kind), path)
+    started = Server(installed_runonce, kind, tmp_path_factory.mktemp(kind), path)
     try:
         started.wait_ready()
         yield started
@@ -117,16 +118,28 @@ SHORT_LEASE = 3
 
 
 @pytest.fixture(scope="module", params=sorted(SERVERS))
-def short_lease_server(request, firestore_emulator, tmp_path_factory):
+def short_lease_server(request, firestore_emulator, tmp_path_factory, installed_runonce):
     """A server whose runs are leased for SHORT_LEASE seconds, so a takeover comes quickly."""
-    started = Server(
-        request.param, tmp_path_factory.mktemp(f"{request.param}-short"), "/jobs/close", SHORT_LEASE
-    )
+    workdir = tmp_path_factory.mktemp(f"{request.param}-short")
+    started = Server(installed_runonce, request.param, workdir, "/jobs/close", SHORT_LEASE)
     try:
         started.wait_ready()
         yield started
     finally:
         started.stop()
+
+
+def test_the_servers_import_runonce_from_the_installed_wheel_not_the_source_tree(installed_runonce):
+    found = subprocess.run(
+        [str(installed_runonce), "-c", "import runonce, tests.hosts.apps.job; print(runonce.__file__)"],
+        cwd=ROOT,
+        env=installed_environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(found).is_relative_to(installed_runonce.parents[1]), found
+    assert not Path(found).is_relative_to(ROOT / "functions"), found
 
 
 def delivery(**extra: str) -> dict[str, str]:
