@@ -9,18 +9,52 @@ import shutil
 import pytest
 
 from benchmarks import coldstart, endtoend_events
-from benchmarks.endtoend import RUNONCE, SEED, VARIANTS, measure, own_time, render
+from benchmarks.endtoend import (
+    FASTAPI_VARIANTS,
+    RUNONCE,
+    SEED,
+    VARIANTS,
+    Measurement,
+    measure,
+    own_time,
+    render,
+    verdict,
+)
 from benchmarks.own_time import render as render_own
 
 
 def test_the_end_to_end_benchmark_times_each_variant_and_prints_the_ratio(firestore_emulator, tmp_path):
+    """The functions-framework variants and the FastAPI ones (uvicorn), every request a completed
+    run, both ratios printed, the FastAPI one shown and not judged."""
     profile = tmp_path / "runonce.prof"
     result = measure(firestore_emulator.host, runs=4, warmup=2, batch=2, log_dir=tmp_path, profile=profile)
-    assert {variant: len(times) for variant, times in result.latencies.items()} == dict.fromkeys(VARIANTS, 4)
-    assert result.failures == dict.fromkeys(VARIANTS, 0)
-    assert "ratio runonce overhead / seed (2 transactions) overhead" in render(result, batch=2)
+    variants = [*VARIANTS, *FASTAPI_VARIANTS]
+    assert {variant: len(times) for variant, times in result.latencies.items()} == dict.fromkeys(variants, 4)
+    assert result.failures == dict.fromkeys(variants, 0)
+    report = render(result, batch=2)
+    assert "ratio runonce overhead / seed (2 transactions) overhead" in report
+    assert "ratio runonce (FastAPI) overhead over its floor / seed (2 transactions) overhead" in report
+    assert "(shown, not judged: no target)" in report
     profiled = {name for _, _, name in pstats.Stats(str(profile)).stats}
     assert {"claim", "complete"} <= profiled
+
+
+def _scheduled(failures: dict[str, int]) -> Measurement:
+    """Latencies whose runonce overhead is 0.3x the seed's, the FastAPI one 2x, and `failures`."""
+    latencies = {
+        "floor": [1.0] * 3,
+        SEED: [11.0] * 3,
+        RUNONCE: [4.0] * 3,
+        "floor (FastAPI)": [2.0] * 3,
+        "runonce (FastAPI)": [22.0] * 3,
+    }
+    return Measurement(latencies, {**dict.fromkeys(latencies, 0), **failures})
+
+
+def test_the_end_to_end_verdict_judges_the_functions_framework_variants_and_not_the_fastapi_ones():
+    assert verdict(_scheduled({})) == 0  # the FastAPI ratio (2x) is shown, not judged
+    assert verdict(_scheduled({"runonce (FastAPI)": 1})) == 0
+    assert verdict(_scheduled({RUNONCE: 1})) == 1
 
 
 def test_the_event_end_to_end_benchmark_times_each_variant_and_prints_the_ratio(
