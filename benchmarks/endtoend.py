@@ -208,7 +208,7 @@ def render(result: Measurement, batch: int, target: float = TARGET_RATIO) -> str
     FastAPI row's ratio, shown, when it was measured."""
     count = len(result.latencies["floor"])
     fastapi = FASTAPI in result.latencies
-    served = " (the FastAPI ones: uvicorn, 1 process)" if fastapi else ""
+    served = ", the FastAPI ones one uvicorn process each" if fastapi else ""
     lines = [
         f"End to end over HTTP: one functions-framework process per variant (gunicorn, 1 worker, "
         f"1 thread){served}, one emulator; median of {count} requests each, "
