@@ -43,6 +43,8 @@ from localscheduler.demos.events import (
     EventResult,
 )
 from localscheduler.demos.proxy import ProxyHarness, ProxyResult
+from localscheduler.demos.services import SERVICES, ServiceHarness, ServiceResult, play_services
+from localscheduler.demos.services import render as render_services
 from localscheduler.demos.simulation import Result, Simulation
 from localscheduler.demos.watch import FirestoreSettings, watch_missed_runs
 from localscheduler.folder_file import FolderFileError
@@ -64,6 +66,7 @@ PROGRESS_SECONDS = 5.0
 EVENT_JOB = "events-example"
 EVENT_TIMEOUT_SECONDS = 120.0
 PROXY_RUNS = 10
+SERVICE_RUNS = 6
 TIMELINE = REPO_ROOT / "build" / "demo-timeline.png"
 
 
@@ -291,14 +294,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot run the demo: {exc}", file=sys.stderr)
         return 2
     proxy = ProxyHarness(PROJECT, emulator.host, sim.log_dir / "proxy", PROXY_RUNS, args.seed)
+    services = [
+        ServiceHarness(service, PROJECT, emulator.host, sim.log_dir / "services", SERVICE_RUNS, args.seed)
+        for service in SERVICES
+    ]
     started_pids: list[int] = []
 
     def stop_everything() -> None:
         started_pids.extend(sim.pids() + [pid for harness in events for pid in harness.pids()] + proxy.pids())
+        started_pids.extend(pid for service in services for pid in service.pids())
         sim.stop()
         for harness in events:
             harness.stop()
         proxy.stop()
+        for service in services:
+            service.stop()
         pubsub.stop()
         emulator.stop()
 
@@ -313,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     outcome: list[Result | BaseException] = []
     event_outcome: list[list[EventResult]] = []
     proxy_outcome: list[ProxyResult] = []
+    service_outcome: list[list[ServiceResult]] = []
     watched: list[bool] = []
 
     def play() -> None:
@@ -362,11 +373,24 @@ def main(argv: list[str] | None = None) -> int:
             )
             proxy.start()
             proxy_outcome.append(proxy.run())
+            print(
+                f"services: gunicorn (Flask, Django) and uvicorn (FastAPI), {SERVICE_RUNS} runs each ...",
+                flush=True,
+            )
+            try:
+                service_outcome.append(play_services(services))
+            finally:
+                for service in services:
+                    started_pids.extend(service.pids())
+                    service.stop()
             _report(outcome[0], sim, args)
             _report_events(event_outcome[0], events)
             print()
             print(proxy_outcome[0].render())
             print(f"logs: {proxy.log_dir}")
+            print()
+            print(render_services(service_outcome[0]))
+            print(f"logs: {sim.log_dir / 'services'}")
             watched.append(_watch(sim, outcome[0]))
     except KeyboardInterrupt:
         print("\ninterrupted: stopping everything", file=sys.stderr)
@@ -384,4 +408,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAIL: processes still running after stop: {alive}", file=sys.stderr)
     events_ok = all(result.ok for result in event_outcome[0])
     watch_ok = bool(watched) and all(watched)
-    return 0 if outcome[0].ok and events_ok and proxy_outcome[0].ok and watch_ok and not alive else 1
+    services_ok = bool(service_outcome) and all(result.ok for result in service_outcome[0])
+    passed = outcome[0].ok and events_ok and proxy_outcome[0].ok and services_ok and watch_ok
+    return 0 if passed and not alive else 1
