@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -35,7 +34,7 @@ from localscheduler.hosts.apps.job import (
 from localscheduler.hosts.gunicorn import Gunicorn
 from localscheduler.hosts.pool import KILL_HEADER, Host, InstancePool
 from localscheduler.hosts.uvicorn import Uvicorn
-from localscheduler.scheduler.delivery import Answer, post, scheduler_headers
+from localscheduler.scheduler.delivery import Answer, both_at_once, retry_until_ok, scheduler_headers
 from runonce import contract
 from runonce._instant import Instant
 from runonce.scheduler.delivery import Delivery
@@ -217,24 +216,11 @@ class ServiceHarness:
             WORK_HEADER: str(SHORT_WORK_SECONDS if run.fault == "short_deadline" else WORK_SECONDS),
             **(extra or {}),
         }
-        with self.pool.acquire(DEADLINE_SECONDS) as instance:
-            if instance is None:
-                return Answer(None, error="no_instance")
-            process = instance.process
-            answer = post(instance.url + "jobs/close", headers, b"", deadline)
-            if answer.error == "connection":
-                self.pool.died(instance, process)
-            return answer
+        return self.pool.post("jobs/close", headers, deadline, DEADLINE_SECONDS)
 
     def _deliver(self, run: ServiceRun) -> None:
         if run.fault == "duplicate_delivery":
-            copies: list[Answer] = []
-            pair = [threading.Thread(target=lambda: copies.append(self._send(run))) for _ in range(2)]
-            for thread in pair:
-                thread.start()
-            for thread in pair:
-                thread.join()
-            run.answers.extend(copies)
+            run.answers.extend(both_at_once(lambda: self._send(run)))
         elif run.fault == "short_deadline":
             run.answers.append(self._send(run, SHORT_DEADLINE_SECONDS))
         elif run.fault == "instance_killed":
@@ -244,13 +230,8 @@ class ServiceHarness:
         else:
             run.answers.append(self._send(run))
         # A lost response: the 2xx never reaches Scheduler, which retries at least once.
-        must_retry = run.fault == "lost_response"
-        while (must_retry or not any(answer.ok for answer in run.answers)) and len(
-            run.answers
-        ) < MAX_ATTEMPTS:
-            must_retry = False
-            time.sleep(RETRY_SECONDS)
-            run.answers.append(self._send(run))
+        lost = run.fault == "lost_response"
+        retry_until_ok(run.answers, lambda: self._send(run), lost, RETRY_SECONDS, MAX_ATTEMPTS)
 
     def pids(self) -> list[int]:
         return self.pool.pids()
