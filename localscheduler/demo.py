@@ -7,9 +7,12 @@ left with a stuck claim: see localscheduler.scheduler.misses), prints progress, 
 every delivery of every run (localscheduler.picture) to build/demo-timeline.png. Then starts the Pub/Sub
 emulator and, side by side, the example event function and every push `EventJob` of the team
 files, each with its own instances, publishes messages with an event fault mix (see
-localscheduler.demos.events) and prints the event table, a row per event job. Exits 1 if any run broke the
+localscheduler.demos.events) and prints the event table, a row per event job; then the proxied
+job (localscheduler.demos.proxy) and the services, Flask and Django on gunicorn and FastAPI on
+uvicorn (localscheduler.demos.services), a row each. Exits 1 if any run broke the
 guarantee (see localscheduler.verdicts.scheduled), never finished within its retry window, any message did
 not end with exactly one effect or one dead letter (see localscheduler.verdicts.events), any
+proxied or service run did not end with exactly one effect and a 2xx, any
 team's watchdog did not report exactly its runs lost on purpose once, or any process it started
 outlived it; 130 on Ctrl-C, after stopping everything. The runs lost on purpose are expected
 misses: each must go exactly as planned, and then does not fail the demo. Last, while the
