@@ -46,7 +46,13 @@ from localscheduler.demos.events import (
     EventResult,
 )
 from localscheduler.demos.proxy import ProxyHarness, ProxyResult
-from localscheduler.demos.services import SERVICES, ServiceHarness, ServiceResult, play_services
+from localscheduler.demos.services import (
+    ServiceHarness,
+    ServiceResult,
+    installed_python,
+    play_services,
+    services,
+)
 from localscheduler.demos.services import render as render_services
 from localscheduler.demos.simulation import Result, Simulation
 from localscheduler.demos.watch import FirestoreSettings, watch_missed_runs
@@ -297,20 +303,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot run the demo: {exc}", file=sys.stderr)
         return 2
     proxy = ProxyHarness(PROJECT, emulator.host, sim.log_dir / "proxy", PROXY_RUNS, args.seed)
-    services = [
-        ServiceHarness(service, PROJECT, emulator.host, sim.log_dir / "services", SERVICE_RUNS, args.seed)
-        for service in SERVICES
-    ]
+    service_harnesses: list[ServiceHarness] = []
     started_pids: list[int] = []
 
     def stop_everything() -> None:
         started_pids.extend(sim.pids() + [pid for harness in events for pid in harness.pids()] + proxy.pids())
-        started_pids.extend(pid for service in services for pid in service.pids())
+        started_pids.extend(pid for service in service_harnesses for pid in service.pids())
         sim.stop()
         for harness in events:
             harness.stop()
         proxy.stop()
-        for service in services:
+        for service in service_harnesses:
             service.stop()
         pubsub.stop()
         emulator.stop()
@@ -377,13 +380,20 @@ def main(argv: list[str] | None = None) -> int:
             proxy.start()
             proxy_outcome.append(proxy.run())
             print(
-                f"services: gunicorn (Flask, Django) and uvicorn (FastAPI), {SERVICE_RUNS} runs each ...",
+                f"services: gunicorn (Flask, Django) and uvicorn (FastAPI), {SERVICE_RUNS} runs each, "
+                "runonce from its wheel installed in a fresh venv ...",
                 flush=True,
             )
+            work = sim.log_dir / "services"
+            python = installed_python(work)
+            service_harnesses.extend(
+                ServiceHarness(service, PROJECT, emulator.host, work, SERVICE_RUNS, args.seed)
+                for service in services(python)
+            )
             try:
-                service_outcome.append(play_services(services))
+                service_outcome.append(play_services(service_harnesses))
             finally:
-                for service in services:
+                for service in service_harnesses:
                     started_pids.extend(service.pids())
                     service.stop()
             _report(outcome[0], sim, args)

@@ -28,6 +28,7 @@ from google.cloud import firestore
 from localscheduler.hosts.apps.job import (
     DIE_AFTER_EFFECT_HEADER,
     RUN_KEY_FIELD,
+    RUNONCE_FIELD,
     SERVICES_OUTBOX_VARIABLE,
     WORK_HEADER,
 )
@@ -78,11 +79,22 @@ class Service:
         return f"services_outbox_{self.name.replace('-', '_')}"
 
 
-SERVICES = (
-    Service("gunicorn-flask", Gunicorn(), APPS / "flask_app.py", "app"),
-    Service("gunicorn-django", Gunicorn(), APPS / "django_app.py", "application"),
-    Service("uvicorn-fastapi", Uvicorn(), APPS / "fastapi_app.py", "app"),
-)
+def services(python: Path | None = None) -> tuple[Service, ...]:
+    """The three services, run by `python` (a venv with runonce installed from its wheel, see
+    `installed_python`) or, by default, by this interpreter with runonce from the source tree."""
+    return (
+        Service("gunicorn-flask", Gunicorn(python), APPS / "flask_app.py", "app"),
+        Service("gunicorn-django", Gunicorn(python), APPS / "django_app.py", "application"),
+        Service("uvicorn-fastapi", Uvicorn(python), APPS / "fastapi_app.py", "app"),
+    )
+
+
+def installed_python(work: Path) -> Path:
+    """Build runonce's wheel from functions/ and install it into a fresh venv under `work`
+    (tests/package/wheel.py: offline, the shared venv's packages visible); that venv's python."""
+    from tests.package.wheel import build_wheel, install
+
+    return install(build_wheel(work / "wheel"), work / "venv")
 
 
 @dataclass
@@ -104,6 +116,8 @@ class ServiceResult:
     service: str
     runs: list[ServiceRun]
     restarts: int
+    imported_from: set[str] = field(default_factory=set)
+    """Where the instances that wrote the effects imported runonce from."""
 
     @property
     def problems(self) -> list[str]:
@@ -143,6 +157,8 @@ def render(results: list[ServiceResult]) -> str:
     faults = ", ".join(f"{name} {count[name]}" for name in FAULTS if name != "none" and count[name])
     runs = sum(len(result.runs) for result in results)
     lines.append(f"faults injected: {faults} (in {runs} runs); a kill's instance is replaced")
+    imported = sorted({where for result in results for where in result.imported_from})
+    lines.append(f"runonce imported from: {', '.join(imported)}")
     if all(result.ok for result in results):
         lines.append(f"every run of every service had exactly one effect and a 2xx ({runs} runs)")
     lines.extend(f"  FAIL {problem}" for result in results for problem in result.problems)
@@ -201,12 +217,12 @@ class ServiceHarness:
     def judge(self) -> ServiceResult:
         """Count each run's effects in the service's outbox, by the run key they carry."""
         client = firestore.Client(project=self.project)
-        effects = Counter(
-            document.get(RUN_KEY_FIELD) for document in client.collection(self.service.outbox).stream()
-        )
+        documents = [document.to_dict() or {} for document in client.collection(self.service.outbox).stream()]
+        effects = Counter(document.get(RUN_KEY_FIELD) for document in documents)
         for run in self.played:
             run.effects = effects[run.key]
-        return ServiceResult(self.service.name, self.played, self.pool.restarts)
+        imported = {str(document.get(RUNONCE_FIELD)) for document in documents}
+        return ServiceResult(self.service.name, self.played, self.pool.restarts, imported)
 
     def _send(
         self, run: ServiceRun, deadline: float = DEADLINE_SECONDS, extra: dict[str, str] | None = None

@@ -24,10 +24,14 @@ def app_reference(source: Path, target: str) -> str:
 class Gunicorn:
     """A `localscheduler.hosts.pool.Host` running gunicorn, one sync worker, one thread."""
 
+    python: Path | None = None
+    """The interpreter to run it with: a venv where runonce is installed from its wheel (then the
+    source tree's functions/ leaves the instance's PYTHONPATH); this one's, by default."""
+
     def command(self, source: Path, target: str, port: int) -> list[str]:
         """gunicorn serving `target` of `source` on 127.0.0.1:`port`."""
         return [
-            sys.executable,
+            str(self.python or sys.executable),
             "-m",
             "gunicorn",
             "--workers",
@@ -40,5 +44,6 @@ class Gunicorn:
         ]
 
     def environment(self, source: Path, target: str) -> dict[str, str]:
-        """Nothing beyond the pool's: gunicorn reads its settings from the command line."""
-        return {}
+        """With an installed runonce, a PYTHONPATH of the repository alone (the demo's own code, not
+        functions/): runonce comes from the wheel; otherwise nothing beyond the pool's."""
+        return {"PYTHONPATH": str(REPO_ROOT)} if self.python else {}

@@ -12,16 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localscheduler.hosts.gunicorn import app_reference
+from stacks.team import REPO_ROOT
 
 
 @dataclass(frozen=True)
 class Uvicorn:
     """A `localscheduler.hosts.pool.Host` running uvicorn, one process."""
 
+    python: Path | None = None
+    """The interpreter to run it with: a venv where runonce is installed from its wheel (then the
+    source tree's functions/ leaves the instance's PYTHONPATH); this one's, by default."""
+
     def command(self, source: Path, target: str, port: int) -> list[str]:
         """uvicorn serving `target` of `source` on 127.0.0.1:`port`."""
         return [
-            sys.executable,
+            str(self.python or sys.executable),
             "-m",
             "uvicorn",
             "--host",
@@ -33,5 +38,6 @@ class Uvicorn:
         ]
 
     def environment(self, source: Path, target: str) -> dict[str, str]:
-        """Nothing beyond the pool's: uvicorn reads its settings from the command line."""
-        return {}
+        """With an installed runonce, a PYTHONPATH of the repository alone (the demo's own code, not
+        functions/): runonce comes from the wheel; otherwise nothing beyond the pool's."""
+        return {"PYTHONPATH": str(REPO_ROOT)} if self.python else {}

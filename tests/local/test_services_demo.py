@@ -6,21 +6,24 @@ written there under another document id, turns it to FAIL."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from google.cloud import firestore
 
-from localscheduler.demos.services import FAULTS, SERVICES, ServiceHarness, play_services, render
+from localscheduler.demos.services import FAULTS, ServiceHarness, play_services, render, services
 from localscheduler.hosts.apps.job import RUN_KEY_FIELD
+from stacks.team import REPO_ROOT
 
 PROJECT = "runonce-local"
 
 
 @pytest.fixture(scope="module")
-def played(firestore_emulator, tmp_path_factory):
+def played(firestore_emulator, tmp_path_factory, installed_runonce):
     log_dir = tmp_path_factory.mktemp("services")
     harnesses = [
         ServiceHarness(service, PROJECT, firestore_emulator.host, log_dir, len(FAULTS), 7)
-        for service in SERVICES
+        for service in services(installed_runonce)
     ]
     try:
         results = play_services(harnesses)
@@ -70,3 +73,12 @@ def test_a_second_effect_of_a_run_fails_the_verdict(played):
     finally:
         client.collection(harness.service.outbox).document(victim.key + "-again").delete()
     assert harness.judge().ok
+
+
+def test_the_services_import_runonce_from_the_installed_wheel(played, installed_runonce):
+    _, results = played
+    for result in results:
+        assert result.imported_from, result.service
+        for where in result.imported_from:
+            assert Path(where).is_relative_to(installed_runonce.parents[1]), (result.service, where)
+            assert not Path(where).is_relative_to(REPO_ROOT / "functions"), (result.service, where)

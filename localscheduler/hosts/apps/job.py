@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from google.api_core.exceptions import AlreadyExists
 from google.cloud import firestore
 
+import runonce
 from localscheduler.hosts.pool import KILL_HEADER
 from runonce.core.event import EventRun
 from runonce.core.run import Run
@@ -33,6 +34,8 @@ SERVICES_OUTBOX_VARIABLE = "RUNONCE_LOCAL_OUTBOX"
 DIE_AFTER_EFFECT_HEADER = "X-Localscheduler-Die-After-Effect"
 WORK_HEADER = "X-Localscheduler-Work-Seconds"
 RUN_KEY_FIELD = "run_key"
+RUNONCE_FIELD = "runonce"
+"""Where the instance imported runonce from (its __init__.py): the installed wheel or the source tree."""
 
 
 @functools.cache
@@ -62,7 +65,14 @@ def effect(run: Run | EventRun, headers: Mapping[str, str], host: str) -> dict[s
     die_if_named(headers, KILL_HEADER, run)
     document = _client().collection(os.environ[SERVICES_OUTBOX_VARIABLE]).document(run.key)
     try:
-        document.create({RUN_KEY_FIELD: run.key, "attempt_id": run.attempt_id, "host": host})
+        document.create(
+            {
+                RUN_KEY_FIELD: run.key,
+                "attempt_id": run.attempt_id,
+                "host": host,
+                RUNONCE_FIELD: runonce.__file__,
+            }
+        )
         written = True
     except AlreadyExists:
         written = False
