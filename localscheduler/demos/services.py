@@ -1,9 +1,9 @@
 """The demo's services: runonce in Cloud Run services, not functions. gunicorn serving a Flask app
 and a Django app, uvicorn serving a FastAPI app (`async def` job), each app from
 localscheduler/hosts/apps on real server processes (`localscheduler.hosts.gunicorn`, `.uvicorn`),
-two instances each, against the Firestore emulator, on the real clock. runonce is imported from
-the source tree (the pool's PYTHONPATH), as the rest of the demo does; tests/hosts/test_servers.py
-serves the same frameworks from the installed wheel.
+two instances each, against the Firestore emulator, on the real clock. With `installed_python`
+(as `make demo` runs them) the servers import runonce from its wheel installed in a fresh venv,
+not from the source tree; each effect records where runonce came from.
 
 Each run is delivered Scheduler-style (the same headers, retried until a 2xx) with one fault of
 `FAULTS`: two copies at once, a lost 2xx (the run delivered again), an attempt deadline shorter
