@@ -7,9 +7,12 @@ left with a stuck claim: see localscheduler.scheduler.misses), prints progress, 
 every delivery of every run (localscheduler.picture) to build/demo-timeline.png. Then starts the Pub/Sub
 emulator and, side by side, the example event function and every push `EventJob` of the team
 files, each with its own instances, publishes messages with an event fault mix (see
-localscheduler.demos.events) and prints the event table, a row per event job. Exits 1 if any run broke the
+localscheduler.demos.events) and prints the event table, a row per event job; then the proxied
+job (localscheduler.demos.proxy) and the services, Flask and Django on gunicorn and FastAPI on
+uvicorn (localscheduler.demos.services), a row each. Exits 1 if any run broke the
 guarantee (see localscheduler.verdicts.scheduled), never finished within its retry window, any message did
 not end with exactly one effect or one dead letter (see localscheduler.verdicts.events), any
+proxied or service run did not end with exactly one effect and a 2xx, any
 team's watchdog did not report exactly its runs lost on purpose once, or any process it started
 outlived it; 130 on Ctrl-C, after stopping everything. The runs lost on purpose are expected
 misses: each must go exactly as planned, and then does not fail the demo. Last, while the
@@ -43,6 +46,14 @@ from localscheduler.demos.events import (
     EventResult,
 )
 from localscheduler.demos.proxy import ProxyHarness, ProxyResult
+from localscheduler.demos.services import (
+    ServiceHarness,
+    ServiceResult,
+    installed_python,
+    play_services,
+    services,
+)
+from localscheduler.demos.services import render as render_services
 from localscheduler.demos.simulation import Result, Simulation
 from localscheduler.demos.watch import FirestoreSettings, watch_missed_runs
 from localscheduler.folder_file import FolderFileError
@@ -64,6 +75,7 @@ PROGRESS_SECONDS = 5.0
 EVENT_JOB = "events-example"
 EVENT_TIMEOUT_SECONDS = 120.0
 PROXY_RUNS = 10
+SERVICE_RUNS = 6
 TIMELINE = REPO_ROOT / "build" / "demo-timeline.png"
 
 
@@ -291,14 +303,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot run the demo: {exc}", file=sys.stderr)
         return 2
     proxy = ProxyHarness(PROJECT, emulator.host, sim.log_dir / "proxy", PROXY_RUNS, args.seed)
+    service_harnesses: list[ServiceHarness] = []
     started_pids: list[int] = []
 
     def stop_everything() -> None:
         started_pids.extend(sim.pids() + [pid for harness in events for pid in harness.pids()] + proxy.pids())
+        started_pids.extend(pid for service in service_harnesses for pid in service.pids())
         sim.stop()
         for harness in events:
             harness.stop()
         proxy.stop()
+        for service in service_harnesses:
+            service.stop()
         pubsub.stop()
         emulator.stop()
 
@@ -313,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     outcome: list[Result | BaseException] = []
     event_outcome: list[list[EventResult]] = []
     proxy_outcome: list[ProxyResult] = []
+    service_outcome: list[list[ServiceResult]] = []
     watched: list[bool] = []
 
     def play() -> None:
@@ -362,11 +379,31 @@ def main(argv: list[str] | None = None) -> int:
             )
             proxy.start()
             proxy_outcome.append(proxy.run())
+            print(
+                f"services: gunicorn (Flask, Django) and uvicorn (FastAPI), {SERVICE_RUNS} runs each, "
+                "runonce from its wheel installed in a fresh venv ...",
+                flush=True,
+            )
+            work = sim.log_dir / "services"
+            python = installed_python(work)
+            service_harnesses.extend(
+                ServiceHarness(service, PROJECT, emulator.host, work, SERVICE_RUNS, args.seed)
+                for service in services(python)
+            )
+            try:
+                service_outcome.append(play_services(service_harnesses))
+            finally:
+                for service in service_harnesses:
+                    started_pids.extend(service.pids())
+                    service.stop()
             _report(outcome[0], sim, args)
             _report_events(event_outcome[0], events)
             print()
             print(proxy_outcome[0].render())
             print(f"logs: {proxy.log_dir}")
+            print()
+            print(render_services(service_outcome[0]))
+            print(f"logs: {sim.log_dir / 'services'}")
             watched.append(_watch(sim, outcome[0]))
     except KeyboardInterrupt:
         print("\ninterrupted: stopping everything", file=sys.stderr)
@@ -384,4 +421,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAIL: processes still running after stop: {alive}", file=sys.stderr)
     events_ok = all(result.ok for result in event_outcome[0])
     watch_ok = bool(watched) and all(watched)
-    return 0 if outcome[0].ok and events_ok and proxy_outcome[0].ok and watch_ok and not alive else 1
+    services_ok = bool(service_outcome) and all(result.ok for result in service_outcome[0])
+    passed = outcome[0].ok and events_ok and proxy_outcome[0].ok and services_ok and watch_ok
+    return 0 if passed and not alive else 1

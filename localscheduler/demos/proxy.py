@@ -29,7 +29,7 @@ from pathlib import Path
 
 from emulator.googleapis import Fault, GoogleApisStandIn
 from localscheduler.hosts.pool import InstancePool
-from localscheduler.scheduler.delivery import Answer, post, scheduler_headers
+from localscheduler.scheduler.delivery import Answer, both_at_once, post, retry_until_ok, scheduler_headers
 from runonce import contract
 from runonce.targets import ARGUMENT_FIELD as TOKEN
 from runonce.targets import LABEL_KEY
@@ -172,24 +172,11 @@ class ProxyHarness:
     def _send(self, run: ProxyRun) -> Answer:
         assert self.pool is not None
         headers = scheduler_headers(self.team, self.job, run.schedule_time)
-        with self.pool.acquire(DEADLINE_SECONDS) as instance:
-            if instance is None:
-                return Answer(None, error="no_instance")
-            process = instance.process
-            answer = post(instance.url, headers, b"", DEADLINE_SECONDS)
-            if answer.error == "connection":
-                self.pool.died(instance, process)
-            return answer
+        return self.pool.post("", headers, DEADLINE_SECONDS, DEADLINE_SECONDS)
 
     def _deliver(self, run: ProxyRun) -> None:
         if run.fault == "duplicate_delivery":
-            copies: list[Answer] = []
-            pair = [threading.Thread(target=lambda: copies.append(self._send(run))) for _ in range(2)]
-            for thread in pair:
-                thread.start()
-            for thread in pair:
-                thread.join()
-            run.answers.extend(copies)
+            run.answers.extend(both_at_once(lambda: self._send(run)))
         elif run.fault == "target_answer_dropped":
             self.stand_in.inject(Fault("drop", path_contains="/executions"))
             run.answers.append(self._send(run))
@@ -198,13 +185,8 @@ class ProxyHarness:
         else:
             run.answers.append(self._send(run))
         # A lost response: the 2xx never reaches Scheduler, which retries at least once.
-        must_retry = run.fault == "lost_response"
-        while (must_retry or not any(answer.ok for answer in run.answers)) and len(
-            run.answers
-        ) < MAX_ATTEMPTS:
-            must_retry = False
-            time.sleep(RETRY_SECONDS)
-            run.answers.append(self._send(run))
+        lost = run.fault == "lost_response"
+        retry_until_ok(run.answers, lambda: self._send(run), lost, RETRY_SECONDS, MAX_ATTEMPTS)
 
     def _killed_after_start(self, run: ProxyRun) -> Answer:
         """Deliver, and SIGKILL the serving instance as soon as the stand-in has started the

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from emulator.firestore import free_port
 from localscheduler.hosts.functions_framework import FunctionsFramework
+from localscheduler.scheduler.delivery import Answer, post
 from stacks.team import REPO_ROOT
 
 # A request carrying this header, set to a run key, kills its instance as soon as the runonce core
@@ -137,6 +138,18 @@ class InstancePool:
                 with self._changed:
                     chosen.busy = False
                     self._changed.notify_all()
+
+    def post(self, path: str, headers: dict[str, str], deadline: float, wait: float) -> Answer:
+        """One attempt (`delivery.post`) to an idle instance, found within `wait` seconds; a lost
+        connection takes the instance out of rotation (`died`)."""
+        with self.acquire(wait) as instance:
+            if instance is None:
+                return Answer(None, error="no_instance")
+            process = instance.process
+            answer = post(instance.url + path, headers, b"", deadline)
+            if answer.error == "connection":
+                self.died(instance, process)
+            return answer
 
     def kill(self, instance: Instance) -> None:
         """SIGKILL the instance mid-request, as a crash would; the pool replaces it."""

@@ -7,6 +7,9 @@ handler's JSON, or the transport error that stands in for one (deadline, connect
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -72,3 +75,26 @@ def post(url: str, headers: dict[str, str], body: bytes, deadline_seconds: float
     except ValueError:
         payload = {}
     return Answer(response.status_code, payload if isinstance(payload, dict) else {})
+
+
+def both_at_once(send: Callable[[], Answer]) -> list[Answer]:
+    """Two copies of one attempt sent at the same moment (a duplicate delivery); both answers."""
+    copies: list[Answer] = []
+    pair = [threading.Thread(target=lambda: copies.append(send())) for _ in range(2)]
+    for thread in pair:
+        thread.start()
+    for thread in pair:
+        thread.join()
+    return copies
+
+
+def retry_until_ok(
+    answers: list[Answer], send: Callable[[], Answer], lost: bool, pause: float, max_attempts: int
+) -> None:
+    """Scheduler's retries: send again every `pause` seconds until an answer in `answers` is a 2xx
+    (at least once more if the 2xx was `lost`), at most `max_attempts` answers in all."""
+    must_retry = lost
+    while (must_retry or not any(answer.ok for answer in answers)) and len(answers) < max_attempts:
+        must_retry = False
+        time.sleep(pause)
+        answers.append(send())
