@@ -91,8 +91,8 @@ def services(python: Path | None = None) -> tuple[Service, ...]:
 
 def installed_python(work: Path) -> Path:
     """Build runonce's wheel from functions/ and install it into a fresh venv under `work`
-    (tests/package/wheel.py: offline, the shared venv's packages visible); that venv's python."""
-    from tests.package.wheel import build_wheel, install
+    (localscheduler/hosts/wheel.py: offline, the shared venv's packages visible); that venv's python."""
+    from ..hosts.wheel import build_wheel, install
 
     return install(build_wheel(work / "wheel"), work / "venv")
 
