@@ -7,32 +7,19 @@ the app object `target` of the module file `source` (e.g. localscheduler/hosts/a
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from stacks.team import REPO_ROOT
-
-
-def app_reference(source: Path, target: str) -> str:
-    """`module:attribute` of the app object `target` in the file `source`, under the repository."""
-    module = ".".join(source.resolve().relative_to(REPO_ROOT).with_suffix("").parts)
-    return f"{module}:{target}"
+from localscheduler.hosts.server import ServerHost, app_reference
 
 
 @dataclass(frozen=True)
-class Gunicorn:
+class Gunicorn(ServerHost):
     """A `localscheduler.hosts.pool.Host` running gunicorn, one sync worker, one thread."""
-
-    python: Path | None = None
-    """The interpreter to run it with: a venv where runonce is installed from its wheel (then the
-    source tree's functions/ leaves the instance's PYTHONPATH); this one's, by default."""
 
     def command(self, source: Path, target: str, port: int) -> list[str]:
         """gunicorn serving `target` of `source` on 127.0.0.1:`port`."""
-        return [
-            str(self.python or sys.executable),
-            "-m",
+        return self.run_module(
             "gunicorn",
             "--workers",
             "1",
@@ -41,9 +28,4 @@ class Gunicorn:
             "--bind",
             f"127.0.0.1:{port}",
             app_reference(source, target),
-        ]
-
-    def environment(self, source: Path, target: str) -> dict[str, str]:
-        """With an installed runonce, a PYTHONPATH of the repository alone (the demo's own code, not
-        functions/): runonce comes from the wheel; otherwise nothing beyond the pool's."""
-        return {"PYTHONPATH": str(REPO_ROOT)} if self.python else {}
+        )
