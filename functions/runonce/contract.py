@@ -15,6 +15,9 @@ JOB_HEADER = "X-CloudScheduler-JobName"
 TIME_HEADER = "X-CloudScheduler-ScheduleTime"
 PROJECT_HEADER = "X-Runonce-Project"
 LOCATION_HEADER = "X-Runonce-Location"
+OVERLAP_HEADER = "X-Runonce-Overlap"
+"""The job's overlap policy, an `Overlap` value: the stack sends it on every delivery of a job whose
+team file sets one (docs/overlap.md)."""
 
 # Environment variables the library reads (decorator options override them).
 LEASE_VARIABLE = "RUNONCE_LEASE_SECONDS"
@@ -142,6 +145,17 @@ class RunStatus(str, Enum):
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
     FAILED = "failed"
+
+
+class Overlap(str, Enum):
+    """What a run does when another run of its job is in progress under a live lease."""
+
+    ALLOW = "allow"
+    """It runs as well: runs of one job may overlap (the default)."""
+    SKIP = "skip"
+    """It is recorded as skipped and answered 2xx: Scheduler does not retry it."""
+    WAIT = "wait"
+    """It is answered 409 until the run before it ends, within its own retry window."""
 
 
 class BodyStage(str, Enum):
