@@ -7,6 +7,7 @@ code that reads team files and the fixed choices every stack makes.
 
 from __future__ import annotations
 
+from runonce.contract import Overlap
 from stacks.config.state import GcsState
 from stacks.config.targets import BuildTrigger, CloudRunJob, GoogleApi, Target, Workflow
 from stacks.config.team import (
@@ -53,6 +54,7 @@ __all__ = [
     "GcsState",
     "GoogleApi",
     "Job",
+    "Overlap",
     "PushRetry",
     "Retry",
     "Service",

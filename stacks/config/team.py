@@ -11,7 +11,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runonce.contract import DEFAULT_COLLECTION
+from runonce.contract import DEFAULT_COLLECTION, Overlap
 from stacks.config.state import GcsState
 from stacks.config.targets import Target
 
@@ -130,6 +130,13 @@ class Job:
     Workflow, CloudRunJob, BuildTrigger, GoogleApi): the stack deploys the idempotent proxy
     shipped with runonce (functions/proxy) with RUNONCE_TARGET set, and its account gets only the
     target's role (docs/targets.md). Give either this or `source`."""
+    overlap: Overlap = Overlap.ALLOW
+    """What a run does while another run of this job is in progress under a live lease: `allow` runs
+    it too, `skip` records it skipped (never run later unless an operator asks), `wait` answers it 409
+    so Scheduler retries it until the run before it ends (docs/overlap.md)."""
+    catch_up_seconds: int = 0
+    """How far back the watchdog starts a missed run itself, once, through Scheduler (0: it only
+    reports missed runs). A run missed longer ago than this is reported only (docs/overlap.md)."""
 
     @property
     def lease_seconds(self) -> int:
