@@ -78,6 +78,7 @@ if TYPE_CHECKING:
         @overload
         def __call__(self, **view_args: Any) -> Any: ...
 
+
 # The recorded error of an event that was too old to run starts with this, so a duplicate of it
 # is dead-lettered for the right reason.
 TOO_OLD_ERROR = "too old: "
