@@ -30,9 +30,11 @@ $(STAMP): requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
 	rm -f $(VENV)/.installed-* && touch $@
 
-## make test: the whole suite against a real Firestore emulator the tests start themselves (the fast tier included).
+## make test: the whole suite against real emulators the tests start themselves (the fast tier included), in
+## three pytest-xdist workers, each test file in one worker (most of the suite's time is spent waiting on
+## servers, emulators and accelerated clocks, not computing); each worker starts the emulators it needs.
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 3 --dist loadfile
 
 ## make test-fast: the fast tier alone (tests marked `fast`: the decision logic on the in-memory store, and
 ## the tests that need no store); it starts no emulator, and a test in it that would start one fails.
