@@ -307,3 +307,23 @@ def test_a_takeover_with_the_lock_whose_answer_was_lost_is_recognised_as_ours(
     assert (fresh.attempt, fresh.lock) == (2, LOCK_ID)
     assert store.complete(fresh, StoredResult.of("ok")) is not None
     assert store.read(LOCK_ID) is None
+
+
+# A skipped run counts as finished for `runonce rerun` (docs/rerun.md): no --insist, and reopened.
+
+
+def test_a_skipped_run_is_rerun_without_insisting_and_reopened_with_its_skip_in_history(store):
+    holder = _claim(store, Overlap.SKIP)
+    _second(store, Overlap.SKIP)
+    assert store.complete(holder, StoredResult.of("done")) is not None
+    slot = "rerun-acme-nightly"
+    request = {"by": "ops@example.com", "schedule_time": SECOND_FIELDS["schedule_time"]}
+    store.request_rerun(slot, SECOND, request, False, timedelta(minutes=10))
+    forced = {**FIELDS, "schedule_time": "2026-11-30T03:00:00Z", "forced": True}
+    rerun = store.take_rerun(slot, "forced-delivery", forced)
+    assert rerun is not None and rerun.key == SECOND and isinstance(rerun.claim, Claim)
+    record = store.read(SECOND)
+    assert record["status"] == "in_progress" and SKIPPED_FOR_FIELD not in record
+    assert [(entry["status"], entry[SKIPPED_FOR_FIELD]) for entry in record["history"]] == [
+        ("skipped", FIRST)
+    ]
