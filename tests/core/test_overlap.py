@@ -7,6 +7,7 @@ re-runs follow the policy; a crashed holder's lock ends with its lease."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -15,12 +16,14 @@ import flask
 import pytest
 
 import runonce
+from emulator.wire import Fault
 from runonce.contract import OVERLAP_HEADER, SKIPPED_FOR_FIELD
 from runonce.core.store import Store
 from runonce.scheduler.keys import job_lock, rerun_slot
 from runonce.store.firestore import Ledger, LedgerStore
 from runonce.store.memory import MemoryStore
 from tests.core.conftest import LEASE, key_of, scheduler_headers
+from tests.core.test_deadlines import short_budgets as short_budgets  # the fixture
 
 FIRST_TIME = "2026-11-29T02:55:00Z"
 SECOND_TIME = "2026-11-29T03:00:00Z"
@@ -245,3 +248,22 @@ def test_an_operators_rerun_while_another_run_holds_the_job_follows_the_policy(
             "fixed",
         )
     assert probe.count == (3 if policy == "wait" else 2)
+
+
+def test_a_locked_claim_that_lands_after_its_attempt_gave_up_is_deleted_with_its_lock(
+    short_budgets, app, probe, tap, run_store, log_lines
+):
+    # The claim's commit (run and lock) reaches the store 2 s late, after store_unavailable.
+    tap.inject(Fault("Commit", hang=2.0, after_send=True, times=1))
+    assert _post(app, _headers())[1]["outcome"] == "store_unavailable"
+    deadline, removed = time.monotonic() + 8, []
+    while not removed and time.monotonic() < deadline:
+        time.sleep(0.1)
+        removed = [
+            line for _, line in log_lines() if line["message"].startswith("deleted a claim that landed")
+        ]
+    assert removed and run_store.read(LOCK) is None
+    # So the job is free: the next run is not skipped for a run that never ran.
+    status, body = _post(app, _headers(SECOND_TIME))
+    assert (status, body["outcome"]) == (200, "completed")
+    assert probe.count == 1

@@ -241,7 +241,7 @@ class Ledger:
         lease: dict[str, Any],
         claimed: dict[str, Any],
         budget: Budget,
-    ) -> Claim | Held | None:
+    ) -> Claim | None:
         """Claim run `doc` (new, or its holder's lease expired) with the free job lock `locked`,
         both guarded by what was read; None if either was written meanwhile."""
         attempt = 1 if record is None else int(record.get("attempts", 0)) + 1
@@ -260,7 +260,7 @@ class Ledger:
             if (now.to_dict() or {}).get("attempt_id") == lease["attempt_id"]:
                 # Ours; only its answer was lost.
                 return Claim(doc.id, lease["attempt_id"], attempt, now.update_time, reopened, lock.id)
-            return None if record is None else Held(doc.id, RunStatus.IN_PROGRESS)
+            return None  # the run or the lock was written meanwhile: the caller looks again
         return Claim(doc.id, lease["attempt_id"], attempt, written_at, reopened, lock.id)
 
     def _take_over(
