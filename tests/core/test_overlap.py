@@ -267,3 +267,33 @@ def test_a_locked_claim_that_lands_after_its_attempt_gave_up_is_deleted_with_its
     status, body = _post(app, _headers(SECOND_TIME))
     assert (status, body["outcome"]) == (200, "completed")
     assert probe.count == 1
+
+
+@pytest.mark.both_stores
+def test_two_runs_of_a_skip_job_delivered_at_once_four_times_each_give_one_body_and_one_skipped_record(
+    app, probe, run_store
+):
+    probe.behaviour = lambda request: time.sleep(0.3) or "ran"
+    deliveries = [_headers(FIRST_TIME), _headers(SECOND_TIME)] * 4
+    barrier = threading.Barrier(len(deliveries))
+    answers: list[tuple[int, dict]] = []
+    lock = threading.Lock()
+
+    def deliver(headers: dict[str, str]) -> None:
+        barrier.wait()
+        answer = _post(app, headers)
+        with lock:
+            answers.append(answer)
+
+    threads = [threading.Thread(target=deliver, args=(headers,)) for headers in deliveries]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(answers) == 8 and all(status < 500 for status, _ in answers), answers
+    assert probe.count == 1
+    ran = probe.runs[0].key
+    [other] = {body["run_key"] for _, body in answers} - {ran}
+    record = run_store.read(other)
+    assert (record["status"], record[SKIPPED_FOR_FIELD]) == ("skipped", ran)
+    assert run_store.read(ran)["status"] == "completed" and run_store.read(LOCK) is None
