@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import cast
 
 import flask
 import pytest
@@ -24,6 +25,7 @@ from runonce.store.firestore import Ledger, LedgerStore
 from runonce.store.memory import MemoryStore
 from tests.core.conftest import LEASE, key_of, scheduler_headers
 from tests.core.test_deadlines import short_budgets as short_budgets  # the fixture
+from tests.store.test_conformance_overlap import at_once
 
 FIRST_TIME = "2026-11-29T02:55:00Z"
 SECOND_TIME = "2026-11-29T03:00:00Z"
@@ -275,21 +277,9 @@ def test_two_runs_of_a_skip_job_delivered_at_once_four_times_each_give_one_body_
 ):
     probe.behaviour = lambda request: time.sleep(0.3) or "ran"
     deliveries = [_headers(FIRST_TIME), _headers(SECOND_TIME)] * 4
-    barrier = threading.Barrier(len(deliveries))
-    answers: list[tuple[int, dict]] = []
-    lock = threading.Lock()
-
-    def deliver(headers: dict[str, str]) -> None:
-        barrier.wait()
-        answer = _post(app, headers)
-        with lock:
-            answers.append(answer)
-
-    threads = [threading.Thread(target=deliver, args=(headers,)) for headers in deliveries]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    answers = cast(
+        list[tuple[int, dict]], at_once([lambda h=headers: _post(app, h) for headers in deliveries])
+    )
     assert len(answers) == 8 and all(status < 500 for status, _ in answers), answers
     assert probe.count == 1
     ran = probe.runs[0].key

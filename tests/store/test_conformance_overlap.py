@@ -199,27 +199,38 @@ def test_a_run_whose_own_lease_ended_overlaps_the_run_that_took_the_lock(store, 
         assert record["attempt_id"] == before["attempt_id"]
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-def test_of_sixteen_runs_claimed_at_once_exactly_one_holds_the_job(store, policy):
-    barrier = threading.Barrier(16)
+def at_once(calls: list[Callable[[], object]]) -> list[object]:
+    """Every call started at the same moment, each on its thread; what each returned (or raised,
+    kept so that an assertion names it), in the order they ended."""
+    barrier = threading.Barrier(len(calls))
     answers: list[object] = []
     lock = threading.Lock()
-    keys = [f"run-{number:02d}" for number in range(16)]
 
-    def contend(key: str) -> None:
+    def run(call: Callable[[], object]) -> None:
         barrier.wait()
         try:
-            answer: object = store.claim_locked(key, {**FIELDS, "schedule_time": key}, _lock(policy))
-        except Exception as exc:  # kept, so the assertion below names it
+            answer = call()
+        except Exception as exc:
             answer = exc
         with lock:
             answers.append(answer)
 
-    threads = [threading.Thread(target=contend, args=(key,)) for key in keys]
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
+    return answers
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_of_sixteen_runs_claimed_at_once_exactly_one_holds_the_job(store, policy):
+    keys = [f"run-{number:02d}" for number in range(16)]
+
+    def claim(key: str) -> Callable[[], object]:
+        return lambda: store.claim_locked(key, {**FIELDS, "schedule_time": key}, _lock(policy))
+
+    answers = at_once([claim(key) for key in keys])
     claims = [answer for answer in answers if isinstance(answer, Claim)]
     assert len(answers) == 16 and len(claims) == 1, answers
     others = [answer for answer in answers if not isinstance(answer, Claim)]
