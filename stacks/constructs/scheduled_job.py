@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from runonce.contract import LOCATION_HEADER, PROJECT_HEADER
+from runonce.contract import LOCATION_HEADER, OVERLAP_HEADER, PROJECT_HEADER, Overlap
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.team import Job, Retry, Team
@@ -82,6 +82,8 @@ class ScheduledJobProps:
     """Shown on the Scheduler job; "" sets none."""
     body: str = ""
     """Request body (sent base64-encoded, as the provider takes it); "" sends none."""
+    overlap: Overlap = Overlap.ALLOW
+    """The job's overlap policy (`Job.overlap`), sent as OVERLAP_HEADER unless it is `allow`."""
 
     @classmethod
     def of(cls, team: Team, job: Job, invoker_email: str, apis: RequiredApis) -> ScheduledJobProps:
@@ -98,6 +100,7 @@ class ScheduledJobProps:
             apis=apis,
             description=job.description,
             body=job.body,
+            overlap=job.overlap,
         )
 
 
@@ -199,8 +202,15 @@ class ScheduledJob(Construct):
 
     @property
     def headers(self) -> dict[str, str]:
-        """The headers runonce keys a run by, beside Scheduler's own."""
-        return {PROJECT_HEADER: self.props.project, LOCATION_HEADER: self.props.region}
+        """The headers runonce keys a run by, beside Scheduler's own, and the job's overlap policy
+        (read by the library from each delivery) unless it is `allow`, what a delivery without
+        the header gets."""
+        props = self.props
+        headers = {PROJECT_HEADER: props.project, LOCATION_HEADER: props.region}
+        overlap = Overlap(props.overlap)
+        if overlap is not Overlap.ALLOW:
+            headers[OVERLAP_HEADER] = overlap.value
+        return headers
 
     @property
     def body(self) -> str | None:
