@@ -27,6 +27,7 @@ from constructs import Construct
 from runonce import contract
 from stacks import naming
 from stacks.config import defaults
+from stacks.config.lookback import TICK_SCHEDULE, first_judged_seconds, lookback_seconds
 from stacks.config.team import FUNCTIONS_DIR, LEASE_MARGIN_SECONDS, Job, Retry, Team
 from stacks.constructs.archive import build_archive
 from stacks.constructs.build_storage import BuildStorage
@@ -54,13 +55,6 @@ from stacks.contract import (
     WATCHDOG_TEAM_VARIABLE,
 )
 
-TICK_SCHEDULE = "*/10 * * * *"
-TICK_SECONDS = 600
-DEFAULT_LOOKBACK_SECONDS = 24 * 3600
-"""How far back a tick checks runs: a day, or longer where a job's grace needs it, so a watchdog
-that was down for hours still finds what it missed; never longer than the job's retention."""
-LOOKBACK_TICKS = 3
-"""A run is checked by at least this many ticks after its grace before it leaves the lookback."""
 COLLECTION = "watchdog_runs"
 TIMEOUT_SECONDS = 300
 TICK_RETRY = Retry(retry_count=2, min_backoff_seconds=30, max_backoff_seconds=120, max_doublings=2)
@@ -98,14 +92,7 @@ class WatchedJobProps:
     @property
     def checked(self) -> bool:
         """Whether its ledger keeps a run long enough for a tick to judge it after its grace."""
-        return self.lookback_seconds > self.grace_seconds + TICK_SECONDS
-
-
-def lookback_seconds(grace_seconds: int, retention_seconds: int) -> int:
-    """A day, or enough for `LOOKBACK_TICKS` ticks after the grace; at most the retention, after
-    which the run's record may be gone and the run would read as never delivered."""
-    wanted = max(DEFAULT_LOOKBACK_SECONDS, grace_seconds + LOOKBACK_TICKS * TICK_SECONDS)
-    return min(wanted, retention_seconds)
+        return self.lookback_seconds > first_judged_seconds(self.grace_seconds)
 
 
 @dataclass(frozen=True)
