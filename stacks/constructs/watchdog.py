@@ -5,7 +5,10 @@ Its account may read the team's ledger and nothing more there (`roles/datastore.
 conditioned on the ledger's database) and may use its own database, where its ticks and its claims
 of the runs it reported live (`roles/datastore.user` conditioned on that one): Firestore's IAM is
 granted per database (an IAM condition on the database's resource name; its "Configure database
-access conditions"), not per collection, so a store it may write is a database of its own.
+access conditions"), not per collection, so a store it may write is a database of its own. When a
+watched job has a catch-up window (`Job.catch_up_seconds`), and only then, it also gets what a
+catch-up needs: `roles/datastore.user` on the ledger's database (the request it writes there) and
+Scheduler's job runner on the project (docs/stacks/schedules.md).
 
 Built in two steps by `TeamStack`, as a job's function and Scheduler job are: the construct makes
 the account and its grants (which the stack's IAM wait follows); `deploy` then makes, once every
@@ -76,6 +79,9 @@ class WatchedJobProps:
     until then."""
     lookback_seconds: int
     """How far back its runs are checked (`lookback_seconds`)."""
+    catch_up_seconds: int = 0
+    """How far back the watchdog starts a missed run itself (`Job.catch_up_seconds`; 0: it only
+    reports)."""
 
     @classmethod
     def of(cls, team: Team, job: Job, grace: int) -> WatchedJobProps:
@@ -87,6 +93,7 @@ class WatchedJobProps:
             time_zone=job.time_zone,
             grace_seconds=grace,
             lookback_seconds=lookback_seconds(grace, job.retention_seconds),
+            catch_up_seconds=job.catch_up_seconds,
         )
 
     @property
@@ -103,7 +110,7 @@ class WatchdogProps:
     region: str
     team: str
     ledger: DedupStore
-    """The team's ledger, read only."""
+    """The team's ledger: read, and written only for a catch-up (`catches_up`)."""
     location: str
     """Firestore location of the watchdog's own database (the ledger's)."""
     jobs: tuple[WatchedJobProps, ...]
@@ -135,6 +142,11 @@ class WatchdogProps:
             apis=apis,
             delete_protection=team.delete_protection,
         )
+
+    @property
+    def catches_up(self) -> bool:
+        """Whether it starts missed runs itself: some watched job has a catch-up window."""
+        return any(job.catch_up_seconds > 0 for job in self.jobs)
 
     @property
     def retention_seconds(self) -> int:
@@ -185,7 +197,10 @@ class Watchdog(Construct):
             ),
         )
         """roles/datastore.viewer on the team's ledger database only."""
-        self.grants = [self.identity.ledger_grant, self.ledger_reader]
+        self.catch_up_grants = self._catch_up_grants() if props.catches_up else []
+        """What a catch-up needs, only when a watched job has a catch-up window: write access to
+        the ledger (its request record) and Scheduler's job runner (`jobs.run`)."""
+        self.grants = [self.identity.ledger_grant, self.ledger_reader, *self.catch_up_grants]
         """Every grant of its account, for the stack's IAM wait."""
         self.schedule = ScheduledJob(
             self,
@@ -215,6 +230,35 @@ class Watchdog(Construct):
         """The watchdog's function, once `deploy` ran."""
         self.since: dict[str, StaticResource] = {}
         """Each watched job's `time_static`: when it was deployed, by job name."""
+
+    def _catch_up_grants(self) -> list[ProjectIamMember]:
+        """A catch-up writes a request in the team's ledger and asks Scheduler to run the job, as
+        `runonce rerun` does (docs/rerun.md): `roles/datastore.user` conditioned on the ledger's
+        database, as the read grant is, and `roles/cloudscheduler.jobRunner` on the project, which
+        Scheduler grants no narrower (`defaults.ROLE_JOB_RUNNER`). The read grant stays beside
+        them, so turning catch-up on or off never leaves a tick without read access."""
+        props, account = self.props, member(self.identity.runtime_email)
+        return [
+            ProjectIamMember(
+                self,
+                "ledger-writer",
+                project=props.project,
+                role=defaults.ROLE_LEDGER,
+                member=account,
+                condition=props.ledger.only_this(
+                    "runonce-ledger-catch-up",
+                    f"Write catch-up requests in the {props.ledger.props.database} Firestore database",
+                ),
+            ),
+            ProjectIamMember(
+                self,
+                "job-runner",
+                project=props.project,
+                role=defaults.ROLE_JOB_RUNNER,
+                member=account,
+                depends_on=props.apis.of(defaults.API_SCHEDULER),
+            ),
+        ]
 
     def deploy(
         self,
@@ -295,6 +339,7 @@ class Watchdog(Construct):
                 "time_zone": job.time_zone,
                 "grace_seconds": job.grace_seconds,
                 "lookback_seconds": job.lookback_seconds,
+                "catch_up_seconds": job.catch_up_seconds,
                 "since": self.since[job.job].rfc3339,
             }
             for job in props.jobs

@@ -1,16 +1,17 @@
 """Overlap policies and catch-up in the stacks (docs/stacks/schedules.md): the overlap header on
 every Scheduler job whose policy is not `allow`, on functions, Cloud Run services and App Engine
 alike (the every-feature team has one job of each policy); validation of a policy or a catch-up
-window the schedule cannot satisfy."""
+window the schedule cannot satisfy; the watchdog's catch-up windows and the grants a catch-up needs."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from runonce.contract import LOCATION_HEADER, OVERLAP_HEADER, PROJECT_HEADER
+from runonce.contract import LOCATION_HEADER, OVERLAP_HEADER, PROJECT_HEADER, WATCHDOG_JOBS_VARIABLE
 from stacks.config.problem import Problem
 from stacks.team import AppEngineJob, Job, Overlap, Retry, Service, ServiceJob, Team, load_team_file
 from stacks.validate import find_problems
@@ -183,3 +184,80 @@ def test_service_and_app_engine_jobs_policies_are_checked_on_their_scheduled_vie
         ],
     )
     assert fields(find_problems([team])) == [("close", "catch_up_seconds"), ("sweep", "overlap")]
+
+
+# --- the watchdog: each job's catch-up window, and the grants a catch-up needs, only then ---
+
+
+def watchdog_env(synth: Synthesized) -> dict[str, str]:
+    (config,) = [
+        config
+        for config in synth.resources("google_cloudfunctions2_function").values()
+        if config["name"] == f"{synth.team.name}-watchdog"
+    ]
+    return config["service_config"]["environment_variables"]
+
+
+def watchdog_grants(synth: Synthesized) -> list[tuple[str, str, str | None]]:
+    """(type, role, condition expression) of every grant to the watchdog's account."""
+    (account,) = [
+        name
+        for name, config in synth.resources("google_service_account").items()
+        if config["account_id"] == f"{synth.team.name}-watchdog-run"
+    ]
+    member = f"serviceAccount:${{google_service_account.{account}.email}}"
+    return sorted(
+        (kind, config["role"], config.get("condition", {}).get("expression"))
+        for kind in synth.document["resource"]
+        if kind.endswith("_iam_member")
+        for config in synth.resources(kind).values()
+        if config["member"] == member
+    )
+
+
+def test_the_watchdogs_jobs_carry_each_jobs_catch_up_window(every, example):
+    for synth in (every, example):
+        watched = json.loads(watchdog_env(synth)[WATCHDOG_JOBS_VARIABLE])
+        assert {job["job"]: job["catch_up_seconds"] for job in watched} == {
+            job.name: job.catch_up_seconds for job in synth.team.scheduled_views
+        }
+    assert {
+        job["job"]
+        for job in json.loads(watchdog_env(every)[WATCHDOG_JOBS_VARIABLE])
+        if job["catch_up_seconds"]
+    } == {"report"}
+
+
+def test_a_watchdog_that_catches_up_may_also_write_the_ledger_and_run_scheduler_jobs(every):
+    ledger = f'resource.name == "projects/{every.team.project}/databases/runonce"'
+    own = f'resource.name == "projects/{every.team.project}/databases/runonce-watchdog"'
+    assert watchdog_grants(every) == [
+        ("google_project_iam_member", "roles/cloudscheduler.jobRunner", None),
+        ("google_project_iam_member", "roles/datastore.user", ledger),
+        ("google_project_iam_member", "roles/datastore.user", own),
+        ("google_project_iam_member", "roles/datastore.viewer", ledger),
+    ]
+
+
+def test_a_watchdog_without_catch_up_gets_neither_grant(example):
+    assert all(job.catch_up_seconds == 0 for job in example.team.scheduled_views)
+    assert {role for _, role, _ in watchdog_grants(example)} == {
+        "roles/datastore.user",
+        "roles/datastore.viewer",
+    }
+    assert [
+        condition for _, role, condition in watchdog_grants(example) if role == "roles/datastore.user"
+    ] == ['resource.name == "projects/runonce-example/databases/runonce-watchdog"']
+
+
+def test_the_stacks_iam_wait_waits_for_the_catch_up_grants_and_again_once_catch_up_is_turned_on(
+    every, example
+):
+    settled = every.resources("time_sleep")["iam-settled"]
+    waited = {address.rsplit("_", 1)[0] for address in settled["depends_on"]}
+    assert {
+        "google_project_iam_member.watchdog_ledger-writer",
+        "google_project_iam_member.watchdog_job-runner",
+    } <= waited
+    assert settled["triggers"]["catch_up"] == "watchdog"
+    assert "catch_up" not in example.resources("time_sleep")["iam-settled"]["triggers"]
