@@ -39,8 +39,16 @@ from runonce.scheduler import adapter as scheduled_adapter
 from runonce.scheduler.watchdog import Missed, Watch, WatchedJob, report
 from runonce.store.memory import MemoryStore
 from stacks import naming
-from stacks.constructs.monitoring import GAE_APP, LOG_METRIC_PREFIX, RUN_REVISION
-from stacks.team import load_team_file
+from stacks.constructs.monitoring import (
+    CATCH_UP_FAILED,
+    CAUSE,
+    GAE_APP,
+    LOG_METRIC_PREFIX,
+    RUN_REVISION,
+    SKIPPED,
+    WAITING,
+)
+from stacks.team import Team, load_team_file
 from tests.conftest import SCHEDULED, ManualClock
 from tests.core.conftest import MemoryConnection, scheduler_headers
 from tests.events.conftest import Copy, MemoryEventConnection, RecordedDeadLetters, envelope
@@ -602,6 +610,8 @@ CHARTS: dict[str, Callable[[str], bool]] = {
         next(o for o in Outcome if o.label == outcome).status >= 500
     ),
     "Permanent failures (failed)": lambda outcome: outcome == "failed",
+    f"Skipped by the overlap policy ({SKIPPED})": lambda outcome: outcome == SKIPPED,
+    f"Waiting for the run before (409 {WAITING})": lambda outcome: outcome == WAITING,
 }
 """The answers each chart on the answers metric shows, by title."""
 
@@ -819,3 +829,139 @@ def test_the_missed_run_metric_watches_the_service_and_app_engine_jobs(hosts, de
             hosts.region,
         )
         assert matches(metric, entry), job.name
+
+
+# ---------------------------------------------------------------------------------------------
+# Overlap policies and catch-up (docs/stacks/schedules.md, "Metrics and alerts"). The library's
+# answer to a skipped or waiting run is an answer line like every other (its `outcome`, its
+# `latency_ms`), and a run a request started carries the request's `cause` on it; the watchdog's
+# line about a catch-up is its missed-run line with `catch_up`. Until the library writes them
+# these lines are made from the real ones here; once `Outcome` has `skipped` and `waiting`, the
+# `deliveries` fixture requires a real delivery of each, and CHARTS checks the two charts on those.
+
+
+def answer_line(deliveries: list[Delivery], name: str) -> dict[str, Any]:
+    """The line that answered the named delivery (the one with `latency_ms`)."""
+    (delivery,) = [found for found in deliveries if found.name == name]
+    (line,) = [line for line in delivery.lines if "latency_ms" in line]
+    return line
+
+
+def answer_variants(deliveries: list[Delivery]) -> dict[str, dict[str, Any]]:
+    """Answer lines of a skipped run, a waiting run, a caught-up and a backfilled run, by name."""
+    done, held = (
+        answer_line(deliveries, "scheduled completed"),
+        answer_line(deliveries, "scheduled in progress"),
+    )
+    return {
+        "skipped": {
+            **done,
+            "outcome": SKIPPED,
+            "message": "run skipped: another run of its job is in progress",
+        },
+        "waiting": {**held, "outcome": WAITING, "message": "waiting for the run before to end"},
+        "caught up": {**done, CAUSE: "catch_up"},
+        "backfilled": {**done, CAUSE: "backfill"},
+        "re-run": {**done, CAUSE: "rerun"},
+        "plain": done,
+    }
+
+
+def points_of(stack: Applied, lines: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The answers metric's points for these lines, written by each of the team's functions."""
+    name = f"runonce-{stack.synth.team.name}-answers"
+    metric = stack.metrics[name]
+    found = []
+    for key, line in lines.items():
+        for service in [*stack.services.values(), OTHER_SERVICE]:
+            entry = stored(line, service, stack.project, stack.region)
+            if matches(metric["filter"], entry):
+                labels = extracted(entry, metric["label_extractors"])
+                found.append(
+                    (
+                        key,
+                        {
+                            "metric": {"type": f"{LOG_METRIC_PREFIX}{name}", "labels": labels},
+                            "resource": entry["resource"],
+                        },
+                    )
+                )
+    return found
+
+
+def test_skipped_and_waiting_answers_are_counted_charted_apart_and_alert_nothing(stack, deliveries):
+    variants = answer_variants(deliveries)
+    points = points_of(stack, variants)
+    assert {key for key, _ in points} == set(variants)  # each counted, on the team's functions only
+    assert len(points) == len(variants) * len(stack.services)
+    charts = chart_filters(stack)
+    for title, key in (
+        (f"Skipped by the overlap policy ({SKIPPED})", "skipped"),
+        (f"Waiting for the run before (409 {WAITING})", "waiting"),
+    ):
+        (chart,) = charts[title]
+        assert {found for found, point in points if matches(chart, point, "monitoring")} == {key}
+    (runs,) = charts["Runs per job by outcome"]
+    assert all(matches(runs, point, "monitoring") for _, point in points)
+    alerting = [stack.log_matches["a run failed permanently"]]
+    for key in ("skipped", "waiting"):
+        for service in stack.services.values():
+            entry = stored(variants[key], service, stack.project, stack.region)
+            assert not any(matches(condition, entry) for condition in alerting), key
+        for condition in stack.thresholds.values():
+            assert not any(matches(condition, point, "monitoring") for found, point in points if found == key)
+
+
+def test_caught_up_and_backfilled_runs_are_labelled_by_cause_and_charted_apart(stack, deliveries):
+    points = points_of(stack, answer_variants(deliveries))
+    causes = {found: point["metric"]["labels"].get(CAUSE) for found, point in points}
+    assert causes["caught up"] == "catch_up" and causes["backfilled"] == "backfill"
+    assert causes["plain"] is None
+    (caught, backfilled) = chart_filters(stack)["Runs caught up or backfilled (cause)"]
+    assert {found for found, point in points if matches(caught, point, "monitoring")} == {"caught up"}
+    assert {found for found, point in points if matches(backfilled, point, "monitoring")} == {"backfilled"}
+
+
+def watchdog_line(deliveries: list[Delivery], team: Team, job: str, **fields: Any) -> dict[str, Any]:
+    """The watchdog's real missed-run line, about `job` of `team`, with these fields."""
+    (watchdog,) = [delivery for delivery in deliveries if delivery.kind == "watchdog"]
+    (line,) = watchdog.lines
+    return {**line, "job": job, "scheduler_job": naming.scheduler_job_name(team.name, job), **fields}
+
+
+def test_a_catch_up_is_no_missed_run_and_a_failed_one_alerts_for_the_teams_jobs_only(hosts, deliveries):
+    team = hosts.synth.team
+    (caught,) = [job.name for job in team.scheduled_views if job.catch_up_seconds]
+    where = naming.function_name(team.name, "watchdog")
+    started = stored(
+        watchdog_line(deliveries, team, caught, catch_up="started", severity="INFO"),
+        where,
+        hosts.project,
+        hosts.region,
+    )
+    failed = stored(
+        watchdog_line(deliveries, team, caught, catch_up=CATCH_UP_FAILED), where, hosts.project, hosts.region
+    )
+    missed = stored(watchdog_line(deliveries, team, caught), where, hosts.project, hosts.region)
+    other = stored(
+        {
+            **watchdog_line(deliveries, team, caught, catch_up=CATCH_UP_FAILED),
+            "scheduler_job": "another-team-report",
+        },
+        where,
+        hosts.project,
+        hosts.region,
+    )
+    missed_alert = hosts.log_matches["a scheduled run was missed"]
+    missed_metric = hosts.metrics[f"runonce-{team.name}-missed-runs"]["filter"]
+    failed_alert = hosts.log_matches["a catch-up could not start a missed run"]
+    assert [matches(missed_alert, e) for e in (started, failed, missed)] == [False, False, True]
+    assert [matches(missed_metric, e) for e in (started, failed, missed)] == [False, False, True]
+    assert [matches(failed_alert, e) for e in (started, failed, missed, other)] == [False, True, False, False]
+    for delivery, _, entry in entries(hosts, deliveries):
+        assert not matches(failed_alert, entry), delivery.name
+
+
+def test_a_team_without_catch_up_has_no_catch_up_alert(stack):
+    assert all(job.catch_up_seconds == 0 for job in stack.synth.team.scheduled_views)
+    assert "a catch-up could not start a missed run" not in stack.log_matches

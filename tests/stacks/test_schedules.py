@@ -261,3 +261,19 @@ def test_the_stacks_iam_wait_waits_for_the_catch_up_grants_and_again_once_catch_
     } <= waited
     assert settled["triggers"]["catch_up"] == "watchdog"
     assert "catch_up" not in example.resources("time_sleep")["iam-settled"]["triggers"]
+
+
+def test_a_team_that_catches_up_is_alerted_when_a_catch_up_cannot_start_its_run(every):
+    (policy,) = [
+        config
+        for config in every.resources("google_monitoring_alert_policy").values()
+        if config["display_name"] == "runonce every: a catch-up could not start a missed run"
+    ]
+    assert policy["severity"] == "ERROR"
+    (condition,) = policy["conditions"]
+    assert condition["condition_matched_log"]["label_extractors"] == {
+        "job": "EXTRACT(jsonPayload.job)",
+        "catch_up": "EXTRACT(jsonPayload.catch_up)",
+    }
+    assert policy["alert_strategy"]["notification_rate_limit"] == {"period": "300s"}
+    assert "runonce backfill --team every --job JOB" in policy["documentation"]["content"]
