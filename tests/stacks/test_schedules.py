@@ -13,7 +13,17 @@ import pytest
 
 from runonce.contract import LOCATION_HEADER, OVERLAP_HEADER, PROJECT_HEADER, WATCHDOG_JOBS_VARIABLE
 from stacks.config.problem import Problem
-from stacks.team import AppEngineJob, Job, Overlap, Retry, Service, ServiceJob, Team, load_team_file
+from stacks.team import (
+    TEAMS_DIR,
+    AppEngineJob,
+    Job,
+    Overlap,
+    Retry,
+    Service,
+    ServiceJob,
+    Team,
+    load_team_file,
+)
 from stacks.validate import find_problems
 from stacks.validate.windows import grace_seconds
 from tests.stacks.conftest import Synthesized, synthesize
@@ -277,3 +287,22 @@ def test_a_team_that_catches_up_is_alerted_when_a_catch_up_cannot_start_its_run(
     }
     assert policy["alert_strategy"]["notification_rate_limit"] == {"period": "300s"}
     assert "runonce backfill --team every --job JOB" in policy["documentation"]["content"]
+
+
+def test_the_templates_overlap_and_catch_up_options_are_valid_once_uncommented(tmp_path):
+    template = (TEAMS_DIR / "_template.py").read_text()
+    options = ("# overlap=", "# catch_up_seconds=")
+    lines = [
+        line.replace("# ", "", 1) if line.strip().startswith(options) else line
+        for line in template.splitlines()
+    ]
+    assert sum(line.strip().startswith(options) for line in template.splitlines()) == 2
+    text = "\n".join(lines).replace(
+        "from stacks.team import Job, Retry, Team", "from stacks.team import Job, Overlap, Retry, Team"
+    )
+    path = tmp_path / "uncommented.py"
+    path.write_text(text)
+    team = load_team_file(path)
+    (job,) = team.jobs
+    assert (job.overlap, job.catch_up_seconds) == (Overlap.SKIP, 6 * 3600)
+    assert {problem.field for problem in find_problems([team])} == {"name", "project", "labels"}
