@@ -9,7 +9,7 @@ export CHECKPOINT_DISABLE := 1
 # jsii prints a banner on every synth because Node 20 is past its end of life; Node 20 is what our machines have.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: install test test-fast bench lint typecheck runonce wheel
+.PHONY: install test test-fast bench lint typecheck runonce wheel service-image
 
 ## make install: the environment, and .venv/bin/runonce, the operators' command (docs/operate.md).
 install: $(STAMP) $(VENV)/bin/runonce
@@ -53,6 +53,15 @@ wheel: $(STAMP)
 	rm -rf build/wheel
 	$(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir build/wheel ./functions
 	rm -rf functions/build functions/runonce.egg-info
+
+## make service-image IMAGE=REGION-docker.pkg.dev/PROJECT/REPO/closer:1: the example Cloud Run service
+## (examples/service: FastAPI, a `@deduplicated` job at /jobs/close) built by Cloud Build from its Dockerfile
+## with this checkout's runonce wheel (needs gcloud signed in; no local Docker). The sandbox's service jobs
+## take it as RUNONCE_SANDBOX_SERVICE_IMAGE.
+service-image: wheel
+	@test -n "$(IMAGE)" || { echo "make service-image: set IMAGE=REGION-docker.pkg.dev/PROJECT/REPO/NAME:TAG" >&2; exit 2; }
+	rm -rf examples/service/wheels && mkdir -p examples/service/wheels && cp build/wheel/runonce-*.whl examples/service/wheels/
+	gcloud builds submit --tag "$(IMAGE)" examples/service
 
 ## make typecheck: mypy on the library, the stacks, the policy pack, the local scheduler, the emulators, the benchmarks
 ## and the operators' command.

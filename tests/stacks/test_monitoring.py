@@ -307,7 +307,7 @@ def test_the_dashboard_parses_as_the_dashboards_api_type(example):
         "Runs caught up or backfilled (cause)",
         "Missed runs (watchdog)",
         "Dead-letter backlog",
-        "Function latency (99th percentile, ms)",
+        "Request latency (99th percentile, ms)",
     ]
     for tile in dashboard.mosaic_layout.tiles:
         assert tile.x_pos + tile.width <= dashboard.mosaic_layout.columns
@@ -325,7 +325,7 @@ def test_the_dashboards_latency_chart_shows_every_function(example):
     (latency,) = [
         tile
         for tile in document["mosaicLayout"]["tiles"]
-        if tile["widget"]["title"].startswith("Function latency")
+        if tile["widget"]["title"].startswith("Request latency")
     ]
     filters = [
         data["timeSeriesQuery"]["timeSeriesFilter"]["filter"]
