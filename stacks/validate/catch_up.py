@@ -1,14 +1,17 @@
 """A scheduled job's catch-up window (`Job.catch_up_seconds`): the watchdog starts a run missed
 within it, so the window must open after the watchdog can judge a run missed and close before
-the watchdog stops looking and before the run's record is gone (docs/stacks/schedules.md)."""
+the watchdog stops looking and before the run's record is gone, and the forced run that carries
+a catch-up must be one the library can tell from the scheduled run (docs/stacks/schedules.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
 from stacks.config.lookback import TICK_SECONDS, first_judged_seconds, lookback_seconds
 from stacks.config.problem import Problem, ProblemAt
 from stacks.config.team import Job, Team
+from stacks.validate.schedules import shortest_gap_seconds
 from stacks.validate.windows import grace_seconds
 
 FIELD = "catch_up_seconds"
@@ -32,6 +35,17 @@ def catch_up(team: Team, job: Job, problem: ProblemAt) -> Iterator[Problem]:
             "set catch_up_seconds=0, or remove watchdog=False from the team",
         )
         return
+    gap = shortest_gap_seconds(job)
+    if gap is not None and gap <= DEFAULT_FORCED_SKEW_SECONDS:
+        yield problem(
+            FIELD,
+            f"the job runs {gap} s apart: a catch-up reaches the function as a forced run, which "
+            f"carries the job's next scheduled time, at most {gap} s ahead, and the library tells a "
+            f"forced run from the scheduled one only when that time is more than "
+            f"{DEFAULT_FORCED_SKEW_SECONDS} s ahead (docs/library.md, Forced runs): every catch-up "
+            "would be taken for the next scheduled run",
+            f"schedule the job more than {DEFAULT_FORCED_SKEW_SECONDS} s apart, or set catch_up_seconds=0",
+        )
     grace = grace_seconds(job)
     lookback = lookback_seconds(grace, job.retention_seconds)
     earliest = first_judged_seconds(grace)

@@ -177,6 +177,15 @@ def test_a_catch_up_window_that_closes_before_a_run_can_be_judged_missed_is_refu
     assert problems(catch_up_seconds=earliest + 1) == []
 
 
+def test_a_catch_up_of_a_job_run_every_minute_is_refused_as_no_forced_run_can_carry_it():
+    every_minute = {"next_run_catches_up": True, "retries_may_skip_next_run": True}
+    assert problems(schedule="* * * * *", **every_minute) == []
+    (found,) = problems(schedule="* * * * *", catch_up_seconds=6 * 3600, **every_minute)
+    assert found.field == "catch_up_seconds"
+    assert "more than 60 s ahead" in found.message
+    assert problems(schedule="*/2 * * * *", catch_up_seconds=6 * 3600, **every_minute) == []
+
+
 def test_a_catch_up_window_on_a_team_without_a_watchdog_is_refused():
     (found,) = problems(replace(TEAM, watchdog=False), catch_up_seconds=6 * 3600)
     assert found.field == "catch_up_seconds"
