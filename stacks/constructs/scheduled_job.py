@@ -10,9 +10,10 @@ from typing import Any, Protocol
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from runonce.contract import LOCATION_HEADER, OVERLAP_HEADER, PROJECT_HEADER, Overlap
+from runonce.contract import Overlap
 from stacks import naming
 from stacks.config import defaults
+from stacks.config.headers import job_headers
 from stacks.config.team import Job, Retry, Team
 from stacks.constructs.identity import CREATE_BEFORE_DESTROY, member
 from stacks.constructs.provider import (
@@ -203,14 +204,8 @@ class ScheduledJob(Construct):
     @property
     def headers(self) -> dict[str, str]:
         """The headers runonce keys a run by, beside Scheduler's own, and the job's overlap policy
-        (read by the library from each delivery) unless it is `allow`, what a delivery without
-        the header gets."""
-        props = self.props
-        headers = {PROJECT_HEADER: props.project, LOCATION_HEADER: props.region}
-        overlap = Overlap(props.overlap)
-        if overlap is not Overlap.ALLOW:
-            headers[OVERLAP_HEADER] = overlap.value
-        return headers
+        unless it is `allow` (`stacks.config.headers`)."""
+        return job_headers(self.props.project, self.props.region, self.props.overlap)
 
     @property
     def body(self) -> str | None:
