@@ -71,9 +71,11 @@ alerts"): what made the request, `catch_up` (the watchdog), `backfill` or `rerun
 STARTED_BY = ("catch_up", "backfill")
 """The causes the dashboard charts: runs the watchdog caught up, and runs a backfill started."""
 CATCH_UP = "catch_up"
-"""On a watchdog line about a catch-up: how it went; `failed` (an ERROR line) when the watchdog
-could not start the missed run (it is not tried again)."""
-CATCH_UP_FAILED = "failed"
+"""On a watchdog line about a catch-up: how it went. `started` is a line without `missed_run` (the
+run is not missed: it was started); `failed` (the watchdog could not start it) and `not_delivered`
+(started, but no delivery came) are on the missed run's own ERROR line."""
+CATCH_UP_FAILURES = ("failed", "not_delivered")
+"""The catch-ups that did not run the missed run (neither is tried again)."""
 SUSTAINED_OUTCOMES = ("misconfigured", "store_unavailable")
 """The answers that alert once they keep coming for `AlertThresholds.sustained_seconds`."""
 SUSTAINED_ABOVE = 1
@@ -198,20 +200,21 @@ def runonce_lines(services: Sequence[str], app_engine_services: Sequence[str] = 
 
 
 def watchdog_lines(scheduler_jobs: Sequence[str]) -> str:
-    """A Logging filter for the watchdog's lines about runs of these Scheduler jobs still missed:
-    its line about a catch-up (`catch_up`) is not one, even if it says how the run was missed."""
+    """A Logging filter for the watchdog's missed-run lines about these Scheduler jobs: a run a
+    catch-up started has none (its `catch_up` `started` line carries no `missed_run`), one a
+    catch-up could not run has its own, with `catch_up` saying why."""
     return (
         f'jsonPayload.logger="{WATCHDOG_LOGGER}" AND jsonPayload.{MISSED_RUN_FIELD}:* AND '
-        f"NOT jsonPayload.{CATCH_UP}:* AND {any_of('jsonPayload.scheduler_job', scheduler_jobs)}"
+        f"{any_of('jsonPayload.scheduler_job', scheduler_jobs)}"
     )
 
 
 def failed_catch_ups(scheduler_jobs: Sequence[str]) -> str:
-    """A Logging filter for the watchdog's lines about a catch-up of these Scheduler jobs it could
-    not start."""
+    """A Logging filter for the watchdog's lines about a catch-up of these Scheduler jobs that did
+    not run the missed run."""
     return (
-        f'jsonPayload.logger="{WATCHDOG_LOGGER}" AND jsonPayload.{CATCH_UP}="{CATCH_UP_FAILED}" AND '
-        f"{any_of('jsonPayload.scheduler_job', scheduler_jobs)}"
+        f'jsonPayload.logger="{WATCHDOG_LOGGER}" AND {any_of(f"jsonPayload.{CATCH_UP}", CATCH_UP_FAILURES)} '
+        f"AND {any_of('jsonPayload.scheduler_job', scheduler_jobs)}"
     )
 
 
@@ -506,13 +509,15 @@ class Monitoring(Construct):
         if self.missed_runs is not None and props.catches_up:
             log_match(
                 "catch-up-failed",
-                "a catch-up could not start a missed run",
+                "a catch-up did not run a missed run",
                 "ERROR",
                 failed_catch_ups(list(props.scheduler_jobs.values())),
                 ["job", CATCH_UP],
                 f"The watchdog found a missed run of job `JOB` within its catch-up window but could "
-                f"not start it (its request could not be written, or Scheduler refused `jobs.run`); "
-                f"it does not try again. Its log line says why and carries the exact command.\n\n"
+                f"not start it (`failed`: its request could not be written, or Scheduler refused "
+                f"`jobs.run`), or started it and no delivery came (`not_delivered`); it does not try "
+                f"again. The run is also reported missed. Its log line says why (`catch_up_error`) "
+                f"and carries the exact command.\n\n"
                 f"1. Read the run: `runonce show --team {team} --job JOB --time SCHEDULE_TIME`.\n"
                 f"2. Once the cause is fixed, start it once: `runonce backfill --team {team} --job JOB "
                 f"--from SCHEDULE_TIME --to SCHEDULE_TIME` (or `runonce rerun` for a run that has a "

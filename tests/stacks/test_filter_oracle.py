@@ -29,7 +29,7 @@ import pytest
 
 import runonce
 from runonce import OutcomeUnknown, PermanentError
-from runonce.contract import JOB_VARIABLE, WATCHDOG_LOGGER, MissedRun
+from runonce.contract import JOB_VARIABLE, MISSED_RUN_FIELD, OVERLAP_HEADER, WATCHDOG_LOGGER, MissedRun
 from runonce.core.errors import ConfigError, StoreUnavailable
 from runonce.core.outcomes import Outcome
 from runonce.core.settings import DEFAULT_RETENTION_SECONDS
@@ -40,7 +40,7 @@ from runonce.scheduler.watchdog import Missed, Watch, WatchedJob, report
 from runonce.store.memory import MemoryStore
 from stacks import naming
 from stacks.constructs.monitoring import (
-    CATCH_UP_FAILED,
+    CATCH_UP,
     CAUSE,
     GAE_APP,
     LOG_METRIC_PREFIX,
@@ -205,6 +205,22 @@ def _scheduled(monkeypatch: pytest.MonkeyPatch, clock: ManualClock) -> Iterator[
     yield _answered("scheduled store unavailable", "scheduled", send(unavailable, "2026-11-28T22:00:00Z"))
     refused = client(lambda request: 1, _RefusingConnection)
     yield _answered("scheduled misconfigured", "scheduled", send(refused, "2026-11-28T21:00:00Z"))
+
+    def overlapping(app: flask.testing.FlaskClient, time: str, policy: str) -> Callable[[], Any]:
+        headers = {**scheduler_headers(job="overlapping-report", time=time), OVERLAP_HEADER: policy}
+        return lambda: app.post("/", headers=headers)
+
+    # A run of a `skip` job holding the job, then a later run of it under each policy: the library
+    # answers them `skipped` and `waiting` (docs/stacks/schedules.md, "Metrics and alerts").
+    yield _answered(
+        "scheduled holding its job", "scheduled", overlapping(held, "2026-11-28T20:00:00Z", "skip")
+    )
+    yield _answered(
+        "scheduled skip while held", "scheduled", overlapping(done, "2026-11-28T19:00:00Z", "skip")
+    )
+    yield _answered(
+        "scheduled wait while held", "scheduled", overlapping(done, "2026-11-28T18:00:00Z", "wait")
+    )
 
 
 EVENT_JOB = "orders"
@@ -962,39 +978,59 @@ def watchdog_line(deliveries: list[Delivery], team: Team, job: str, **fields: An
     return {**line, "job": job, "scheduler_job": naming.scheduler_job_name(team.name, job), **fields}
 
 
-def test_a_catch_up_is_no_missed_run_and_a_failed_one_alerts_for_the_teams_jobs_only(hosts, deliveries):
+def catch_up_lines(deliveries: list[Delivery], team: Team, job: str) -> dict[str, dict[str, Any]]:
+    """The watchdog's lines about a missed run of `job`, by what became of it: its line about a
+    catch-up it started (no `missed_run`: the run is not missed, WARNING), the missed run's ERROR
+    line when the catch-up failed or its run was never delivered (with `catch_up` and why), and
+    the plain missed-run line (outside the window)."""
+    missed = watchdog_line(deliveries, team, job)
+    started = {key: value for key, value in missed.items() if key != MISSED_RUN_FIELD}
+    return {
+        "started": {
+            **started,
+            "severity": "WARNING",
+            CATCH_UP: "started",
+            "caught_up": missed[MISSED_RUN_FIELD],
+        },
+        "failed": {**missed, CATCH_UP: "failed", "catch_up_error": "jobs.run failed: 403"},
+        "not delivered": {**missed, CATCH_UP: "not_delivered", "catch_up_request": "r-1"},
+        "missed": missed,
+    }
+
+
+def test_a_caught_up_run_is_not_missed_and_one_a_catch_up_did_not_run_is_missed_and_alerted(
+    hosts, deliveries
+):
     team = hosts.synth.team
     (caught,) = [job.name for job in team.scheduled_views if job.catch_up_seconds]
     where = naming.function_name(team.name, "watchdog")
-    started = stored(
-        watchdog_line(deliveries, team, caught, catch_up="started", severity="INFO"),
-        where,
-        hosts.project,
-        hosts.region,
-    )
-    failed = stored(
-        watchdog_line(deliveries, team, caught, catch_up=CATCH_UP_FAILED), where, hosts.project, hosts.region
-    )
-    missed = stored(watchdog_line(deliveries, team, caught), where, hosts.project, hosts.region)
+    lines = catch_up_lines(deliveries, team, caught)
+    found = {key: stored(line, where, hosts.project, hosts.region) for key, line in lines.items()}
     other = stored(
-        {
-            **watchdog_line(deliveries, team, caught, catch_up=CATCH_UP_FAILED),
-            "scheduler_job": "another-team-report",
-        },
-        where,
-        hosts.project,
-        hosts.region,
+        {**lines["failed"], "scheduler_job": "another-team-report"}, where, hosts.project, hosts.region
     )
     missed_alert = hosts.log_matches["a scheduled run was missed"]
     missed_metric = hosts.metrics[f"runonce-{team.name}-missed-runs"]["filter"]
-    failed_alert = hosts.log_matches["a catch-up could not start a missed run"]
-    assert [matches(missed_alert, e) for e in (started, failed, missed)] == [False, False, True]
-    assert [matches(missed_metric, e) for e in (started, failed, missed)] == [False, False, True]
-    assert [matches(failed_alert, e) for e in (started, failed, missed, other)] == [False, True, False, False]
+    catch_up_alert = hosts.log_matches["a catch-up did not run a missed run"]
+    assert {key for key, entry in found.items() if matches(missed_alert, entry)} == {
+        "failed",
+        "not delivered",
+        "missed",
+    }
+    assert {key for key, entry in found.items() if matches(missed_metric, entry)} == {
+        "failed",
+        "not delivered",
+        "missed",
+    }
+    assert {key for key, entry in found.items() if matches(catch_up_alert, entry)} == {
+        "failed",
+        "not delivered",
+    }
+    assert not matches(catch_up_alert, other)
     for delivery, _, entry in entries(hosts, deliveries):
-        assert not matches(failed_alert, entry), delivery.name
+        assert not matches(catch_up_alert, entry), delivery.name
 
 
 def test_a_team_without_catch_up_has_no_catch_up_alert(stack):
     assert all(job.catch_up_seconds == 0 for job in stack.synth.team.scheduled_views)
-    assert "a catch-up could not start a missed run" not in stack.log_matches
+    assert "a catch-up did not run a missed run" not in stack.log_matches

@@ -100,7 +100,6 @@ def test_the_missed_run_metric_counts_the_watchdogs_lines_about_the_teams_schedu
     metric = by_name(example, "google_logging_metric", "name")["runonce-example-missed-runs"]
     assert metric["filter"] == (
         'jsonPayload.logger="runonce.watchdog" AND jsonPayload.missed_run:* AND '
-        "NOT jsonPayload.catch_up:* AND "
         '(jsonPayload.scheduler_job="example-report" OR jsonPayload.scheduler_job="example-sync" '
         'OR jsonPayload.scheduler_job="example-ledger-close")'
     )

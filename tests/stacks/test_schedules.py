@@ -286,7 +286,7 @@ def test_a_team_that_catches_up_is_alerted_when_a_catch_up_cannot_start_its_run(
     (policy,) = [
         config
         for config in every.resources("google_monitoring_alert_policy").values()
-        if config["display_name"] == "runonce every: a catch-up could not start a missed run"
+        if config["display_name"] == "runonce every: a catch-up did not run a missed run"
     ]
     assert policy["severity"] == "ERROR"
     (condition,) = policy["conditions"]
