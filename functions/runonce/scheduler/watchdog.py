@@ -62,7 +62,7 @@ READERS = 16
 """How many ledger reads a tick has in flight at once."""
 MISSED_PREFIX = "missed:"
 """The watchdog's claim of a missed run is the run key with this prefix, in its own store."""
-_FINISHED = {RunStatus.COMPLETED.value, RunStatus.FAILED.value}
+_FINISHED = {RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value}
 RERUN_ACTION = "rerun"
 """The operator action a re-run's delivery records on the run (runonce.store._records)."""
 _JOB_FIELDS = ("job", "scheduler_job", "schedule", "time_zone", "grace_seconds", "lookback_seconds", "since")
