@@ -874,19 +874,20 @@ def test_the_missed_run_metric_watches_the_service_and_app_engine_jobs(hosts, de
 
 
 # ---------------------------------------------------------------------------------------------
-# Overlap policies and catch-up (docs/stacks/schedules.md, "Metrics and alerts"). The library's
-# answer to a skipped or waiting run is an answer line like every other (its `outcome`, its
-# `latency_ms`), and a run a request started carries the request's `cause` on it; the watchdog's
-# line about a catch-up is its missed-run line with `catch_up`. Until the library writes them
-# these lines are made from the real ones here; once `Outcome` has `skipped` and `waiting`, the
-# `deliveries` fixture requires a real delivery of each, and CHARTS checks the two charts on those.
+# Overlap policies and catch-up (docs/stacks/schedules.md, "Metrics and alerts"). A skipped or
+# waiting run is answered with a line like every other (its `outcome`, its `latency_ms`): the
+# library's own, from the overlapping deliveries above. A run a request started carries the
+# request's `cause` on its answer line, and the watchdog's lines about a catch-up carry
+# `catch_up`: until the library writes those, they are made here from its real lines.
 
 
 def test_every_outcome_the_library_answers_is_one_the_monitoring_knows():
-    # The overlap outcomes are the stack's spelling until the library answers them: an outcome
-    # spelt otherwise there would be counted under a label no chart or alert reads.
+    # An outcome spelt otherwise than the monitoring's would be counted under a label no chart
+    # or alert reads.
     known = {"completed", "duplicate", "in_progress", "rejected", SKIPPED, WAITING}
-    assert {outcome.label for outcome in Outcome} <= known | set(NOT_RUN_OUTCOMES) | set(RETRY_OUTCOMES)
+    labels = {outcome.label for outcome in Outcome}
+    assert labels <= known | set(NOT_RUN_OUTCOMES) | set(RETRY_OUTCOMES)
+    assert {SKIPPED, WAITING} <= labels
 
 
 def answer_line(deliveries: list[Delivery], name: str) -> dict[str, Any]:
@@ -897,18 +898,12 @@ def answer_line(deliveries: list[Delivery], name: str) -> dict[str, Any]:
 
 
 def answer_variants(deliveries: list[Delivery]) -> dict[str, dict[str, Any]]:
-    """Answer lines of a skipped run, a waiting run, a caught-up and a backfilled run, by name."""
-    done, held = (
-        answer_line(deliveries, "scheduled completed"),
-        answer_line(deliveries, "scheduled in progress"),
-    )
+    """Answer lines of a skipped run, a waiting run (the library's), a caught-up, a backfilled
+    and a re-run run (its completed line with their `cause`), and a plain one, by name."""
+    done = answer_line(deliveries, "scheduled completed")
     return {
-        "skipped": {
-            **done,
-            "outcome": SKIPPED,
-            "message": "run skipped: another run of its job is in progress",
-        },
-        "waiting": {**held, "outcome": WAITING, "message": "waiting for the run before to end"},
+        "skipped": answer_line(deliveries, "scheduled skip while held"),
+        "waiting": answer_line(deliveries, "scheduled wait while held"),
         "caught up": {**done, CAUSE: "catch_up"},
         "backfilled": {**done, CAUSE: "backfill"},
         "re-run": {**done, CAUSE: "rerun"},
@@ -940,6 +935,7 @@ def points_of(stack: Applied, lines: dict[str, dict[str, Any]]) -> list[tuple[st
 
 def test_skipped_and_waiting_answers_are_counted_charted_apart_and_alert_nothing(stack, deliveries):
     variants = answer_variants(deliveries)
+    assert (variants["skipped"]["outcome"], variants["waiting"]["outcome"]) == (SKIPPED, WAITING)
     points = points_of(stack, variants)
     assert {key for key, _ in points} == set(variants)  # each counted, on the team's functions only
     assert len(points) == len(variants) * len(stack.services)
