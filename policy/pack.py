@@ -240,11 +240,13 @@ LEAST_PRIVILEGE = [
     ),
     Rule(
         "RO-WDG-1",
-        watchdog.watchdog_reads_the_ledger_only,
+        watchdog.watchdog_holds_only_what_it_needs,
         "error",
         "Grant the watchdog's account roles/datastore.viewer conditioned on the ledger's database "
         "and roles/datastore.user conditioned on its own database only: it reports on the ledger "
-        "and must not be able to change it (docs/watchdog.md).",
+        "and must not be able to change it (docs/watchdog.md). Only when a watched job has "
+        "catch_up_seconds, add roles/datastore.user conditioned on the ledger's database and "
+        "roles/cloudscheduler.jobRunner on the project (docs/stacks/schedules.md).",
     ),
     Rule(
         "RO-WDG-2",
@@ -254,6 +256,15 @@ LEAST_PRIVILEGE = [
         "(RUNONCE_WATCHDOG_LEDGER_DATABASE) and its account roles/datastore.viewer on the ledger: "
         "Firestore's IAM is per database, so a watchdog writing the ledger's database could "
         "change the ledger.",
+    ),
+    Rule(
+        "RO-WDG-3",
+        watchdog.watchdog_can_catch_up,
+        "error",
+        "A watchdog with a catch-up window (a watched job's catch_up_seconds) needs its account "
+        "to hold roles/datastore.user conditioned on the ledger's database and "
+        "roles/cloudscheduler.jobRunner on the project: without them every catch-up fails "
+        "(docs/stacks/schedules.md).",
     ),
 ]
 """The pack `make policy` and the tests run on every stack."""

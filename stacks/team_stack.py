@@ -269,6 +269,8 @@ class TeamStack(TerraformStack):
             triggers={
                 "functions": ",".join(sorted([*identities, *([naming.WATCHDOG] if self.watchdog else [])])),
                 **({"services": ",".join(deployed)} if deployed else {}),
+                # Turning catch-up on adds the watchdog's catch-up grants: wait for them too.
+                **({"catch_up": naming.WATCHDOG} if self.watchdog and self.watchdog.props.catches_up else {}),
             },
             depends_on=[
                 *self.identity.build_grants,

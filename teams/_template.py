@@ -12,7 +12,7 @@ with the file, the team, the job, the field and how to fix it, and so are the pl
 below ("my-team", "my-gcp-project") until you replace them. STACK may also be the file's name.
 """
 
-from stacks.team import Job, Retry, Team
+from stacks.team import Job, Retry, Team  # and Overlap, for overlap= below
 
 team = Team(
     name="my-team",  # set: lowercase, hyphens, at most 20 characters; names the stack
@@ -34,6 +34,8 @@ team = Team(
             timeout_seconds=300,  # at most 3600; the lease is this plus a margin
             attempt_deadline_seconds=180,  # 15-1800 and at most timeout_seconds
             retry=Retry(),  # 5 retries, 20 s to 10 min apart: safe, a finished run is not run again
+            # overlap=Overlap.SKIP,  # run still going: SKIP records the next skipped, WAIT runs it after
+            # catch_up_seconds=6 * 3600,  # the watchdog starts a run missed this recently itself, once
             env={},
         ),
     ],

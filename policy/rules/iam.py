@@ -18,6 +18,7 @@ from policy.grants import (
     trigger_accounts,
 )
 from policy.rules.operators import is_operator
+from policy.rules.watchdog import is_catch_up_runner
 from policy.synthesized import MEMBER_ACCOUNT, Resource, Stack, account_named, first_at, values_at, walk
 from policy.verdict import Verdict
 from stacks.contract import RETIRING_ACCOUNT
@@ -35,7 +36,8 @@ ONE_BUCKET_CONDITION = re.compile(
 # and an Eventarc trigger's account receives events at project level only.
 PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
 # Scheduler's IAM is managed at project level only, and IAM Conditions do not reach its jobs: an
-# operator's job runner (RO-OPS-1 checks who holds it) cannot be granted narrower.
+# operator's job runner (RO-OPS-1 checks who holds it) and a catching-up watchdog's (RO-WDG-1)
+# cannot be granted narrower.
 SCHEDULER_PROJECT_ONLY_ROLES = {"roles/cloudscheduler.jobRunner"}
 EVENT_RECEIVER_ROLE = "roles/eventarc.eventReceiver"
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -129,6 +131,8 @@ def role_scoped_to_one_resource(resource: Resource, stack: Stack) -> Verdict:
     if not BROAD_IAM_TYPES.match(resource.type) or resource.role in PROJECT_ONLY_ROLES:
         return Verdict.COMPLIANT
     if resource.role in SCHEDULER_PROJECT_ONLY_ROLES and all(map(is_operator, resource.members)):
+        return Verdict.COMPLIANT
+    if is_catch_up_runner(resource, stack):
         return Verdict.COMPLIANT
     if is_target_grant(resource, stack):  # the narrowest level the target's API offers (RO-IAM-8)
         return Verdict.COMPLIANT

@@ -1,21 +1,27 @@
-"""The watchdog's rules: its account reads the team's ledger and writes only a database of its own.
+"""The watchdog's rules: its account reads the team's ledger and writes only a database of its own,
+unless it catches up missed runs, and then it holds exactly what a catch-up needs as well.
 
 A watchdog is the function whose environment names the team's ledger for reading
-(`RUNONCE_WATCHDOG_LEDGER_DATABASE`); its own store is its `RUNONCE_DATABASE`. Firestore's IAM is
-granted per database (an IAM condition on the database's resource name), so "reads the ledger
-only" holds exactly when the two databases differ and every grant of the watchdog's account is
-`roles/datastore.viewer` on the ledger's database or `roles/datastore.user` on its own.
+(`RUNONCE_WATCHDOG_LEDGER_DATABASE`); its own store is its `RUNONCE_DATABASE`; it catches up when
+a job of its `RUNONCE_WATCHDOG_JOBS` has a `catch_up_seconds` above 0. Firestore's IAM is granted
+per database (an IAM condition on the database's resource name), so "reads the ledger only" holds
+exactly when the two databases differ and every grant of the watchdog's account is
+`roles/datastore.viewer` on the ledger's database or `roles/datastore.user` on its own. A
+catch-up writes a request in the ledger and runs the job through Scheduler, as `runonce rerun`
+does: `roles/datastore.user` on the ledger's database and `roles/cloudscheduler.jobRunner` on the
+project (Scheduler's IAM has no narrower level), both only for a watchdog that catches up.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
 from policy import grants
 from policy.synthesized import MEMBER_ACCOUNT, Resource, Stack
 from policy.verdict import Verdict
-from stacks.contract import DATABASE_VARIABLE, WATCHDOG_LEDGER_DATABASE_VARIABLE
+from stacks.contract import DATABASE_VARIABLE, WATCHDOG_JOBS_VARIABLE, WATCHDOG_LEDGER_DATABASE_VARIABLE
 
 ONE_DATABASE = re.compile(r'^resource\.name\s*==\s*"projects/[^/"]+/databases/([^/"]+)"$')
 
@@ -29,6 +35,21 @@ class Watchdog:
     """The name of the `google_service_account` it runs as ("" if it names none of the stack's)."""
     own_database: str
     ledger_database: str
+    catches_up: bool = False
+    """Whether a job it watches has a catch-up window."""
+
+
+def catches_up(jobs: object) -> bool:
+    """Whether a watchdog's jobs JSON (as synthesized) gives any job a catch-up window; a value
+    that is not such a list gives none."""
+    try:
+        listed = json.loads(str(jobs))
+    except ValueError:
+        return False
+    return isinstance(listed, list) and any(
+        isinstance(job, dict) and isinstance(job.get("catch_up_seconds"), int) and job["catch_up_seconds"] > 0
+        for job in listed
+    )
 
 
 def watchdogs(stack: Stack) -> list[Watchdog]:
@@ -48,9 +69,14 @@ def watchdogs(stack: Stack) -> list[Watchdog]:
                 account.group(1) if account else "",
                 str(env.get(DATABASE_VARIABLE, "")),
                 str(env[WATCHDOG_LEDGER_DATABASE_VARIABLE]),
+                catches_up(env.get(WATCHDOG_JOBS_VARIABLE, "[]")),
             )
         )
     return found
+
+
+PROJECT = "project"
+"""What `_scope` gives a project-level grant without a condition."""
 
 
 def _database(grant: Resource) -> str | None:
@@ -61,22 +87,69 @@ def _database(grant: Resource) -> str | None:
     return found.group(1) if found else None
 
 
-def watchdog_reads_the_ledger_only(resource: Resource, stack: Stack) -> Verdict:
+def _scope(grant: Resource) -> str | None:
+    """The one database a project-level grant is conditioned on, `PROJECT` for a project-level
+    grant without a condition, or None for anything else."""
+    if grant.type == "google_project_iam_member" and not grant.config.get("condition"):
+        return PROJECT
+    return _database(grant)
+
+
+def _allowed(dog: Watchdog) -> set[tuple[str, str]]:
+    """The (role, scope) grants its account may hold."""
+    allowed = {(grants.LEDGER_READER_ROLE, dog.ledger_database)}
+    if dog.own_database != dog.ledger_database:
+        allowed.add((grants.LEDGER_ROLE, dog.own_database))
+    if dog.catches_up:
+        allowed |= _catch_up(dog)
+    return allowed
+
+
+def _catch_up(dog: Watchdog) -> set[tuple[str, str]]:
+    """The (role, scope) grants a catch-up needs."""
+    return {(grants.LEDGER_ROLE, dog.ledger_database), (grants.JOB_RUNNER_ROLE, PROJECT)}
+
+
+def _mine(resource: Resource, stack: Stack) -> list[Watchdog]:
+    return [dog for dog in watchdogs(stack) if dog.account and dog.account in resource.member_accounts]
+
+
+def is_catch_up_runner(resource: Resource, stack: Stack) -> bool:
+    """The job runner on the project for the account of a watchdog that catches up."""
+    dogs = _mine(resource, stack)
+    return (
+        bool(dogs)
+        and len(resource.member_accounts) == len(resource.members)
+        and all(dog.catches_up for dog in dogs)
+        and (resource.role, _scope(resource)) == (grants.JOB_RUNNER_ROLE, PROJECT)
+    )
+
+
+def watchdog_holds_only_what_it_needs(resource: Resource, stack: Stack) -> Verdict:
     """Every grant to a watchdog's account is datastore.viewer on the ledger's database or
-    datastore.user on its own database, and never anything on the ledger that writes."""
+    datastore.user on its own database; and, only for a watchdog that catches up, datastore.user
+    on the ledger's database and the job runner on the project, with no condition."""
     if not resource.is_iam:
         return Verdict.NOT_APPLICABLE
-    mine = [dog for dog in watchdogs(stack) if dog.account and dog.account in resource.member_accounts]
+    mine = _mine(resource, stack)
     if not mine:
         return Verdict.NOT_APPLICABLE
-    database = _database(resource)
-    for dog in mine:
-        allowed = {(grants.LEDGER_READER_ROLE, dog.ledger_database)}
-        if dog.own_database != dog.ledger_database:
-            allowed.add((grants.LEDGER_ROLE, dog.own_database))
-        if (resource.role, database) not in allowed:
-            return Verdict.NON_COMPLIANT
-    return Verdict.COMPLIANT
+    held = (resource.role, _scope(resource))
+    return Verdict.COMPLIANT if all(held in _allowed(dog) for dog in mine) else Verdict.NON_COMPLIANT
+
+
+def watchdog_can_catch_up(resource: Resource, stack: Stack) -> Verdict:
+    """A watchdog that catches up holds both grants a catch-up needs (without either, every
+    catch-up fails: its request cannot be written, or Scheduler refuses the run)."""
+    dog = next((dog for dog in watchdogs(stack) if dog.address == resource.address), None)
+    if dog is None or not dog.catches_up:
+        return Verdict.NOT_APPLICABLE
+    held = {
+        (grant.role, _scope(grant))
+        for grant in stack.resources()
+        if grant.is_iam and dog.account and dog.account in grant.member_accounts
+    }
+    return Verdict.COMPLIANT if _catch_up(dog) <= held else Verdict.NON_COMPLIANT
 
 
 def watchdog_has_its_own_store_and_reads_the_ledger(resource: Resource, stack: Stack) -> Verdict:

@@ -372,6 +372,10 @@ class ServiceJob:
     """As for `Job.next_run_catches_up`."""
     retries_may_skip_next_run: bool = False
     """As for `Job.retries_may_skip_next_run`."""
+    overlap: Overlap = Overlap.ALLOW
+    """As for `Job.overlap`."""
+    catch_up_seconds: int = 0
+    """As for `Job.catch_up_seconds`."""
 
     def scheduled(self, timeout_seconds: int) -> Job:
         """The `Job` its Scheduler settings are checked and watched as (`stacks.validate.windows`,
@@ -425,6 +429,10 @@ class AppEngineJob:
     """As for `Job.next_run_catches_up`."""
     retries_may_skip_next_run: bool = False
     """As for `Job.retries_may_skip_next_run`."""
+    overlap: Overlap = Overlap.ALLOW
+    """As for `Job.overlap`."""
+    catch_up_seconds: int = 0
+    """As for `Job.catch_up_seconds`."""
 
     @property
     def lease_seconds(self) -> int:
@@ -449,6 +457,8 @@ def _scheduler_view(job: ServiceJob | AppEngineJob, timeout_seconds: int) -> Job
         body=job.body,
         next_run_catches_up=job.next_run_catches_up,
         retries_may_skip_next_run=job.retries_may_skip_next_run,
+        overlap=job.overlap,
+        catch_up_seconds=job.catch_up_seconds,
     )
 
 

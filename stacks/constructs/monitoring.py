@@ -60,6 +60,22 @@ NOT_RUN_OUTCOMES = ("failed", "too_old")
 """The answers after which no delivery runs the job again (docs/library.md's status tables)."""
 RETRY_OUTCOMES = ("retry", "error", "store_unavailable", "misconfigured", "dead_letter_failed")
 """The answers (5xx) after which Scheduler or Pub/Sub delivers the run again."""
+SKIPPED = "skipped"
+"""The answer (200) of a run its job's `skip` overlap policy skipped: it is not run later."""
+WAITING = "waiting"
+"""The answer (409) of a run waiting, under its job's `wait` overlap policy, for the run before it
+to end: Scheduler retries it."""
+CAUSE = "cause"
+"""On the answer line of a run a request started (docs/stacks/schedules.md, "Metrics and
+alerts"): what made the request, `catch_up` (the watchdog), `backfill` or `rerun` (an operator)."""
+STARTED_BY = ("catch_up", "backfill")
+"""The causes the dashboard charts: runs the watchdog caught up, and runs a backfill started."""
+CATCH_UP = "catch_up"
+"""On a watchdog line about a catch-up: how it went. `started` is a line without `missed_run` (the
+run is not missed: it was started); `failed` (the watchdog could not start it) and `not_delivered`
+(started, but no delivery came) are on the missed run's own ERROR line."""
+CATCH_UP_FAILURES = ("failed", "not_delivered")
+"""The catch-ups that did not run the missed run (neither is tried again)."""
 SUSTAINED_OUTCOMES = ("misconfigured", "store_unavailable")
 """The answers that alert once they keep coming for `AlertThresholds.sustained_seconds`."""
 SUSTAINED_ABOVE = 1
@@ -120,6 +136,8 @@ class MonitoringProps:
     """When the alerts fire."""
     settle: str = defaults.METRIC_SETTLE
     """How long the alert policies on the log-based metrics wait after the metrics are created."""
+    catches_up: bool = False
+    """Whether the team's watchdog catches up missed runs (a job has `catch_up_seconds`)."""
 
     @classmethod
     def of(cls, team: Team, services: Mapping[str, str], apis: RequiredApis) -> MonitoringProps:
@@ -151,6 +169,7 @@ class MonitoringProps:
             channels=tuple(team.notification_channels),
             emails=tuple(team.alert_emails),
             thresholds=team.alert_thresholds,
+            catches_up=team.watched and any(job.catch_up_seconds > 0 for job in team.scheduled_views),
         )
 
 
@@ -181,10 +200,21 @@ def runonce_lines(services: Sequence[str], app_engine_services: Sequence[str] = 
 
 
 def watchdog_lines(scheduler_jobs: Sequence[str]) -> str:
-    """A Logging filter for the watchdog's missed-run lines about these Scheduler jobs."""
+    """A Logging filter for the watchdog's missed-run lines about these Scheduler jobs: a run a
+    catch-up started has none (its `catch_up` `started` line carries no `missed_run`), one a
+    catch-up could not run has its own, with `catch_up` saying why."""
     return (
         f'jsonPayload.logger="{WATCHDOG_LOGGER}" AND jsonPayload.{MISSED_RUN_FIELD}:* AND '
         f"{any_of('jsonPayload.scheduler_job', scheduler_jobs)}"
+    )
+
+
+def failed_catch_ups(scheduler_jobs: Sequence[str]) -> str:
+    """A Logging filter for the watchdog's lines about a catch-up of these Scheduler jobs that did
+    not run the missed run."""
+    return (
+        f'jsonPayload.logger="{WATCHDOG_LOGGER}" AND {any_of(f"jsonPayload.{CATCH_UP}", CATCH_UP_FAILURES)} '
+        f"AND {any_of('jsonPayload.scheduler_job', scheduler_jobs)}"
     )
 
 
@@ -258,9 +288,14 @@ class Monitoring(Construct):
             self.answers_name,
             f"{runonce_lines(services, props.app_engine_services)} AND {ANSWERED}",
             "runonce answers",
-            {"job": "The job the run belongs to", "outcome": "The answer's outcome"},
+            {
+                "job": "The job the run belongs to",
+                "outcome": "The answer's outcome",
+                CAUSE: "What requested the run, if a request did: catch_up, backfill or rerun",
+            },
         )
-        """Counts every answer of the team's functions (the line with `latency_ms`), by job and outcome."""
+        """Counts every answer of the team's functions (the line with `latency_ms`), by job,
+        outcome and, for a run a request started, its cause."""
         self.missed_runs = (
             self._metric(
                 "missed-runs",
@@ -471,6 +506,23 @@ class Monitoring(Construct):
                 f"never_delivered: no record to re-run; look at the Scheduler job, and if the work is "
                 f"still wanted run the `gcloud scheduler jobs run` command `show` prints (a forced run).",
             )
+        if self.missed_runs is not None and props.catches_up:
+            log_match(
+                "catch-up-failed",
+                "a catch-up did not run a missed run",
+                "ERROR",
+                failed_catch_ups(list(props.scheduler_jobs.values())),
+                ["job", CATCH_UP],
+                f"The watchdog found a missed run of job `JOB` within its catch-up window but could "
+                f"not start it (`failed`: its request could not be written, or Scheduler refused "
+                f"`jobs.run`), or started it and no delivery came (`not_delivered`); it does not try "
+                f"again. The run is also reported missed. Its log line says why (`catch_up_error`) "
+                f"and carries the exact command.\n\n"
+                f"1. Read the run: `runonce show --team {team} --job JOB --time SCHEDULE_TIME`.\n"
+                f"2. Once the cause is fixed, start it once: `runonce backfill --team {team} --job JOB "
+                f"--from SCHEDULE_TIME --to SCHEDULE_TIME` (or `runonce rerun` for a run that has a "
+                f"record).",
+            )
         sustained = props.thresholds.sustained_seconds
         policy(
             "store-or-config",
@@ -577,8 +629,27 @@ class Monitoring(Construct):
                 [_series(metric_filter(answers, on, outcome=outcome), by_job) for outcome in RETRY_OUTCOMES],
             ),
             ("Permanent failures (failed)", [_series(metric_filter(answers, on, outcome="failed"), by_job)]),
+            (
+                f"Skipped by the overlap policy ({SKIPPED})",
+                [_series(metric_filter(answers, on, outcome=SKIPPED), by_job)],
+            ),
+            (
+                f"Waiting for the run before (409 {WAITING})",
+                [_series(metric_filter(answers, on, outcome=WAITING), by_job)],
+            ),
         ]
         if self.props.scheduler_jobs:
+            charts.append(
+                (
+                    "Runs caught up or backfilled (cause)",
+                    [
+                        _series(
+                            metric_filter(answers, on, **{CAUSE: cause}), [*by_job, "metric.label.outcome"]
+                        )
+                        for cause in STARTED_BY
+                    ],
+                )
+            )
             charts.append(
                 (
                     "Missed runs (watchdog)",

@@ -10,9 +10,10 @@ from typing import Any, Protocol
 from cdktf import ITerraformDependable
 from constructs import Construct
 
-from runonce.contract import LOCATION_HEADER, PROJECT_HEADER
+from runonce.contract import Overlap
 from stacks import naming
 from stacks.config import defaults
+from stacks.config.headers import job_headers
 from stacks.config.team import Job, Retry, Team
 from stacks.constructs.identity import CREATE_BEFORE_DESTROY, member
 from stacks.constructs.provider import (
@@ -82,6 +83,8 @@ class ScheduledJobProps:
     """Shown on the Scheduler job; "" sets none."""
     body: str = ""
     """Request body (sent base64-encoded, as the provider takes it); "" sends none."""
+    overlap: Overlap = Overlap.ALLOW
+    """The job's overlap policy (`Job.overlap`), sent as OVERLAP_HEADER unless it is `allow`."""
 
     @classmethod
     def of(cls, team: Team, job: Job, invoker_email: str, apis: RequiredApis) -> ScheduledJobProps:
@@ -98,6 +101,7 @@ class ScheduledJobProps:
             apis=apis,
             description=job.description,
             body=job.body,
+            overlap=job.overlap,
         )
 
 
@@ -199,8 +203,9 @@ class ScheduledJob(Construct):
 
     @property
     def headers(self) -> dict[str, str]:
-        """The headers runonce keys a run by, beside Scheduler's own."""
-        return {PROJECT_HEADER: self.props.project, LOCATION_HEADER: self.props.region}
+        """The headers runonce keys a run by, beside Scheduler's own, and the job's overlap policy
+        unless it is `allow` (`stacks.config.headers`)."""
+        return job_headers(self.props.project, self.props.region, self.props.overlap)
 
     @property
     def body(self) -> str | None:

@@ -5,7 +5,10 @@ Its account may read the team's ledger and nothing more there (`roles/datastore.
 conditioned on the ledger's database) and may use its own database, where its ticks and its claims
 of the runs it reported live (`roles/datastore.user` conditioned on that one): Firestore's IAM is
 granted per database (an IAM condition on the database's resource name; its "Configure database
-access conditions"), not per collection, so a store it may write is a database of its own.
+access conditions"), not per collection, so a store it may write is a database of its own. When a
+watched job has a catch-up window (`Job.catch_up_seconds`), and only then, it also gets what a
+catch-up needs: `roles/datastore.user` on the ledger's database (the request it writes there) and
+Scheduler's job runner on the project (docs/stacks/schedules.md).
 
 Built in two steps by `TeamStack`, as a job's function and Scheduler job are: the construct makes
 the account and its grants (which the stack's IAM wait follows); `deploy` then makes, once every
@@ -27,6 +30,7 @@ from constructs import Construct
 from runonce import contract
 from stacks import naming
 from stacks.config import defaults
+from stacks.config.lookback import TICK_SCHEDULE, first_judged_seconds, lookback_seconds
 from stacks.config.team import FUNCTIONS_DIR, LEASE_MARGIN_SECONDS, Job, Retry, Team
 from stacks.constructs.archive import build_archive
 from stacks.constructs.build_storage import BuildStorage
@@ -54,13 +58,6 @@ from stacks.contract import (
     WATCHDOG_TEAM_VARIABLE,
 )
 
-TICK_SCHEDULE = "*/10 * * * *"
-TICK_SECONDS = 600
-DEFAULT_LOOKBACK_SECONDS = 24 * 3600
-"""How far back a tick checks runs: a day, or longer where a job's grace needs it, so a watchdog
-that was down for hours still finds what it missed; never longer than the job's retention."""
-LOOKBACK_TICKS = 3
-"""A run is checked by at least this many ticks after its grace before it leaves the lookback."""
 COLLECTION = "watchdog_runs"
 TIMEOUT_SECONDS = 300
 TICK_RETRY = Retry(retry_count=2, min_backoff_seconds=30, max_backoff_seconds=120, max_doublings=2)
@@ -82,6 +79,9 @@ class WatchedJobProps:
     until then."""
     lookback_seconds: int
     """How far back its runs are checked (`lookback_seconds`)."""
+    catch_up_seconds: int = 0
+    """How far back the watchdog starts a missed run itself (`Job.catch_up_seconds`; 0: it only
+    reports)."""
 
     @classmethod
     def of(cls, team: Team, job: Job, grace: int) -> WatchedJobProps:
@@ -93,19 +93,13 @@ class WatchedJobProps:
             time_zone=job.time_zone,
             grace_seconds=grace,
             lookback_seconds=lookback_seconds(grace, job.retention_seconds),
+            catch_up_seconds=job.catch_up_seconds,
         )
 
     @property
     def checked(self) -> bool:
         """Whether its ledger keeps a run long enough for a tick to judge it after its grace."""
-        return self.lookback_seconds > self.grace_seconds + TICK_SECONDS
-
-
-def lookback_seconds(grace_seconds: int, retention_seconds: int) -> int:
-    """A day, or enough for `LOOKBACK_TICKS` ticks after the grace; at most the retention, after
-    which the run's record may be gone and the run would read as never delivered."""
-    wanted = max(DEFAULT_LOOKBACK_SECONDS, grace_seconds + LOOKBACK_TICKS * TICK_SECONDS)
-    return min(wanted, retention_seconds)
+        return self.lookback_seconds > first_judged_seconds(self.grace_seconds)
 
 
 @dataclass(frozen=True)
@@ -116,7 +110,7 @@ class WatchdogProps:
     region: str
     team: str
     ledger: DedupStore
-    """The team's ledger, read only."""
+    """The team's ledger: read, and written only for a catch-up (`catches_up`)."""
     location: str
     """Firestore location of the watchdog's own database (the ledger's)."""
     jobs: tuple[WatchedJobProps, ...]
@@ -148,6 +142,11 @@ class WatchdogProps:
             apis=apis,
             delete_protection=team.delete_protection,
         )
+
+    @property
+    def catches_up(self) -> bool:
+        """Whether it starts missed runs itself: some watched job has a catch-up window."""
+        return any(job.catch_up_seconds > 0 for job in self.jobs)
 
     @property
     def retention_seconds(self) -> int:
@@ -198,7 +197,10 @@ class Watchdog(Construct):
             ),
         )
         """roles/datastore.viewer on the team's ledger database only."""
-        self.grants = [self.identity.ledger_grant, self.ledger_reader]
+        self.catch_up_grants = self._catch_up_grants() if props.catches_up else []
+        """What a catch-up needs, only when a watched job has a catch-up window: write access to
+        the ledger (its request record) and Scheduler's job runner (`jobs.run`)."""
+        self.grants = [self.identity.ledger_grant, self.ledger_reader, *self.catch_up_grants]
         """Every grant of its account, for the stack's IAM wait."""
         self.schedule = ScheduledJob(
             self,
@@ -228,6 +230,35 @@ class Watchdog(Construct):
         """The watchdog's function, once `deploy` ran."""
         self.since: dict[str, StaticResource] = {}
         """Each watched job's `time_static`: when it was deployed, by job name."""
+
+    def _catch_up_grants(self) -> list[ProjectIamMember]:
+        """A catch-up writes a request in the team's ledger and asks Scheduler to run the job, as
+        `runonce rerun` does (docs/rerun.md): `roles/datastore.user` conditioned on the ledger's
+        database, as the read grant is, and `roles/cloudscheduler.jobRunner` on the project, which
+        Scheduler grants no narrower (`defaults.ROLE_JOB_RUNNER`). The read grant stays beside
+        them, so turning catch-up on or off never leaves a tick without read access."""
+        props, account = self.props, member(self.identity.runtime_email)
+        return [
+            ProjectIamMember(
+                self,
+                "ledger-writer",
+                project=props.project,
+                role=defaults.ROLE_LEDGER,
+                member=account,
+                condition=props.ledger.only_this(
+                    "runonce-ledger-catch-up",
+                    f"Write catch-up requests in the {props.ledger.props.database} Firestore database",
+                ),
+            ),
+            ProjectIamMember(
+                self,
+                "job-runner",
+                project=props.project,
+                role=defaults.ROLE_JOB_RUNNER,
+                member=account,
+                depends_on=props.apis.of(defaults.API_SCHEDULER),
+            ),
+        ]
 
     def deploy(
         self,
@@ -308,6 +339,7 @@ class Watchdog(Construct):
                 "time_zone": job.time_zone,
                 "grace_seconds": job.grace_seconds,
                 "lookback_seconds": job.lookback_seconds,
+                "catch_up_seconds": job.catch_up_seconds,
                 "since": self.since[job.job].rfc3339,
             }
             for job in props.jobs

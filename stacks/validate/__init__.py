@@ -5,7 +5,8 @@ module per concern: `team` (the team's own fields), `names` (derived resource na
 teams), `schedules` (Scheduler's settings), `windows` (leases, retries and retention against the
 timeout and the next run), `functions` (Cloud Run's limits, the handler and its requirements,
 env and labels), `targets` (Google API targets), `events` (event jobs), `sharing` (jobs of one
-function starting at once), `alerts` (whom the team's alerts reach, and when), `watchdog` (the
+function starting at once), `catch_up` (the watchdog's catch-up window of a scheduled job),
+`alerts` (whom the team's alerts reach, and when), `watchdog` (the
 names the team's watchdog takes), `operators` (`Team.operators`) and `quotas`. Google's own
 limits are pinned in `stacks.locations`, `function_limits` and `cron_check`. This module only
 runs them, in the order their problems are reported. Files that do not load or hold values of
@@ -18,7 +19,18 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from stacks.config.problem import InvalidConfig, Problem, ProblemAt
 from stacks.config.team import AppEngineJob, EventJob, Job, Service, ServiceJob, Team
-from stacks.validate import alerts, events, functions, names, schedules, services, sharing, targets, windows
+from stacks.validate import (
+    alerts,
+    catch_up,
+    events,
+    functions,
+    names,
+    schedules,
+    services,
+    sharing,
+    targets,
+    windows,
+)
 from stacks.validate.operators import operators
 from stacks.validate.quotas import quota_problems
 from stacks.validate.team import team_fields
@@ -73,10 +85,12 @@ def _job(team: Team, job: Job) -> Iterator[Problem]:
 
     yield from names.job_name(team, job.name, problem)
     yield from schedules.schedule(job, problem)
+    yield from schedules.overlap(job, problem)
     ranges = [*schedules.limits(job, problem), *schedules.retry_ranges(job.retry, problem)]
     yield from ranges
     if not ranges:  # cross-layer rules only make sense (and give sane hints) on in-range values
         yield from windows.cross_layer(job, problem)
+        yield from catch_up.catch_up(team, job, problem)
     if (yield from targets.code(job, problem)):
         yield from functions.source(job, problem)
     yield from functions.environment(job, problem)
@@ -114,7 +128,9 @@ def _service_job(team: Team, job: ServiceJob) -> Iterator[Problem]:
     yield from services.service_job(team, job, problem)
     svc = team.service(job.service)
     if svc is not None:  # without it there is no timeout to check the windows against
-        yield from _scheduled(job.scheduled(svc.timeout_seconds), schedules.MAX_ATTEMPT_DEADLINE, problem)
+        yield from _scheduled(
+            team, job.scheduled(svc.timeout_seconds), schedules.MAX_ATTEMPT_DEADLINE, problem
+        )
 
 
 def _app_engine_job(team: Team, job: AppEngineJob) -> Iterator[Problem]:
@@ -128,12 +144,13 @@ def _app_engine_job(team: Team, job: AppEngineJob) -> Iterator[Problem]:
     fields = list(services.app_engine_job(job, problem))
     yield from fields
     if not any(found.field == "timeout_seconds" for found in fields):
-        yield from _scheduled(job.scheduled(), services.MAX_APP_ENGINE_ATTEMPT_DEADLINE, problem)
+        yield from _scheduled(team, job.scheduled(), services.MAX_APP_ENGINE_ATTEMPT_DEADLINE, problem)
 
 
-def _scheduled(view: Job, max_deadline: int, problem: ProblemAt) -> Iterator[Problem]:
+def _scheduled(team: Team, view: Job, max_deadline: int, problem: ProblemAt) -> Iterator[Problem]:
     """Scheduler's settings of a service or App Engine job, checked on its `scheduled` view."""
     yield from schedules.schedule(view, problem)
+    yield from schedules.overlap(view, problem)
     ranges = [
         *schedules.attempt_deadline(view, max_deadline, problem),
         *schedules.retry_ranges(view.retry, problem),
@@ -141,6 +158,7 @@ def _scheduled(view: Job, max_deadline: int, problem: ProblemAt) -> Iterator[Pro
     yield from ranges
     if not ranges:
         yield from windows.cross_layer(view, problem)
+        yield from catch_up.catch_up(team, view, problem)
 
 
 def _service(team: Team, svc: Service) -> Iterator[Problem]:

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
+from runonce.contract import Overlap
 from stacks.config.problem import Problem, ProblemAt
 from stacks.config.team import Job, Retry
 from stacks.validate.cron_check import schedule_issue
@@ -110,3 +111,13 @@ def _shortest_gap_seconds(schedule: str, time_zone: str) -> int | None:
     except (CronSimError, StopIteration):
         return None
     return int(min((later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)))
+
+
+def overlap(job: Job, problem: ProblemAt) -> Iterator[Problem]:
+    """An overlap policy the library knows (the stack sends it as the overlap header)."""
+    if job.overlap not in tuple(Overlap):
+        yield problem(
+            "overlap",
+            f"{job.overlap!r} is not an overlap policy",
+            f"use one of {', '.join(f'Overlap.{policy.name}' for policy in Overlap)} (from stacks.team)",
+        )

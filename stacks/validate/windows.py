@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from runonce.contract import Overlap
 from stacks.config.problem import Problem, ProblemAt
 from stacks.config.team import LEASE_MARGIN_SECONDS, Job, Retry
 from stacks.validate.functions import LEASE_ENV
@@ -87,10 +88,13 @@ def cross_layer(job: Job, problem: ProblemAt) -> Iterator[Problem]:
 
 
 def _retries_and_next_run(job: Job, lease: int, gap: int, problem: ProblemAt) -> Iterator[Problem]:
-    """The retry window must reach past the lease (a crashed run is taken over) and end before
-    the next scheduled run (Scheduler may skip that run, or stop the retries, if they overlap)."""
+    """The retry window must reach past the lease (a crashed run is taken over; a `wait` run
+    outlasts the run before it) and end before the next scheduled run (Scheduler may skip that
+    run, or stop the retries, if they overlap)."""
     retry, deadline = job.retry, job.attempt_deadline_seconds
-    if not job.next_run_catches_up:
+    if job.overlap == Overlap.WAIT:
+        yield from _waiting_outlasts_the_run_before(job, lease, gap, problem)
+    elif not job.next_run_catches_up:
         if lease + deadline >= gap:
             yield problem(
                 "retry",
@@ -130,6 +134,33 @@ def _retries_and_next_run(job: Job, lease: int, gap: int, problem: ProblemAt) ->
             f"make the last retry end before {gap} s ({_fewer_retry_levers(retry)}), or set "
             "retries_may_skip_next_run=True if a skipped run is acceptable",
         )
+
+
+def _waiting_outlasts_the_run_before(job: Job, lease: int, gap: int, problem: ProblemAt) -> Iterator[Problem]:
+    """A `wait` run is answered 409 at once while the run before it holds the job, which it does
+    for at most its lease, so Scheduler must still retry it after the lease, and before the next
+    run, where the retries stop (Scheduler API reference, RetryConfig). The same retry also takes
+    over a run whose instance crashed, so `next_run_catches_up` does not waive it."""
+    before_next = [offset for offset in retry_offsets_seconds(job.retry) if offset < gap]
+    if before_next and before_next[-1] > lease:
+        return
+    last = (
+        f"its last retry comes {before_next[-1]} s after its first attempt"
+        if before_next
+        else f"it gets no retry before its next run, {gap} s later"
+    )
+    levers = (
+        _later_retry_levers(job, lease, gap)
+        if lease + job.attempt_deadline_seconds < gap
+        else "lower timeout_seconds (the lease is timeout + 60 s) or schedule the job less often"
+    )
+    yield problem(
+        "overlap",
+        f"a run that waits is answered 409 while the run before it holds the job, for up to that "
+        f"run's lease ({lease} s), but {last}: a run that arrives just after the one before it "
+        "started is retried out and missed",
+        f"{levers}; or use overlap=Overlap.SKIP (the run is recorded skipped) or Overlap.ALLOW",
+    )
 
 
 def _later_retry_levers(job: Job, lease: int, gap: int) -> str:

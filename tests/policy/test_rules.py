@@ -303,7 +303,7 @@ CASES = [
         "RO-WDG-1",
         "google_project_iam_member",
         "watchdog_ledger-reader",
-        set_at("google_project_iam_member", "watchdog_ledger-reader", "role", "roles/datastore.user"),
+        set_at("google_project_iam_member", "watchdog_ledger-reader", "role", "roles/datastore.owner"),
     ),
     Case(
         "RO-WDG-2",
@@ -315,6 +315,12 @@ CASES = [
             "service_config.environment_variables.RUNONCE_DATABASE",
             "runonce",
         ),
+    ),
+    Case(
+        "RO-WDG-3",
+        "google_cloudfunctions2_function",
+        "watchdog_function",
+        drop_grants("watchdog_job-runner"),
     ),
 ]
 

@@ -11,6 +11,7 @@ from cdktf import App, TerraformStack
 from cdktf import Testing as CdktfTesting
 from constructs import Construct
 
+from runonce.contract import LOCATION_HEADER, PROJECT_HEADER
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.team import EventJob, PushRetry, Retry
@@ -26,7 +27,7 @@ from stacks.constructs.event_job import EventDelivery, EventDeliveryProps
 from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.constructs.provider import Sleep
 from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
-from stacks.constructs.scheduled_job import LOCATION_HEADER, PROJECT_HEADER, ScheduledJob, ScheduledJobProps
+from stacks.constructs.scheduled_job import ScheduledJob, ScheduledJobProps
 from stacks.constructs.team_identity import TeamIdentity, TeamIdentityProps
 
 PROJECT = "acme-alone-1"

@@ -29,7 +29,7 @@ import pytest
 
 import runonce
 from runonce import OutcomeUnknown, PermanentError
-from runonce.contract import JOB_VARIABLE, WATCHDOG_LOGGER, MissedRun
+from runonce.contract import JOB_VARIABLE, MISSED_RUN_FIELD, OVERLAP_HEADER, WATCHDOG_LOGGER, MissedRun
 from runonce.core.errors import ConfigError, StoreUnavailable
 from runonce.core.outcomes import Outcome
 from runonce.core.settings import DEFAULT_RETENTION_SECONDS
@@ -39,8 +39,18 @@ from runonce.scheduler import adapter as scheduled_adapter
 from runonce.scheduler.watchdog import Missed, Watch, WatchedJob, report
 from runonce.store.memory import MemoryStore
 from stacks import naming
-from stacks.constructs.monitoring import GAE_APP, LOG_METRIC_PREFIX, RUN_REVISION
-from stacks.team import load_team_file
+from stacks.constructs.monitoring import (
+    CATCH_UP,
+    CAUSE,
+    GAE_APP,
+    LOG_METRIC_PREFIX,
+    NOT_RUN_OUTCOMES,
+    RETRY_OUTCOMES,
+    RUN_REVISION,
+    SKIPPED,
+    WAITING,
+)
+from stacks.team import Team, load_team_file
 from tests.conftest import SCHEDULED, ManualClock
 from tests.core.conftest import MemoryConnection, scheduler_headers
 from tests.events.conftest import Copy, MemoryEventConnection, RecordedDeadLetters, envelope
@@ -195,6 +205,22 @@ def _scheduled(monkeypatch: pytest.MonkeyPatch, clock: ManualClock) -> Iterator[
     yield _answered("scheduled store unavailable", "scheduled", send(unavailable, "2026-11-28T22:00:00Z"))
     refused = client(lambda request: 1, _RefusingConnection)
     yield _answered("scheduled misconfigured", "scheduled", send(refused, "2026-11-28T21:00:00Z"))
+
+    def overlapping(app: flask.testing.FlaskClient, time: str, policy: str) -> Callable[[], Any]:
+        headers = {**scheduler_headers(job="overlapping-report", time=time), OVERLAP_HEADER: policy}
+        return lambda: app.post("/", headers=headers)
+
+    # A run of a `skip` job holding the job, then a later run of it under each policy: the library
+    # answers them `skipped` and `waiting` (docs/stacks/schedules.md, "Metrics and alerts").
+    yield _answered(
+        "scheduled holding its job", "scheduled", overlapping(held, "2026-11-28T20:00:00Z", "skip")
+    )
+    yield _answered(
+        "scheduled skip while held", "scheduled", overlapping(done, "2026-11-28T19:00:00Z", "skip")
+    )
+    yield _answered(
+        "scheduled wait while held", "scheduled", overlapping(done, "2026-11-28T18:00:00Z", "wait")
+    )
 
 
 EVENT_JOB = "orders"
@@ -602,6 +628,8 @@ CHARTS: dict[str, Callable[[str], bool]] = {
         next(o for o in Outcome if o.label == outcome).status >= 500
     ),
     "Permanent failures (failed)": lambda outcome: outcome == "failed",
+    f"Skipped by the overlap policy ({SKIPPED})": lambda outcome: outcome == SKIPPED,
+    f"Waiting for the run before (409 {WAITING})": lambda outcome: outcome == WAITING,
 }
 """The answers each chart on the answers metric shows, by title."""
 
@@ -843,3 +871,162 @@ def test_the_missed_run_metric_watches_the_service_and_app_engine_jobs(hosts, de
             hosts.region,
         )
         assert matches(metric, entry), job.name
+
+
+# ---------------------------------------------------------------------------------------------
+# Overlap policies and catch-up (docs/stacks/schedules.md, "Metrics and alerts"). A skipped or
+# waiting run is answered with a line like every other (its `outcome`, its `latency_ms`): the
+# library's own, from the overlapping deliveries above. A run a request started carries the
+# request's `cause` on its answer line, and the watchdog's lines about a catch-up carry
+# `catch_up`: until the library writes those, they are made here from its real lines.
+
+
+def test_every_outcome_the_library_answers_is_one_the_monitoring_knows():
+    # An outcome spelt otherwise than the monitoring's would be counted under a label no chart
+    # or alert reads.
+    known = {"completed", "duplicate", "in_progress", "rejected", SKIPPED, WAITING}
+    labels = {outcome.label for outcome in Outcome}
+    assert labels <= known | set(NOT_RUN_OUTCOMES) | set(RETRY_OUTCOMES)
+    assert {SKIPPED, WAITING} <= labels
+
+
+def answer_line(deliveries: list[Delivery], name: str) -> dict[str, Any]:
+    """The line that answered the named delivery (the one with `latency_ms`)."""
+    (delivery,) = [found for found in deliveries if found.name == name]
+    (line,) = [line for line in delivery.lines if "latency_ms" in line]
+    return line
+
+
+def answer_variants(deliveries: list[Delivery]) -> dict[str, dict[str, Any]]:
+    """Answer lines of a skipped run, a waiting run (the library's), a caught-up, a backfilled
+    and a re-run run (its completed line with their `cause`), and a plain one, by name."""
+    done = answer_line(deliveries, "scheduled completed")
+    return {
+        "skipped": answer_line(deliveries, "scheduled skip while held"),
+        "waiting": answer_line(deliveries, "scheduled wait while held"),
+        "caught up": {**done, CAUSE: "catch_up"},
+        "backfilled": {**done, CAUSE: "backfill"},
+        "re-run": {**done, CAUSE: "rerun"},
+        "plain": done,
+    }
+
+
+def points_of(stack: Applied, lines: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The answers metric's points for these lines, written by each of the team's functions."""
+    name = f"runonce-{stack.synth.team.name}-answers"
+    metric = stack.metrics[name]
+    found = []
+    for key, line in lines.items():
+        for service in [*stack.services.values(), OTHER_SERVICE]:
+            entry = stored(line, service, stack.project, stack.region)
+            if matches(metric["filter"], entry):
+                labels = extracted(entry, metric["label_extractors"])
+                found.append(
+                    (
+                        key,
+                        {
+                            "metric": {"type": f"{LOG_METRIC_PREFIX}{name}", "labels": labels},
+                            "resource": entry["resource"],
+                        },
+                    )
+                )
+    return found
+
+
+def test_skipped_and_waiting_answers_are_counted_charted_apart_and_alert_nothing(stack, deliveries):
+    variants = answer_variants(deliveries)
+    assert (variants["skipped"]["outcome"], variants["waiting"]["outcome"]) == (SKIPPED, WAITING)
+    points = points_of(stack, variants)
+    assert {key for key, _ in points} == set(variants)  # each counted, on the team's functions only
+    assert len(points) == len(variants) * len(stack.services)
+    charts = chart_filters(stack)
+    for title, key in (
+        (f"Skipped by the overlap policy ({SKIPPED})", "skipped"),
+        (f"Waiting for the run before (409 {WAITING})", "waiting"),
+    ):
+        (chart,) = charts[title]
+        assert {found for found, point in points if matches(chart, point, "monitoring")} == {key}
+    (runs,) = charts["Runs per job by outcome"]
+    assert all(matches(runs, point, "monitoring") for _, point in points)
+    alerting = [stack.log_matches["a run failed permanently"]]
+    for key in ("skipped", "waiting"):
+        for service in stack.services.values():
+            entry = stored(variants[key], service, stack.project, stack.region)
+            assert not any(matches(condition, entry) for condition in alerting), key
+        for condition in stack.thresholds.values():
+            assert not any(matches(condition, point, "monitoring") for found, point in points if found == key)
+
+
+def test_caught_up_and_backfilled_runs_are_labelled_by_cause_and_charted_apart(stack, deliveries):
+    points = points_of(stack, answer_variants(deliveries))
+    causes = {found: point["metric"]["labels"].get(CAUSE) for found, point in points}
+    assert causes["caught up"] == "catch_up" and causes["backfilled"] == "backfill"
+    assert causes["plain"] is None
+    (caught, backfilled) = chart_filters(stack)["Runs caught up or backfilled (cause)"]
+    assert {found for found, point in points if matches(caught, point, "monitoring")} == {"caught up"}
+    assert {found for found, point in points if matches(backfilled, point, "monitoring")} == {"backfilled"}
+
+
+def watchdog_line(deliveries: list[Delivery], team: Team, job: str, **fields: Any) -> dict[str, Any]:
+    """The watchdog's real missed-run line, about `job` of `team`, with these fields."""
+    (watchdog,) = [delivery for delivery in deliveries if delivery.kind == "watchdog"]
+    (line,) = watchdog.lines
+    return {**line, "job": job, "scheduler_job": naming.scheduler_job_name(team.name, job), **fields}
+
+
+def catch_up_lines(deliveries: list[Delivery], team: Team, job: str) -> dict[str, dict[str, Any]]:
+    """The watchdog's lines about a missed run of `job`, by what became of it: its line about a
+    catch-up it started (no `missed_run`: the run is not missed, WARNING), the missed run's ERROR
+    line when the catch-up failed or its run was never delivered (with `catch_up` and why), and
+    the plain missed-run line (outside the window)."""
+    missed = watchdog_line(deliveries, team, job)
+    started = {key: value for key, value in missed.items() if key != MISSED_RUN_FIELD}
+    return {
+        "started": {
+            **started,
+            "severity": "WARNING",
+            CATCH_UP: "started",
+            "caught_up": missed[MISSED_RUN_FIELD],
+        },
+        "failed": {**missed, CATCH_UP: "failed", "catch_up_error": "jobs.run failed: 403"},
+        "not delivered": {**missed, CATCH_UP: "not_delivered", "catch_up_request": "r-1"},
+        "missed": missed,
+    }
+
+
+def test_a_caught_up_run_is_not_missed_and_one_a_catch_up_did_not_run_is_missed_and_alerted(
+    hosts, deliveries
+):
+    team = hosts.synth.team
+    (caught,) = [job.name for job in team.scheduled_views if job.catch_up_seconds]
+    where = naming.function_name(team.name, "watchdog")
+    lines = catch_up_lines(deliveries, team, caught)
+    found = {key: stored(line, where, hosts.project, hosts.region) for key, line in lines.items()}
+    other = stored(
+        {**lines["failed"], "scheduler_job": "another-team-report"}, where, hosts.project, hosts.region
+    )
+    missed_alert = hosts.log_matches["a scheduled run was missed"]
+    missed_metric = hosts.metrics[f"runonce-{team.name}-missed-runs"]["filter"]
+    catch_up_alert = hosts.log_matches["a catch-up did not run a missed run"]
+    assert {key for key, entry in found.items() if matches(missed_alert, entry)} == {
+        "failed",
+        "not delivered",
+        "missed",
+    }
+    assert {key for key, entry in found.items() if matches(missed_metric, entry)} == {
+        "failed",
+        "not delivered",
+        "missed",
+    }
+    assert {key for key, entry in found.items() if matches(catch_up_alert, entry)} == {
+        "failed",
+        "not delivered",
+    }
+    assert not matches(catch_up_alert, other)
+    for delivery, _, entry in entries(hosts, deliveries):
+        assert not matches(catch_up_alert, entry), delivery.name
+
+
+def test_a_team_without_catch_up_has_no_catch_up_alert(stack):
+    assert all(job.catch_up_seconds == 0 for job in stack.synth.team.scheduled_views)
+    assert "a catch-up did not run a missed run" not in stack.log_matches

@@ -77,12 +77,15 @@ def test_the_answers_metric_counts_the_answers_of_every_function_of_the_team(exa
     assert metric["label_extractors"] == {
         "job": "EXTRACT(jsonPayload.job)",
         "outcome": "EXTRACT(jsonPayload.outcome)",
+        "cause": "EXTRACT(jsonPayload.cause)",
     }
     descriptor = metric["metric_descriptor"]
     assert (descriptor["metric_kind"], descriptor["value_type"]) == ("DELTA", "INT64")
+    # Labels can be added to a log-based metric, never changed: `cause` comes last.
     assert [(label["key"], label["value_type"]) for label in descriptor["labels"]] == [
         ("job", "STRING"),
         ("outcome", "STRING"),
+        ("cause", "STRING"),
     ]
 
 
@@ -117,7 +120,8 @@ def test_no_metric_or_log_match_is_labelled_per_run(example):
         if "condition_matched_log" in condition
     ]
     labels = {key for found in extractors for key in found}
-    assert labels == {"job", "outcome", "missed_run"}
+    # `cause` takes three values (catch_up, backfill, rerun), not one per run.
+    assert labels == {"job", "outcome", "missed_run", "cause"}
 
 
 def test_a_team_without_event_jobs_has_no_dead_letter_metric_or_alert(payments):
@@ -297,6 +301,9 @@ def test_the_dashboard_parses_as_the_dashboards_api_type(example):
         "Held by another attempt (409 in_progress)",
         "Answers that ask for a retry (5xx)",
         "Permanent failures (failed)",
+        "Skipped by the overlap policy (skipped)",
+        "Waiting for the run before (409 waiting)",
+        "Runs caught up or backfilled (cause)",
         "Missed runs (watchdog)",
         "Dead-letter backlog",
         "Request latency (99th percentile, ms)",
