@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import requests
 
 from runonce import contract
+from stacks.config.headers import job_headers
 from stacks.naming import scheduler_job_name
 from stacks.team import Job, Team
 
@@ -30,18 +31,14 @@ def rfc3339(moment: datetime) -> str:
 def scheduler_headers(team: Team, job: Job, schedule_time: datetime) -> dict[str, str]:
     """The headers of every delivery of one run; JobName is the deployed Scheduler job's name, and
     X-Runonce-Overlap the job's overlap policy when it is not `allow` (as the stack sends it)."""
-    headers = {
+    return {
         "User-Agent": USER_AGENT,
         "X-CloudScheduler": "true",
         contract.JOB_HEADER: scheduler_job_name(team.name, job.name),
         contract.TIME_HEADER: rfc3339(schedule_time),
-        contract.PROJECT_HEADER: team.project,
-        contract.LOCATION_HEADER: team.region,
+        **job_headers(team.project, team.region, job.overlap),
         "Content-Type": "application/octet-stream",
     }
-    if job.overlap is not contract.Overlap.ALLOW:
-        headers[contract.OVERLAP_HEADER] = job.overlap.value
-    return headers
 
 
 @dataclass(frozen=True)
