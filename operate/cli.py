@@ -303,14 +303,14 @@ def print_runs(title: str, rows: list[runs.Row]) -> None:
     short = short_keys(row.key for row in rows if row.status != runs.MISSING)
     # One line per run in 120 columns: the claim time and end are in `--json` and `show`.
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("job", "time (UTC)", "forced", "status", "tries", "took", "key"):
+    for column in ("job", "time (UTC)", "cause", "status", "tries", "took", "key"):
         table.add_column(column, no_wrap=True)
     table.add_column("outcome or error", overflow="fold", ratio=1)
     for row in rows:
         table.add_row(
             row.job,
             _when(row.time) if row.event_id is None else f"{_when(row.time)} (event {row.event_id})",
-            "" if row.forced is None else ("forced" if row.forced else ""),
+            row.cause,  # forced, or what started the run (rerun, backfill, catch_up)
             row.status,
             "" if row.attempts is None else str(row.attempts),
             "" if row.duration_seconds is None else f"{row.duration_seconds:.1f} s",

@@ -10,6 +10,7 @@ never delivered.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -106,6 +107,12 @@ class Team:
 
     def key(self, moment: datetime) -> str:
         return scheduled_key(self.scheduler_job, moment, PROJECT, REGION)
+
+    @property
+    def window(self) -> tuple[str, ...]:
+        """`--from` and `--to` naming exactly the six ticks (`--since` would move with the clock)."""
+        first, last = (moment.strftime("%Y-%m-%dT%H:%M:%SZ") for moment in (self.ticks[0], self.ticks[-1]))
+        return ("--from", first, "--to", last)
 
     @property
     def slot(self) -> str:
@@ -209,7 +216,7 @@ def test_a_backfill_runs_each_never_delivered_and_retried_out_run_once_oldest_fi
     setup, team, backfill, scheduler
 ):
     states = _seed(team)
-    result = backfill("--since", "6h")
+    result = backfill(*team.window)
     assert result.exit_code == 0, result.output
     wanted = _missing(states, "never_delivered", "retried_out")
     assert _executions(setup, team) == Counter(dict.fromkeys(wanted, 1))
@@ -232,9 +239,9 @@ def test_a_backfill_runs_each_never_delivered_and_retried_out_run_once_oldest_fi
 
 def test_a_second_backfill_of_the_same_window_starts_nothing(setup, team, backfill, scheduler):
     _seed(team)
-    assert backfill("--since", "6h").exit_code == 0
+    assert backfill(*team.window).exit_code == 0
     calls = len(scheduler.starts())
-    again = backfill("--since", "6h")
+    again = backfill(*team.window)
     assert again.exit_code == 0, again.output
     assert "0 missed, 0 started" in again.output
     assert len(scheduler.starts()) == calls
@@ -243,7 +250,7 @@ def test_a_second_backfill_of_the_same_window_starts_nothing(setup, team, backfi
 
 def test_include_failed_runs_the_failed_run_again_once(setup, team, backfill):
     states = _seed(team)
-    result = backfill("--since", "6h", "--include-failed")
+    result = backfill(*team.window, "--include-failed")
     assert result.exit_code == 0, result.output
     wanted = _missing(states, "never_delivered", "retried_out", "failed")
     assert _executions(setup, team) == Counter(dict.fromkeys(wanted, 1))
@@ -256,7 +263,7 @@ def test_two_backfills_at_once_run_each_missed_run_once(setup, team, scheduler):
         **_environment(team, scheduler),
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "functions")]),
     }
-    arguments = ["backfill", "--team", team.name, "--job", JOB, "--since", "6h", "--wait", "120"]
+    arguments = ["backfill", "--team", team.name, "--job", JOB, *team.window, "--wait", "120"]
     processes = [
         subprocess.Popen(
             [sys.executable, "-m", "operate", *arguments, "--by", who],
@@ -283,7 +290,7 @@ def test_two_backfills_at_once_run_each_missed_run_once(setup, team, scheduler):
 def test_a_dry_run_lists_the_missed_runs_and_changes_nothing(setup, team, backfill, scheduler):
     states = _seed(team)
     before = {key: team.store.read(key) for key in states}
-    result = backfill("--since", "6h", "--dry-run")
+    result = backfill(*team.window, "--dry-run")
     assert result.exit_code == 0, result.output
     assert "3 missed; would start 3" in result.output
     assert result.output.count("never_delivered") == 2 and result.output.count("retried_out") == 1
@@ -291,11 +298,14 @@ def test_a_dry_run_lists_the_missed_runs_and_changes_nothing(setup, team, backfi
     assert {key: team.store.read(key) for key in states} == before
     assert team.store.read(team.slot) is None
     assert _executions(setup, team) == Counter()
+    since = backfill("--since", "6h", "--dry-run")  # the window ends now: the same runs, or a new one
+    assert since.exit_code == 0 and since.output.count("retried_out") == 1, since.output
+    assert scheduler.starts() == [] and team.store.read(team.slot) is None
 
 
 def test_limit_bounds_how_many_runs_it_starts(setup, team, backfill):
     states = _seed(team)
-    result = backfill("--since", "6h", "--limit", "1")
+    result = backfill(*team.window, "--limit", "1")
     assert result.exit_code == 0, result.output
     [oldest] = [key for key in states if states[key] in ("never_delivered", "retried_out")][:1]
     assert _executions(setup, team) == Counter({oldest: 1})
@@ -308,7 +318,7 @@ def test_a_window_starting_before_the_jobs_last_update_is_refused_naming_the_fro
     updated = datetime.now(UTC) - timedelta(hours=2)
     job_name = f"projects/{PROJECT}/locations/{REGION}/jobs/{team.scheduler_job}"
     scheduler._store({"name": job_name, "userUpdateTime": updated.isoformat().replace("+00:00", "Z")})
-    result = backfill("--since", "6h")
+    result = backfill(*team.window)
     assert result.exit_code == 2
     assert "userUpdateTime" in result.output and "--from " in result.output
     assert "nothing changed" in result.output
@@ -319,7 +329,7 @@ def test_a_window_starting_before_the_jobs_last_update_is_refused_naming_the_fro
 def test_a_refused_jobs_run_withdraws_the_request_and_exits_1(setup, team, backfill, scheduler):
     _seed(team)
     scheduler.inject(Fault("fail", "POST", ":run", status=403))
-    result = backfill("--since", "6h")
+    result = backfill(*team.window)
     assert result.exit_code == 1
     assert "withdrawn" in result.output
     assert team.store.read(team.slot)[REQUEST_STATE_FIELD] == "withdrawn"
@@ -341,3 +351,29 @@ def test_bad_windows_exit_2_naming_the_option(backfill, scheduler, arguments, fi
     assert result.exit_code == 2
     assert fix in result.output
     assert scheduler.starts() == []
+
+
+def test_runs_and_show_list_backfilled_runs_like_any_other_with_their_cause(team, backfill, scheduler):
+    states = _seed(team)
+    assert backfill(*team.window).exit_code == 0
+    env = _environment(team, scheduler)
+    listed = CliRunner().invoke(
+        command_group, ["runs", "--team", team.name, "--job", JOB, "--since", "7h", "--json"], env=env
+    )
+    assert listed.exit_code == 0, listed.output
+    rows = {row["key"]: row for row in map(json.loads, listed.output.splitlines())}
+    for key, state in states.items():
+        expected = "backfill" if state in ("never_delivered", "retried_out") else ""
+        assert (rows[key]["cause"], rows[key]["status"]) == (expected, "completed" if expected else state)
+    table = CliRunner().invoke(command_group, ["runs", "--team", team.name, "--since", "7h"], env=env)
+    assert table.output.count("backfill") == 3
+    moment = next(moment for moment in team.ticks if states[team.key(moment)] == "never_delivered")
+    shown = CliRunner().invoke(
+        command_group,
+        ["show", "--team", team.name, "--job", JOB, "--time", moment.strftime("%Y-%m-%dT%H:%M:%SZ")],
+        env=env,
+    )
+    assert shown.exit_code == 0, shown.output
+    detail = json.loads(shown.output)
+    assert detail["cause"] == "backfill"
+    assert detail["operator_actions"][-1]["action"] == "backfill"
