@@ -219,3 +219,12 @@ def test_a_claim_in_the_team_ledger_is_what_the_catch_up_writes(stores, clock, s
         "runonce-watchdog",
     )
     assert isinstance(stores.ledger.claim(key(at(10)), {"job": SYNC.scheduler_job}), Claim) is False
+
+
+def test_a_caught_up_run_still_running_past_its_own_grace_is_not_reported(stores, clock, scheduler, capsys):
+    completed(stores.ledger, key(at(0)), clock, at(0))
+    scheduler.ending = "hold"  # its attempt is still running at the next tick
+    assert tick(stores, clock, scheduler, at(31), capsys)[0]["caught_up"] == 1
+    summary, lines = tick(stores, clock, scheduler, at(35), capsys)
+    assert summary == {"jobs": 1, "missed": 0, "reported": 0, "caught_up": 0} and lines == []
+    assert stores.ledger.read(key(at(10)))["status"] == "in_progress"
