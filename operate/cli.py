@@ -33,6 +33,7 @@ from operate.rerun import (
     Refused,
     SchedulerApi,
     Target,
+    Unreadable,
     answer_failure,
     find_job,
     next_run,
@@ -229,6 +230,9 @@ def backfill_command(
         answer_failure("backfill", exc, "; the runs started before it stay started")
     except backfill.NotDelivered as exc:
         click.echo(f"runonce backfill: {exc}", err=True)
+        raise click.exceptions.Exit(FAILED) from None
+    except Unreadable as exc:
+        click.echo(f"runonce backfill: {exc} (nothing changed)", err=True)
         raise click.exceptions.Exit(FAILED) from None
     started = sum(1 for each in done if each.request_id is not None)
     click.echo(f"{title}: {len(missed)} missed, {started} started, {len(done) - started} skipped")

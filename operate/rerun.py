@@ -60,6 +60,10 @@ class NotDispatched(Exception):
         self.withdrawn = withdrawn
 
 
+class Unreadable(Exception):
+    """Cloud Scheduler did not answer a read of the job (`jobs.get`): nothing was changed."""
+
+
 @dataclass(frozen=True)
 class Target:
     """One scheduled job of a team, as Scheduler and the ledger name it."""
@@ -246,9 +250,12 @@ class SchedulerApi:
         return AuthorizedSession(credentials)
 
     def job(self, target: Target) -> dict[str, Any]:
-        """The Scheduler Job resource (`jobs.get`, `GET /v1/{name}`); NotDispatched (nothing to
-        withdraw) if Scheduler answers an error or cannot be reached."""
-        found = self._call("get", target, "", "read").json()
+        """The Scheduler Job resource (`jobs.get`, `GET /v1/{name}`); Unreadable if Scheduler
+        answers an error or cannot be reached."""
+        try:
+            found = self._call("get", target, "", "read").json()
+        except NotDispatched as exc:
+            raise Unreadable(str(exc)) from None
         return found if isinstance(found, dict) else {}
 
     def run(self, target: Target) -> None:

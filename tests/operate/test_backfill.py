@@ -377,3 +377,12 @@ def test_runs_and_show_list_backfilled_runs_like_any_other_with_their_cause(team
     detail = json.loads(shown.output)
     assert detail["cause"] == "backfill"
     assert detail["operator_actions"][-1]["action"] == "backfill"
+
+
+def test_a_scheduler_job_that_cannot_be_read_exits_1_and_changes_nothing(team, backfill, scheduler):
+    _seed(team)
+    scheduler.inject(Fault("fail", "GET", team.scheduler_job, status=403))
+    result = backfill(*team.window)
+    assert result.exit_code == 1, result.output
+    assert "refused to read" in result.output and "nothing changed" in result.output
+    assert scheduler.starts() == [] and team.store.read(team.slot) is None
