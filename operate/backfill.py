@@ -192,8 +192,10 @@ class Backfill:
             try:
                 self.dispatch(self.target)
             except NotDispatched as exc:
-                withdrawn = self.store.withdraw_rerun(self.target.slot, request.request_id)
-                raise NotDispatched(str(exc), withdrawn) from None
+                if self.store.withdraw_rerun(self.target.slot, request.request_id):
+                    raise NotDispatched(str(exc), True) from None
+                # Not withdrawn: a delivery took the request, so Scheduler ran the job after all
+                # (only its answer was lost): go on as dispatched.
             taken = waited(self.store, request, max(0.0, deadline - time.monotonic()))
             if taken.state == RequestState.VOID.value:
                 return Started(missed, "skipped", "its record changed before the delivery: not run")

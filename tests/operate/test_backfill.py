@@ -164,6 +164,7 @@ def scheduler(setup, team) -> Iterator[GoogleApisStandIn]:
         setup.answers.append(setup.pool.post("", headers, deadline=60, wait=60))
 
     stand_in.on_start = lambda operation: threading.Thread(target=deliver, daemon=True).start()
+    stand_in.deliver = deliver  # type: ignore[attr-defined]  # for a test that delivers before answering
     yield stand_in
     stand_in.stop()
 
@@ -386,3 +387,16 @@ def test_a_scheduler_job_that_cannot_be_read_exits_1_and_changes_nothing(team, b
     assert result.exit_code == 1, result.output
     assert "refused to read" in result.output and "nothing changed" in result.output
     assert scheduler.starts() == [] and team.store.read(team.slot) is None
+
+
+def test_a_jobs_run_whose_answer_is_lost_after_its_delivery_consumed_the_request_goes_on(
+    setup, team, backfill, scheduler
+):
+    states = _seed(team)
+    scheduler.on_start = lambda operation: scheduler.deliver()  # delivered before the answer
+    scheduler.inject(Fault("answer", "POST", ":run", status=503))  # then the answer is an error
+    result = backfill(*team.window)
+    assert result.exit_code == 0, result.output
+    assert "3 missed, 3 started" in result.output
+    wanted = _missing(states, "never_delivered", "retried_out")
+    assert _executions(setup, team) == Counter(dict.fromkeys(wanted, 1))
