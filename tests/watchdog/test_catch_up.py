@@ -46,12 +46,19 @@ class Scheduler:
     def updated(self, job: str) -> datetime | None:
         return self.updated_at
 
+    lose_answer: bool = False
+
     def run(self, job: str) -> None:
         self.runs.append(job)
         if self.refuse:
             raise RuntimeError("403 PERMISSION_DENIED: cloudscheduler.jobs.run")
         if not self.deliver:
             return
+        self._deliver()
+        if self.lose_answer:
+            raise TimeoutError("the answer of jobs.run was lost")
+
+    def _deliver(self) -> None:
         now = self.clock()
         upcoming = next_time(SYNC.schedule, SYNC.time_zone, now)
         forced = forced_key(SYNC.scheduler_job, upcoming, PROJECT, LOCATION)
@@ -228,3 +235,14 @@ def test_a_caught_up_run_still_running_past_its_own_grace_is_not_reported(stores
     summary, lines = tick(stores, clock, scheduler, at(35), capsys)
     assert summary == {"jobs": 1, "missed": 0, "reported": 0, "caught_up": 0} and lines == []
     assert stores.ledger.read(key(at(10)))["status"] == "in_progress"
+
+
+def test_a_catch_up_whose_jobs_run_answer_is_lost_after_its_delivery_counts_as_started(
+    stores, clock, scheduler, capsys
+):
+    completed(stores.ledger, key(at(0)), clock, at(0))
+    scheduler.lose_answer = True
+    summary, [line] = tick(stores, clock, scheduler, at(31), capsys)
+    assert summary == {"jobs": 1, "missed": 1, "reported": 0, "caught_up": 1}
+    assert line["catch_up"] == "started" and "missed_run" not in line
+    assert stores.ledger.read(key(at(10)))[CAUSE_FIELD] == "catch_up"

@@ -376,8 +376,9 @@ class CatchUp:
         try:
             self.scheduler.run(name)
         except Exception as exc:  # whatever the API or its transport raised: reported, not retried
-            self.ledger.withdraw_rerun(slot, request.request_id)
-            return _failed(f"jobs.run of {name} failed: {exc}")
+            if self.ledger.withdraw_rerun(slot, request.request_id):
+                return _failed(f"jobs.run of {name} failed: {exc}")
+            # Not withdrawn: a delivery took the request, so the job ran; only the answer was lost.
         fields = {
             name: value for name, value in missed.fields(self.watch.team).items() if name != MISSED_RUN_FIELD
         }
