@@ -9,7 +9,7 @@ export CHECKPOINT_DISABLE := 1
 # jsii prints a banner on every synth because Node 20 is past its end of life; Node 20 is what our machines have.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: install test test-fast bench lint typecheck runonce wheel
+.PHONY: install test test-fast bench lint typecheck runonce wheel service-image
 
 ## make install: the environment, and .venv/bin/runonce, the operators' command (docs/operate.md).
 install: $(STAMP) $(VENV)/bin/runonce
@@ -30,9 +30,11 @@ $(STAMP): requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
 	rm -f $(VENV)/.installed-* && touch $@
 
-## make test: the whole suite against a real Firestore emulator the tests start themselves (the fast tier included).
+## make test: the whole suite against real emulators the tests start themselves (the fast tier included), in
+## three pytest-xdist workers, each test file in one worker (most of the suite's time is spent waiting on
+## servers, emulators and accelerated clocks, not computing); each worker starts the emulators it needs.
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 3 --dist loadfile
 
 ## make test-fast: the fast tier alone (tests marked `fast`: the decision logic on the in-memory store, and
 ## the tests that need no store); it starts no emulator, and a test in it that would start one fails.
@@ -54,17 +56,28 @@ wheel: $(STAMP)
 	$(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir build/wheel ./functions
 	rm -rf functions/build functions/runonce.egg-info
 
+## make service-image IMAGE=REGION-docker.pkg.dev/PROJECT/REPO/closer:1: the example Cloud Run service
+## (examples/service: FastAPI, a `@deduplicated` job at /jobs/close) built by Cloud Build from its Dockerfile
+## with this checkout's runonce wheel (needs gcloud signed in; no local Docker). The sandbox's service jobs
+## take it as RUNONCE_SANDBOX_SERVICE_IMAGE.
+service-image: wheel
+	@test -n "$(IMAGE)" || { echo "make service-image: set IMAGE=REGION-docker.pkg.dev/PROJECT/REPO/NAME:TAG" >&2; exit 2; }
+	rm -rf examples/service/wheels && mkdir -p examples/service/wheels && cp build/wheel/runonce-*.whl examples/service/wheels/
+	gcloud builds submit --tag "$(IMAGE)" examples/service
+
 ## make typecheck: mypy on the library, the stacks, the policy pack, the local scheduler, the emulators, the benchmarks
 ## and the operators' command.
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy functions/runonce stacks policy localscheduler emulator benchmarks operate
 
 ## make bench: runonce against the seed's two-transaction pattern, side by side, one emulator: store time,
-## then the event path's round trips per outcome, then end to end over HTTP (functions-framework processes, floor subtracted),
+## then the event path's round trips per outcome, then the round trips per delivery under each overlap policy
+## (allow, skip, wait side by side), then end to end over HTTP (functions-framework processes, floor subtracted),
 ## scheduled against the seed and events against one transaction on the event id; then the cold start's imports against
 ## functions_framework + firestore; then synth time against a plain cdktf app, and 100 jobs against 1. All run; exit 1 if a target is missed.
 bench: $(STAMP)
 	@status=0; $(PY) -m benchmarks.ledger || status=1; echo; $(PY) -m benchmarks.events || status=1; \
+	echo; $(PY) -m benchmarks.overlap || status=1; \
 	echo; $(PY) -m benchmarks.endtoend || status=1; echo; $(PY) -m benchmarks.endtoend_events || status=1; \
 	echo; $(PY) -m benchmarks.coldstart || status=1; \
 	echo; $(PY) -m benchmarks.synth || status=1; exit $$status

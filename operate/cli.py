@@ -21,6 +21,7 @@ import click
 from google.api_core import exceptions as gexc
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from operate import backfill, clients, dead_letters, release, replay, runs, show
@@ -305,13 +306,11 @@ def print_runs(title: str, rows: list[runs.Row]) -> None:
     # A key's shortest unique prefix (`show` and `release` take it); a run with no record has
     # none to look up: it is shown by --job and --time.
     short = short_keys(row.key for row in rows if row.status != runs.MISSING)
-    # One line per run in 120 columns: the claim time and end are in `--json` and `show`.
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("job", "time (UTC)", "cause", "status", "tries", "took", "key"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("outcome or error", overflow="fold", ratio=1)
-    for row in rows:
-        table.add_row(
+    # One line per run in 120 columns: the claim time and end are in `--json` and `show`. In a
+    # narrower terminal the job and the outcome fold; the time, status and key, which the other
+    # verbs take, are never cut.
+    cells = [
+        (
             row.job,
             _when(row.time) if row.event_id is None else f"{_when(row.time)} (event {row.event_id})",
             row.cause,  # forced, or what started the run (rerun, backfill, catch_up)
@@ -321,7 +320,22 @@ def print_runs(title: str, rows: list[runs.Row]) -> None:
             short.get(row.key, ""),
             row.outcome,
         )
-    _console().print(table)
+        for row in rows
+    ]
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("job", overflow="fold", min_width=min(30, max([3, *(len(line[0]) for line in cells)])))
+    for column in ("time (UTC)", "cause", "status", "tries", "took", "key"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("outcome or error", overflow="fold", ratio=1, min_width=24)
+    for line in cells:
+        table.add_row(*line)
+    console = _console()
+    # Narrower than its unfoldable columns, rich would drop or cut them: print the table that wide
+    # instead, and let the terminal wrap its lines.
+    needed = Measurement.get(console, console.options.update(max_width=10_000), table).minimum
+    if needed > console.width:
+        console = Console(width=needed)
+    console.print(table)
 
 
 @runonce.command(name="show")

@@ -22,7 +22,7 @@ from cronsim import CronSimError
 from operate.keys import SHORT_KEY
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView
 from runonce._instant import parse_instant
-from runonce.contract import RunStatus
+from runonce.contract import SKIPPED_FOR_FIELD, RunStatus
 from runonce.core.store import CAUSE_FIELD, RERUN_OF_FIELD, Store
 from runonce.scheduler.expected import expected_times, scheduled_key
 
@@ -169,6 +169,11 @@ def outcome(record: dict[str, Any], now: datetime) -> str:
         return "lease ended: its attempt died or its retries ran out (runonce show KEY)"
     if record.get(RERUN_OF_FIELD):
         return f"carried the re-run of run {record[RERUN_OF_FIELD][:SHORT_KEY]} (runonce show it)"
+    if status == RunStatus.SKIPPED.value:
+        holder = str(record.get(SKIPPED_FOR_FIELD) or "?")[:SHORT_KEY]
+        return (
+            f"skipped: run {holder} of the job was in progress (overlap skip; runonce show KEY to re-run it)"
+        )
     parts = [str(record.get("error") or status)]
     if record.get("result_stored") is False:
         parts.append(f"result not stored: {record.get('result_dropped')}")

@@ -25,6 +25,7 @@ from runonce.contract import (
     DEAD_LETTER_FAILED_AT_FIELD,
     DEAD_LETTER_MESSAGE_ID_FIELD,
     HISTORY_FIELD,
+    SKIPPED_FOR_FIELD,
     RunStatus,
 )
 from runonce.core.store import RERUN_OF_FIELD, Store
@@ -167,9 +168,22 @@ def next_steps(situation: Situation, schedule_time: str | None, copy: dict[str, 
                 insist=True,
             )
         )
-    elif isinstance(job, ScheduledJob) and record.get("forced") and status == RunStatus.FAILED.value:
+    elif scheduled is not None and status == RunStatus.SKIPPED.value:
+        steps.append(
+            situation.rerun(
+                scheduled,
+                record["schedule_time"],
+                f"run it now: it was skipped while run {record.get(SKIPPED_FOR_FIELD)} of the job was in "
+                "progress (overlap skip), so its job never ran",
+            )
+        )
+    elif isinstance(job, ScheduledJob) and record.get("forced") and status in _FORCED_AGAIN:
         steps.append(_forced_again(situation, job, record))
     return steps or [Step(None, f"nothing to do: the run {status}")]
+
+
+_FORCED_AGAIN = (RunStatus.FAILED.value, RunStatus.SKIPPED.value)
+"""A forced run in these states can be run again only as a new forced run."""
 
 
 def _never_delivered(situation: Situation, schedule_time: str | None) -> list[Step]:

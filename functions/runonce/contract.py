@@ -59,6 +59,8 @@ STATUS_FIELD = "status"
 VERSION_FIELD = "runonce_version"
 """On every record and every log line: the version of the runonce library that wrote it (on a
 record, the attempt's that last claimed or finished it), so an operator can tell which code did."""
+SKIPPED_FOR_FIELD = "skipped_for"
+"""On a skipped run's record: the run key of the run that held the job's lock (docs/overlap.md)."""
 DEAD_LETTERED_AT_FIELD = "dead_lettered_at"
 """On an event's record: when its copy was forwarded to the dead-letter topic."""
 DEAD_LETTER_REASON_FIELD = "dead_letter_reason"
@@ -145,6 +147,9 @@ class RunStatus(str, Enum):
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
     FAILED = "failed"
+    SKIPPED = "skipped"
+    """Not run: another run of its `skip` job held the job's lock (its `skipped_for` field names
+    that run). Finished, like completed and failed: only an operator's re-run runs it."""
 
 
 class Overlap(str, Enum):

@@ -28,8 +28,9 @@ def rfc3339(moment: datetime) -> str:
 
 
 def scheduler_headers(team: Team, job: Job, schedule_time: datetime) -> dict[str, str]:
-    """The headers of every delivery of one run; JobName is the deployed Scheduler job's name."""
-    return {
+    """The headers of every delivery of one run; JobName is the deployed Scheduler job's name, and
+    X-Runonce-Overlap the job's overlap policy when it is not `allow` (as the stack sends it)."""
+    headers = {
         "User-Agent": USER_AGENT,
         "X-CloudScheduler": "true",
         contract.JOB_HEADER: scheduler_job_name(team.name, job.name),
@@ -38,6 +39,9 @@ def scheduler_headers(team: Team, job: Job, schedule_time: datetime) -> dict[str
         contract.LOCATION_HEADER: team.region,
         "Content-Type": "application/octet-stream",
     }
+    if job.overlap is not contract.Overlap.ALLOW:
+        headers[contract.OVERLAP_HEADER] = job.overlap.value
+    return headers
 
 
 @dataclass(frozen=True)

@@ -605,19 +605,28 @@ class Monitoring(Construct):
                     ],
                 )
             )
+        # Cloud Run's request latencies for functions and services; App Engine's own response
+        # latencies (its `gae_app` resource, by module) for App Engine jobs (docs/monitoring.md).
+        latencies = [
+            ("run.googleapis.com/request_latencies", RUN_REVISION, "service_name", service)
+            for service in self.service_names.values()
+        ] + [
+            ("appengine.googleapis.com/http/server/response_latencies", GAE_APP, "module_id", module)
+            for module in self.props.app_engine_services
+        ]
         charts.append(
             (
-                "Function latency (99th percentile, ms)",
+                "Request latency (99th percentile, ms)",
                 [
                     _series(
-                        f'metric.type="run.googleapis.com/request_latencies" AND '
-                        f'resource.type="{RUN_REVISION}" AND resource.labels.service_name="{service}"',
-                        ["resource.label.service_name"],
+                        f'metric.type="{metric}" AND '
+                        f'resource.type="{resource}" AND resource.labels.{label}="{name}"',
+                        [f"resource.label.{label}"],
                         aligner="ALIGN_PERCENTILE_99",
                         reducer="REDUCE_MAX",
                         plot="LINE",
                     )
-                    for service in self.service_names.values()
+                    for metric, resource, label, name in latencies
                 ],
             )
         )

@@ -47,12 +47,17 @@ SNIPPET = textwrap.dedent(
 
     reveal_type(bare)  # expect: Revealed type is "def (flask.wrappers.Request) -> ANSWER"
     reveal_type(with_options)  # expect: Revealed type is "def (flask.wrappers.Request) -> ANSWER"
-    reveal_type(on_event)  # expect: Revealed type is "def (DELIVERED) -> ANSWER | dict[str, Any]"
-    reveal_type(with_topic)  # expect: Revealed type is "def (DELIVERED) -> ANSWER | dict[str, Any]"
+    reveal_type(on_event)  # expect: Revealed type is "runonce.events.adapter.Handled"
+    reveal_type(with_topic)  # expect: Revealed type is "runonce.events.adapter.Handled"
     bare(42)  # expect: Argument 1 to "bare" has incompatible type "int"; expected "Request"
     with_options(flask.request, 2)  # expect: Too many arguments
-    on_event("a string")  # expect: Argument 1 to "on_event" has incompatible type "str"
+    on_event("a string")  # expect: No overload variant of "__call__" of "Handled" matches argument type "str"
     on_event(CloudEvent({"type": "t", "source": "s"}))
+    answered: int = on_event(flask.request)  # expect: Incompatible types in assignment
+    on_event(flask.request, flask.request)  # expect: No overload variant of "__call__" of "Handled"
+    flask.Flask(__name__).post("/events/<region>")(with_topic)  # a Flask view: called with URL values
+    on_event()
+    on_event(region="eu")
     status: int = bare(flask.request).status
     wrong: str = bare(flask.request)  # expect: Incompatible types in assignment
 
@@ -69,9 +74,6 @@ SNIPPET = textwrap.dedent(
 )
 # How mypy writes the types the decorated functions take and give back.
 SNIPPET = SNIPPET.replace("ANSWER", "tuple[dict[str, Any], int, fallback=runonce.core.outcomes.Answer]")
-SNIPPET = SNIPPET.replace(
-    "DELIVERED", "werkzeug.wrappers.request.Request | cloudevents.http.event.CloudEvent"
-)
 
 
 @pytest.fixture(scope="module")

@@ -92,6 +92,22 @@ def test_runs_filters_by_status_and_prints_a_table(ops):
     assert "missing" in table.stdout and "bad input" in table.stdout
 
 
+@pytest.mark.parametrize("columns", ["80", "60", None])
+def test_in_any_terminal_width_the_table_shows_each_runs_time_status_and_key_whole(ops, monkeypatch, columns):
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    held = ops.claim_scheduled(SCHEDULED)
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--since", "1h", "--json"))
+    table = ops.run("runs", "--team", ops.team.name, "--since", "1h").stdout
+    assert {"in_progress", "missing"} <= {row["status"] for row in rows}
+    for row in rows:
+        assert row["status"] in table
+        assert row["time"].replace("T", " ").removesuffix("Z").split("+")[0][:19] in table, row["time"]
+    assert ops.run("runs", "--team", ops.team.name, "--since", "1h").stdout.count(held.key[:8]) == 1
+
+
 def test_runs_of_an_event_job_are_found_by_its_push_subscription_and_claim_time(ops, clock):
     job = ops.team.event_jobs[0]
     fields = {"event_kind": "pubsub", "event_source": job.push_subscription, "event_id": "m-1"}

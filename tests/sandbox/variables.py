@@ -18,7 +18,8 @@ BUILD_TRIGGER_VARIABLE = "RUNONCE_SANDBOX_BUILD_TRIGGER"
 SERVICE_IMAGE_VARIABLE = "RUNONCE_SANDBOX_SERVICE_IMAGE"
 """A container image (in a registry the sandbox project can pull from) of a web service whose
 `POST /jobs/close` handler is `@deduplicated` (any framework: docs/library.md), for the service
-jobs: the stack deploys one service from it and the sandbox stack another, the "existing" one."""
+jobs: the stack deploys one service from it and the sandbox stack another, the "existing" one.
+`make service-image IMAGE=...` builds one (examples/service) with Cloud Build."""
 FRESH_PROJECT_VARIABLES = ("RUNONCE_SANDBOX_BILLING_ACCOUNT", "RUNONCE_SANDBOX_PARENT")
 """The billing account (`billingAccounts/ID`) and the folder or organization (`folders/ID`,
 `organizations/ID`) the fresh project test creates its project with."""

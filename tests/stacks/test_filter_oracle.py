@@ -630,7 +630,7 @@ def test_each_chart_of_the_answers_metric_shows_the_answers_it_is_named_for(stac
 
 def test_the_latency_chart_shows_each_function_of_the_team_and_no_other(stack):
     (filters,) = [
-        found for title, found in chart_filters(stack).items() if title.startswith("Function latency")
+        found for title, found in chart_filters(stack).items() if title.startswith("Request latency")
     ]
 
     def latency(service: str) -> dict[str, Any]:
@@ -767,6 +767,30 @@ def test_the_answers_metric_counts_each_service_and_app_engine_answer_once(hosts
     for (delivery, place), entries_ in counted.items():
         assert len(entries_) == (1 if ours(hosts, place) else 0), (outcomes[delivery], place)
         assert all(entry["jsonPayload"]["outcome"] == outcomes[delivery] for entry in entries_)
+
+
+def test_the_latency_chart_shows_each_service_and_app_engine_service_of_the_team_and_no_other(hosts):
+    (filters,) = [
+        found for title, found in chart_filters(hosts).items() if title.startswith("Request latency")
+    ]
+    team, project = hosts.synth.team, hosts.project
+    modules = sorted({job.service for job in team.app_engine_jobs})
+
+    def on_run(service: str) -> dict[str, Any]:
+        labels = stored({}, service, project, hosts.region)["resource"]
+        return {"metric": {"type": "run.googleapis.com/request_latencies"}, "resource": labels}
+
+    def on_app_engine(module: str) -> dict[str, Any]:
+        labels = stored_on_app_engine({}, module, project)["resource"]
+        return {
+            "metric": {"type": "appengine.googleapis.com/http/server/response_latencies"},
+            "resource": labels,
+        }
+
+    for point in [*(on_run(svc.name) for svc in team.services), *(on_app_engine(m) for m in modules)]:
+        assert sum(matches(f, point, "monitoring") for f in filters) == 1, point["resource"]
+    for stranger in (on_run("another-service"), on_app_engine("another-module"), on_run(modules[0])):
+        assert not any(matches(f, stranger, "monitoring") for f in filters), stranger["resource"]
 
 
 def test_the_failed_run_alert_fires_on_services_and_app_engine_runs_that_will_not_run_again(

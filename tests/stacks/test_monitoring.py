@@ -299,7 +299,7 @@ def test_the_dashboard_parses_as_the_dashboards_api_type(example):
         "Permanent failures (failed)",
         "Missed runs (watchdog)",
         "Dead-letter backlog",
-        "Function latency (99th percentile, ms)",
+        "Request latency (99th percentile, ms)",
     ]
     for tile in dashboard.mosaic_layout.tiles:
         assert tile.x_pos + tile.width <= dashboard.mosaic_layout.columns
@@ -317,7 +317,7 @@ def test_the_dashboards_latency_chart_shows_every_function(example):
     (latency,) = [
         tile
         for tile in document["mosaicLayout"]["tiles"]
-        if tile["widget"]["title"].startswith("Function latency")
+        if tile["widget"]["title"].startswith("Request latency")
     ]
     filters = [
         data["timeSeriesQuery"]["timeSeriesFilter"]["filter"]

@@ -29,6 +29,7 @@ from ..contract import (
     WALL_TIME_FIELD,
     BodyEnd,
     BodyStage,
+    Overlap,
     RunStatus,
 )
 from .errors import ConfigError, OutcomeUnknown, PermanentError, StoreDenied, StoreError, StoreUnavailable
@@ -37,7 +38,7 @@ from .finish import Attempt, Returned, Verdict, complete, fail, hold, read_retur
 from .occurrence import Occurrence
 from .outcomes import Answer, Outcome
 from .run import Run, enter, leave
-from .store import Claim, Held, Store, StoredResult
+from .store import Claim, Held, Overlapped, Store, StoredResult
 
 if TYPE_CHECKING:
     from .event import EventRun
@@ -89,9 +90,12 @@ def run_once(
     """
     attempt.store = store
     try:
-        claim = claimed or store.claim(occurrence.key, occurrence.fields)
+        claim = _claim(store, occurrence, claimed)
     except StoreError as exc:
         return claim_failed(exc, occurrence.key, attempt)
+    if isinstance(claim, Overlapped):
+        attempt.claim = None  # a claim given up by the store (a re-run's): nothing left to give back
+        return _overlapped_answer(claim, attempt)
     if isinstance(claim, Held):
         return _held_answer(claim, attempt)
     attempt.claim = claim
@@ -128,6 +132,38 @@ def claim_failed(exc: StoreError, key: str, attempt: Attempt) -> Answer:
     return outcome.answer(run_key=key, error=error)
 
 
+def _claim(store: Store, occurrence: Occurrence, claimed: Claim | None) -> Claim | Held | Overlapped:
+    """The occurrence claimed, with its job's lock if it has one (docs/overlap.md); a claim the
+    adapter already holds (a re-run's) takes the lock now."""
+    lock = occurrence.lock
+    if claimed is not None:
+        return claimed if lock is None or claimed.lock is not None else store.take_lock(claimed, lock)
+    if lock is None:
+        return store.claim(occurrence.key, occurrence.fields)
+    return store.claim_locked(occurrence.key, occurrence.fields, lock)
+
+
+def _overlapped_answer(overlapped: Overlapped, attempt: Attempt) -> Answer:
+    """Another run of the job holds it: `skipped` (recorded, 200) or `waiting` (409, for a retry)."""
+    lease = str(overlapped.lease_expires or "")
+    if overlapped.policy is Overlap.SKIP:
+        attempt.answer_line(
+            logging.INFO,
+            f"run {overlapped.holder} of this job is in progress: run recorded skipped, not run",
+            outcome=Outcome.SKIPPED.label,
+            skipped_for=overlapped.holder,
+        )
+        return Outcome.SKIPPED.answer(run_key=overlapped.key, skipped_for=overlapped.holder)
+    log(
+        logging.INFO,
+        f"run {overlapped.holder} of this job is in progress: not run, asking for a retry later",
+        outcome=Outcome.WAITING.label,
+        waiting_for=overlapped.holder,
+        latency_ms=attempt.ms(),
+    )
+    return Outcome.WAITING.answer(run_key=overlapped.key, waiting_for=overlapped.holder, lease_expires=lease)
+
+
 def _held_answer(held: Held, attempt: Attempt) -> Answer:
     if held.status is RunStatus.IN_PROGRESS:
         log(
@@ -143,6 +179,8 @@ def _held_answer(held: Held, attempt: Attempt) -> Answer:
         outcome=Outcome.DUPLICATE.label,
     )
     told = held.stored.answer() if held.stored is not None else {"result": held.result}
+    if held.skipped_for is not None:
+        told["skipped_for"] = held.skipped_for
     return Outcome.DUPLICATE.answer(run_key=held.key, status=held.status.value, **told, error=held.error)
 
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .store import Claim
+from .store import Claim, JobLock
 
 if TYPE_CHECKING:
     from .event import EventRun
@@ -45,3 +45,5 @@ class Occurrence(NamedTuple):
     recorded failed with this error and answered `too_old`. A takeover runs the job all the same:
     the attempt it takes over claimed the occurrence and may have started the body, so its effect
     may exist, and the effect is keyed, where a dead-letter copy's replay would repeat it."""
+    lock: JobLock | None = None
+    """The job's lock, taken with the claim, when the job's overlap policy is `skip` or `wait`."""

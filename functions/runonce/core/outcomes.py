@@ -3,7 +3,8 @@
 
 Cloud Scheduler retries any non-2xx and Pub/Sub push redelivers on anything but 102, 200, 201,
 202 and 204, so 2xx means "do not deliver this again" (done, a duplicate of a finished run, a
-permanent failure, too old), 409 means "another attempt holds it, try later", 500 means "a retry
+permanent failure, too old, skipped), 409 means "another attempt (or, `waiting`, another run of
+the job) holds it, try later", 500 means "a retry
 should run the job", 400 "this is not a delivery". Only 200 acknowledges on both (the Pub/Sub
 emulator nacks 202). Never 503, which the serving platform uses for its own overload.
 """
@@ -33,7 +34,11 @@ class Outcome(Enum):
     DUPLICATE = ("duplicate", 200)
     FAILED = ("failed", 200)
     TOO_OLD = ("too_old", 200)
+    SKIPPED = ("skipped", 200)
+    """A `skip` job's run met another run of the job holding it: recorded skipped, never run."""
     IN_PROGRESS = ("in_progress", 409)
+    WAITING = ("waiting", 409)
+    """A `wait` job's run met another run of the job holding it: nothing written, retried later."""
     RETRY = ("retry", 500)
     STORE_UNAVAILABLE = ("store_unavailable", 500)
     MISCONFIGURED = ("misconfigured", 500)

@@ -17,6 +17,7 @@ from ..contract import (
     LEASE_VARIABLE,
     PROJECT_VARIABLE,
     RETENTION_VARIABLE,
+    Overlap,
 )
 from .errors import ConfigError
 
@@ -46,6 +47,22 @@ class Settings(NamedTuple):
     """GCP project of the database; None lets the client infer it."""
     forced_skew: timedelta
     """How far in the future a ScheduleTime may be before the delivery counts as a forced run."""
+    overlap: Overlap | None = None
+    """The job's overlap policy as the decorator option `overlap` gives it (None: not given, the
+    delivery's X-Runonce-Overlap header decides, docs/overlap.md)."""
+
+
+def overlap_setting(name: str, raw: object) -> Overlap:
+    """The overlap policy `raw` (an `Overlap` or its value, any case), given as `name`;
+    ConfigError naming it and the allowed values otherwise."""
+    if isinstance(raw, Overlap):
+        return raw
+    text = raw.strip().lower() if isinstance(raw, str) else None
+    try:
+        return Overlap(text)
+    except ValueError:
+        allowed = ", ".join(policy.value for policy in Overlap)
+        raise ConfigError(f"{name}={shown(raw)} is not an overlap policy; use one of {allowed}") from None
 
 
 def shown(raw: object) -> str:
@@ -152,6 +169,7 @@ def load_settings(
         )
 
     project = str(pick("project", PROJECT_VARIABLE, "")[1] or "").strip() or None
+    overlap = (overrides or {}).get("overlap")
     return Settings(
         lease=lease,
         retention=retention,
@@ -159,4 +177,5 @@ def load_settings(
         database=database,
         project=str(project) if project else None,
         forced_skew=skew,
+        overlap=None if overlap is None else overlap_setting("overlap (decorator option)", overlap),
     )

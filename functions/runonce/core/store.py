@@ -22,7 +22,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._text import describe
-from ..contract import RunStatus
+from ..contract import Overlap, RunStatus
 
 if TYPE_CHECKING:
     from .requests import RerunRequest
@@ -93,6 +93,10 @@ class Claim(NamedTuple):
     reopened: bool = False
     """The run was re-run by an operator (its record keeps a history): releasing the claim ends
     its lease instead of deleting the record, so that history stays."""
+    lock: str | None = None
+    """The id of the job lock this attempt holds with the run (a `skip` or `wait` job's), or None.
+    Every write of the claim writes the lock in the same commit, so the same update time fences
+    both, and a finishing write frees it."""
 
 
 class Held(NamedTuple):
@@ -105,6 +109,30 @@ class Held(NamedTuple):
     lease_expires: datetime | None = None
     stored: StoredResult | None = None
     """The result as stored (a completed run): the value, or why there is none."""
+    skipped_for: str | None = None
+    """A skipped run's: the run key of the run that held its job's lock."""
+
+
+class JobLock(NamedTuple):
+    """The lock a run of a `skip` or `wait` job takes with its claim: one record per Scheduler job
+    (docs/overlap.md). An `allow` job has none."""
+
+    id: str
+    """The lock record's id (`runonce.scheduler.keys.job_lock`)."""
+    policy: Overlap
+    """What a run does when another run holds the lock: `skip` or `wait`."""
+
+
+class Overlapped(NamedTuple):
+    """Another run of the job holds its lock under a live lease: under `skip` this run is recorded
+    skipped (finished, never run), under `wait` nothing is written and a retry may claim it later."""
+
+    key: str
+    policy: Overlap
+    holder: str
+    """The run key of the run that holds the lock."""
+    lease_expires: datetime | None
+    """When the holder's lease ends, unless it finishes sooner."""
 
 
 class Refusal(str, Enum):
@@ -133,6 +161,21 @@ class Store(Protocol):
 
     def claim(self, key: str, fields: dict[str, Any]) -> Claim | Held:
         """Claim the run for a new attempt, or say who holds it (a lost race is Held in progress)."""
+        ...
+
+    def claim_locked(self, key: str, fields: dict[str, Any], lock: JobLock) -> Claim | Held | Overlapped:
+        """`claim`, taking the job's lock with the run in the same write (a `skip` or `wait` job,
+        docs/overlap.md). A run already claimed or finished is answered as by `claim`; a new run, or
+        one whose claim's lease ended, meets another run of the job that holds the lock under a live
+        lease as Overlapped (recorded skipped first, under `skip`)."""
+        ...
+
+    def take_lock(self, claim: Claim, lock: JobLock) -> Claim | Held | Overlapped:
+        """Take the job's lock for a claim taken without it (a re-run's, `take_rerun`): the claim,
+        now with the lock and a new fence; or Overlapped, the claim then given up as `claim` with
+        `lock` would have given it up (skip: the run recorded skipped; wait: its lease ended, so a
+        retry takes it over); or Held in progress if the claim no longer holds the run (nothing
+        written)."""
         ...
 
     def exists(self, key: str) -> bool:

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from .. import _clock as clock
 from .. import _logs as logs
@@ -67,7 +67,17 @@ if TYPE_CHECKING:
     # What functions-framework calls the decorated function with, and what it gets back: a push
     # request is answered (body, status); a CloudEvent's function returns the body or raises.
     Delivered = Request | CloudEvent
-    Handled = Callable[[Delivered], Answer | dict[str, Any]]
+
+    class Handled(Protocol):
+        """The decorated job: functions-framework calls it with the request or the CloudEvent;
+        Flask calls it as a view, with the route's URL values only (the job takes the Event)."""
+
+        @overload
+        def __call__(self, request: Delivered, /) -> Answer | dict[str, Any]: ...
+
+        @overload
+        def __call__(self, **view_args: Any) -> Any: ...
+
 
 # The recorded error of an event that was too old to run starts with this, so a duplicate of it
 # is dead-lettered for the right reason.

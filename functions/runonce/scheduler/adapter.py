@@ -20,6 +20,7 @@ from .. import _logs as logs
 from .._instant import parse_instant
 from .._logs import log
 from .._trace import trace_fields
+from ..contract import Overlap
 from ..core.decoration import decorate
 from ..core.errors import ConfigError, StoreError
 from ..core.finish import Attempt
@@ -27,10 +28,10 @@ from ..core.handler import claim_failed, misconfigured, rejected, run_once, serv
 from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
 from ..core.run import Run
-from ..core.store import Claim, Store
+from ..core.store import Claim, JobLock, Store
 from ..store.connection import Connection
-from .delivery import BadDelivery, Delivery, parse_delivery
-from .keys import rerun_slot, run_key
+from .delivery import BadDelivery, Delivery, job_overlap, parse_delivery
+from .keys import job_lock, rerun_slot, run_key
 
 if TYPE_CHECKING:  # types only: a scheduled function's cold start creates none of them
     from google.cloud import firestore
@@ -91,7 +92,10 @@ def _occurrence(delivery: Delivery, key: str) -> Occurrence:
             attempt=claim.attempt,
         )
 
-    return Occurrence(key, fields, run)
+    lock = None
+    if delivery.overlap is not Overlap.ALLOW:
+        lock = JobLock(job_lock(delivery.project, delivery.location, delivery.job), delivery.overlap)
+    return Occurrence(key, fields, run, lock=lock)
 
 
 def handle(request: Incoming, connection: Connection, attempt: Attempt) -> Answer:
@@ -113,6 +117,10 @@ def handle(request: Incoming, connection: Connection, attempt: Attempt) -> Answe
     logs.bind(
         run_key=key, job=delivery.job, schedule_time=delivery.schedule_time.rfc3339(), forced=delivery.forced
     )
+    try:
+        delivery = delivery._replace(overlap=job_overlap(request.headers, settings.overlap))
+    except ConfigError as exc:
+        return misconfigured(exc, attempt)
     if delivery.schedule_time.utc < now - settings.retention:
         # Its record may already be gone (TTL), so a second run could not be told apart.
         log(
@@ -209,6 +217,7 @@ def deduplicated(
     collection: str | None = None,
     database: str | None = None,
     forced_skew: int | None = None,
+    overlap: Overlap | str | None = None,
     client: firestore.Client | None = None,
 ) -> _Decorator: ...
 
@@ -221,6 +230,7 @@ def deduplicated(
     collection: str | None = None,
     database: str | None = None,
     forced_skew: int | None = None,
+    overlap: Overlap | str | None = None,
     client: firestore.Client | None = None,
 ) -> Callable[..., Any]:
     """Run a scheduled HTTP function or view at most once per scheduled run.
@@ -233,7 +243,9 @@ def deduplicated(
     framework's response, or a Flask-style status: a returned 5xx (or 408, 429) is retried like
     an exception, another 4xx fails permanently. Raise PermanentError for failures a retry cannot
     fix. `async def` and generator functions are refused (NotRunnable). `client` replaces the
-    Firestore client built from the settings (its project and database then win).
+    Firestore client built from the settings (its project and database then win). `overlap`
+    (`allow`, `skip` or `wait`) is the job's overlap policy when no stack sends it in the
+    X-Runonce-Overlap header (docs/overlap.md).
     """
     overrides = {
         "lease": lease,
@@ -241,5 +253,6 @@ def deduplicated(
         "collection": collection,
         "database": database,
         "forced_skew": forced_skew,
+        "overlap": overlap,
     }
     return decorate(func, lambda: Connection(overrides, client), _respond)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
 from .._text import type_name
+from ..contract import Overlap
 from ..core.finish import refuse_unrunnable
 from ..core.handler import serve
 from ..core.run import refuse_nested
@@ -42,6 +43,7 @@ def deduplicated(
     collection: str | None = None,
     database: str | None = None,
     forced_skew: int | None = None,
+    overlap: Overlap | str | None = None,
     client: firestore.Client | None = None,
 ) -> Callable[[Job], Endpoint]: ...
 
@@ -54,6 +56,7 @@ def deduplicated(
     collection: str | None = None,
     database: str | None = None,
     forced_skew: int | None = None,
+    overlap: Overlap | str | None = None,
     client: firestore.Client | None = None,
 ) -> Any:
     """Run a FastAPI or Starlette route at most once per scheduled run: `runonce.deduplicated`'s
@@ -63,7 +66,8 @@ def deduplicated(
     Starlette's `Request`, may call `current_run()`, and returns JSON-like data, a Starlette
     response, or a Flask-style `(body, status)`, read as `runonce.deduplicated` reads them. The
     handler is an `async def` endpoint taking `request: Request`; it answers a `JSONResponse`.
-    Generator functions are refused (NotRunnable).
+    Generator functions are refused (NotRunnable). `overlap` is the job's overlap policy, as
+    for `runonce.deduplicated` (docs/overlap.md).
     """
     overrides = {
         "lease": lease,
@@ -71,6 +75,7 @@ def deduplicated(
         "collection": collection,
         "database": database,
         "forced_skew": forced_skew,
+        "overlap": overlap,
     }
 
     def wrap(job: Job) -> Endpoint:

@@ -12,8 +12,10 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from .._instant import Instant, parse_instant
-from ..contract import JOB_HEADER, LOCATION_HEADER, PROJECT_HEADER, TIME_HEADER
+from ..contract import JOB_HEADER, LOCATION_HEADER, OVERLAP_HEADER, PROJECT_HEADER, TIME_HEADER, Overlap
+from ..core.errors import ConfigError
 from ..core.fields import BadField, read_text
+from ..core.settings import overlap_setting
 
 # Scheduler job ids are at most 500 characters; the others are far shorter in practice.
 MAX_LENGTH = {JOB_HEADER: 500, TIME_HEADER: 64, PROJECT_HEADER: 100, LOCATION_HEADER: 100}
@@ -40,6 +42,8 @@ class Delivery(NamedTuple):
     forced: bool
     """ScheduleTime lies more than the skew ahead of the clock: a "Force run", which carries the
     next scheduled time (unless that scheduled run already has a record: the handler checks)."""
+    overlap: Overlap = Overlap.ALLOW
+    """The job's overlap policy (`job_overlap`); not part of the run's identity (its key)."""
 
 
 def parse_delivery(headers: Mapping[str, str], now: datetime, forced_skew: timedelta) -> Delivery:
@@ -65,3 +69,19 @@ def parse_delivery(headers: Mapping[str, str], now: datetime, forced_skew: timed
         location=header(LOCATION_HEADER, required=False),
         forced=instant.utc > now + forced_skew,
     )
+
+
+def job_overlap(headers: Mapping[str, str], option: Overlap | None) -> Overlap:
+    """The job's overlap policy: the X-Runonce-Overlap header's (the stack sends the team file's
+    `Job.overlap`), else the decorator option's, else allow. ConfigError when the header names no
+    policy or says another than the option: a setup to fix, answered `misconfigured` (500), so
+    Scheduler retries the run and nothing is lost."""
+    raw = next((value for name, value in headers.items() if name.lower() == OVERLAP_HEADER.lower()), None)
+    given = None if raw is None or not raw.strip() else overlap_setting(f"{OVERLAP_HEADER} header", raw)
+    if given is not None and option is not None and given is not option:
+        raise ConfigError(
+            f"the job's overlap policy is {given.value} by the {OVERLAP_HEADER} header (the team "
+            f"file's Job.overlap) but {option.value} by the decorator option overlap=: give it in one "
+            "place, or make both say the same"
+        )
+    return given or option or Overlap.ALLOW

@@ -29,3 +29,10 @@ def rerun_slot(project: str, location: str, job: str) -> str:
     ledger's collection; its `rerun-` prefix keeps it apart from every run key (hex digits only)."""
     parts = [KEY_VERSION, project, location, job, "rerun"]
     return "rerun-" + key_digest(parts)
+
+
+def job_lock(project: str, location: str, job: str) -> str:
+    """The id of a Scheduler job's lock record (a `skip` or `wait` job's, docs/overlap.md): one per
+    job, in the ledger's collection; its `lock-` prefix keeps it apart from every run key."""
+    parts = [KEY_VERSION, project, location, job, "lock"]
+    return "lock-" + key_digest(parts)

@@ -87,7 +87,7 @@ READERS = 16
 """How many ledger reads a tick has in flight at once."""
 MISSED_PREFIX = "missed:"
 """The watchdog's claim of a missed run is the run key with this prefix, in its own store."""
-_FINISHED = {RunStatus.COMPLETED.value, RunStatus.FAILED.value}
+_FINISHED = {RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value}
 CATCH_UP_PREFIX = "catch-up:"
 """The watchdog's claim of a catch-up is the run key with this prefix, in its own store: one per
 run, ever, so a catch-up is tried at most once."""

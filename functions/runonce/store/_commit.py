@@ -54,8 +54,18 @@ class _Channel(NamedTuple):
     """The datetime type proto-plus reads a Timestamp as (its DatetimeWithNanoseconds)."""
 
 
+class Write(NamedTuple):
+    """One write of a commit: create `doc` with `data` (`last_update_time` None), update the fields
+    of `data` only if `doc` was last written at `last_update_time`, or delete it (`data` None) then."""
+
+    doc: Any
+    data: dict[str, Any] | None
+    last_update_time: datetime | None = None
+
+
 class Writes:
-    """Create a document, or update one guarded by its update time; each returns the new update time.
+    """Create a document, or update one guarded by its update time, or commit several such writes
+    at once; each returns the new update time (one commit time for all its writes).
 
     Direct Commit requests when the client allows (see the module docstring), else the public API.
     """
@@ -71,12 +81,7 @@ class Writes:
 
     def create(self, doc: Any, data: dict[str, Any], *, timeout: float, retry: Any) -> datetime:
         """`doc.create(data)`: fails with AlreadyExists if the document exists."""
-        direct = self._direct_request(doc, data)
-        if direct is not None:
-            channel, request = direct
-            request.writes[0].current_document.exists = False
-            return self._send(channel, request, timeout, retry)
-        return doc.create(data, timeout=timeout, retry=retry).update_time
+        return self.commit([Write(doc, data)], timeout=timeout, retry=retry)
 
     def update(
         self, doc: Any, data: dict[str, Any], last_update_time: datetime, *, timeout: float, retry: Any
@@ -85,32 +90,57 @@ class Writes:
 
         Fails with FailedPrecondition (or NotFound) when it was written since, or deleted.
         """
-        direct = self._direct_request(doc, data)
+        return self.commit([Write(doc, data, last_update_time)], timeout=timeout, retry=retry)
+
+    def commit(self, writes: list[Write], *, timeout: float, retry: Any) -> datetime:
+        """All of `writes` in one commit, atomically: when any precondition fails (AlreadyExists,
+        FailedPrecondition, NotFound), none is written."""
+        direct = self._direct_request(writes)
         if direct is not None:
             channel, request = direct
-            write = request.writes[0]
-            write.update_mask.field_paths.extend(data)
-            write.current_document.update_time.CopyFrom(_timestamp(channel, last_update_time))
             return self._send(channel, request, timeout, retry)
-        option = self._client.write_option(last_update_time=last_update_time)
-        return doc.update(data, option=option, timeout=timeout, retry=retry).update_time
+        batch = self._client.batch()
+        for write in writes:
+            option = (
+                None
+                if write.last_update_time is None
+                else self._client.write_option(last_update_time=write.last_update_time)
+            )
+            if write.data is None:
+                batch.delete(write.doc, option=option)
+            elif option is None:
+                batch.create(write.doc, write.data)
+            else:
+                batch.update(write.doc, write.data, option=option)
+        return batch.commit(timeout=timeout, retry=retry)[0].update_time
 
-    def _direct_request(self, doc: Any, data: dict[str, Any]) -> tuple[_Channel, Any] | None:
-        """The channel and a Commit request writing `data` to `doc` on it; None when the write goes
-        through the public API (no usable channel, or a name or value the encoding here does not cover)."""
+    def _direct_request(self, writes: list[Write]) -> tuple[_Channel, Any] | None:
+        """The channel and a Commit request of `writes` on it; None when they go through the public
+        API (no usable channel, or a name or value the encoding here does not cover)."""
         channel = self._channel
         if channel is None:
             return None
         request = channel.request_type(database=channel.database)
-        document = request.writes.add().update
-        document.name = f"{channel.database}/documents/{doc.path}"
-        try:
-            for name, value in data.items():
-                if not (type(name) is str and _PLAIN_NAME.match(name)):
-                    raise _Unsupported(name)
-                _encode(value, document.fields[name])
-        except _Unsupported:
-            return None
+        for write in writes:
+            out = request.writes.add()
+            name = f"{channel.database}/documents/{write.doc.path}"
+            if write.data is None:
+                out.delete = name
+            else:
+                out.update.name = name
+                try:
+                    for field, value in write.data.items():
+                        if not (type(field) is str and _PLAIN_NAME.match(field)):
+                            raise _Unsupported(field)
+                        _encode(value, out.update.fields[field])
+                except _Unsupported:
+                    return None
+            if write.last_update_time is None:
+                out.current_document.exists = False
+            else:
+                if write.data is not None:
+                    out.update_mask.field_paths.extend(write.data)
+                out.current_document.update_time.CopyFrom(_timestamp(channel, write.last_update_time))
         return channel, request
 
     @staticmethod

@@ -13,6 +13,7 @@ from ..contract import (
     CLAIMED_AT_FIELD,
     EXPIRE_AT_FIELD,
     HISTORY_FIELD,
+    SKIPPED_FOR_FIELD,
     VERSION_FIELD,
     RunStatus,
 )
@@ -31,6 +32,8 @@ from ..core.store import (
     Claim,
     Decision,
     Held,
+    JobLock,
+    Overlapped,
     Refusal,
     RequestState,
     Rerun,
@@ -83,7 +86,80 @@ def held(key: str, status: RunStatus, record: dict[str, Any]) -> Held:
         record.get("error"),
         record.get("lease_expires"),
         stored,
+        record.get(SKIPPED_FOR_FIELD),
     )
+
+
+# The job lock of a `skip` or `wait` job (docs/overlap.md), alike in every store. Its record has no
+# `job` and no `status` field, so no listing of runs ever reads it as a run.
+
+LOCK_HOLDER_FIELD = "lock_holder"
+"""On a job lock's record: the run key of the run that holds it."""
+LOCK_ATTEMPT_FIELD = "lock_attempt_id"
+"""On a job lock's record: the attempt of that run that holds it."""
+
+
+def lock_record(key: str, lease: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """The job lock held by run `key`'s attempt under `lease` (a claim's `lease_fields`): the lock
+    ends with that attempt's lease, and its record is deleted by the TTL like a run's."""
+    return {
+        LOCK_HOLDER_FIELD: key,
+        LOCK_ATTEMPT_FIELD: lease["attempt_id"],
+        "lease_expires": lease["lease_expires"],
+        "locked_at": now,
+        EXPIRE_AT_FIELD: lease[EXPIRE_AT_FIELD],
+        VERSION_FIELD: __version__,
+    }
+
+
+def lock_rival(lock: Mapping[str, Any] | None, key: str, now: datetime) -> str | None:
+    """The run key of another run that may hold the job lock `lock` against run `key`: None when
+    the lock is free by its own record (none, run `key`'s own, or its lease over). Whether that
+    run does hold it, its record tells (`lock_held`)."""
+    if lock is None or lock.get(LOCK_HOLDER_FIELD) == key or not lease_live(dict(lock), now):
+        return None
+    return str(lock[LOCK_HOLDER_FIELD])
+
+
+def lock_held(lock: Mapping[str, Any], holder: Mapping[str, Any] | None, now: datetime) -> bool:
+    """Whether the run whose record is `holder` still holds the job lock `lock`: in progress, by
+    the attempt the lock names, under a live lease. A finished run, an attempt taken over, and a
+    lease an operator ended (`runonce release`) all free the lock, whatever the lock's own lease."""
+    return (
+        holder is not None
+        and holder.get("status") == RunStatus.IN_PROGRESS.value
+        and holder.get("attempt_id") == lock.get(LOCK_ATTEMPT_FIELD)
+        and lease_live(dict(holder), now)
+    )
+
+
+def lock_taken_fields(now: datetime) -> dict[str, Any]:
+    """What a claim that takes the job lock afterwards writes on its run (`Store.take_lock`): a
+    write that changes the record, so that it moves the fence."""
+    return {"lock_taken_at": now}
+
+
+def skipped_fields(holder: str, now: datetime, retention: timedelta) -> dict[str, Any]:
+    """What recording a run skipped writes (over its claim fields, or over its record)."""
+    return {
+        "status": RunStatus.SKIPPED.value,
+        SKIPPED_FOR_FIELD: holder,
+        VERSION_FIELD: __version__,
+        "finished_at": now,
+        EXPIRE_AT_FIELD: now + retention,
+    }
+
+
+def skipped_record(
+    fields: Mapping[str, Any], holder: str, now: datetime, retention: timedelta
+) -> dict[str, Any]:
+    """The record of a run skipped at its first delivery: never claimed, so no attempt."""
+    return {**fields, **skipped_fields(holder, now, retention), "attempts": 0, CLAIMED_AT_FIELD: now}
+
+
+def overlapped(key: str, lock: JobLock, holder: str, record: Mapping[str, Any]) -> Overlapped:
+    """What run `key` is told when run `holder` holds the job lock whose record is `record`."""
+    return Overlapped(key, lock.policy, holder, record.get("lease_expires"))
 
 
 # The re-run records (`runonce rerun`, docs/rerun.md), alike in every store.
@@ -101,6 +177,7 @@ _FINISHED_FIELDS = (
     "finished_at",
     "held_at",
     "held_reason",
+    SKIPPED_FOR_FIELD,
     VERSION_FIELD,
 )
 """What a finished run's history entry keeps of its record."""
@@ -115,6 +192,7 @@ _CLEARED_ON_REOPEN = (
     "finished_at",
     "held_at",
     "held_reason",
+    SKIPPED_FOR_FIELD,
 )
 """A reopened run's fields that belonged to its finished attempt (kept in its history)."""
 
@@ -152,9 +230,12 @@ def may_consume(delivered: dict[str, Any] | None, slot: dict[str, Any] | None, n
     )
 
 
+_ENDED = (RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value)
+
+
 def finished(record: dict[str, Any] | None) -> bool:
-    """Whether a run's record is finished (completed or failed), or gone."""
-    return record is None or record.get("status") in (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
+    """Whether a run's record is finished (completed, failed or skipped), or gone."""
+    return record is None or record.get("status") in _ENDED
 
 
 def takeable(record: dict[str, Any] | None, request: dict[str, Any], now: datetime) -> bool:
@@ -222,11 +303,11 @@ def reopenable(record: dict[str, Any] | None, now: datetime) -> bool:
     if record is None:
         return False
     status = record.get("status")
-    finished = status in (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
-    return finished or (status == RunStatus.IN_PROGRESS.value and not lease_live(record, now))
+    return status in _ENDED or (status == RunStatus.IN_PROGRESS.value and not lease_live(record, now))
 
 
 def lease_live(record: dict[str, Any], now: datetime) -> bool:
+    """Whether the record's lease has not ended (a record without one counts as live)."""
     lease = record.get("lease_expires")
     return not isinstance(lease, datetime) or lease > now
 

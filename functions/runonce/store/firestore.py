@@ -36,13 +36,21 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from .. import _clock as clock
 from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
-from ..contract import CLAIMED_AT_FIELD, HISTORY_FIELD, RunStatus
+from ..contract import CLAIMED_AT_FIELD, EXPIRE_AT_FIELD, HISTORY_FIELD, Overlap, RunStatus
 from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
-from ..core.store import Claim, Decision, Held, Refusal, Rerun, StoredResult
+from ..core.store import Claim, Decision, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
 from . import _records
 from ._budget import Budget
-from ._commit import Writes
-from ._records import finish_fields, held, hold_fields, lease_fields, release_decision
+from ._commit import Write, Writes
+from ._records import (
+    LOCK_ATTEMPT_FIELD,
+    finish_fields,
+    held,
+    hold_fields,
+    lease_fields,
+    lock_record,
+    release_decision,
+)
 
 if TYPE_CHECKING:
     from ..core.requests import RerunRequest
@@ -107,42 +115,153 @@ class Ledger:
         never an error: a lost race is reported as Held(IN_PROGRESS), which callers answer 409.
         Store errors other than contention propagate, after `CLAIM_SECONDS` at most.
         """
+        claimed = self._claiming(key, fields, None)
+        assert not isinstance(claimed, Overlapped)  # only a lock is ever overlapped
+        return claimed
+
+    def claim_locked(self, key: str, fields: dict[str, Any], lock: JobLock) -> Claim | Held | Overlapped:
+        """`claim` with the job's lock (see `Store.claim_locked`): the run and the lock are created
+        in one commit, so the happy path costs what a claim without it costs, one round trip."""
+        return self._claiming(key, fields, lock)
+
+    def _claiming(self, key: str, fields: dict[str, Any], lock: JobLock | None) -> Claim | Held | Overlapped:
         attempt_id = uuid.uuid4().hex
         sent: list[bool] = []
         try:
-            return self._claim(key, fields, attempt_id, Budget(CLAIM_SECONDS, self._claim_retry), sent)
+            return self._claim(key, fields, lock, attempt_id, Budget(CLAIM_SECONDS, self._claim_retry), sent)
         except Exception:
             if sent:  # a write of ours may land after we gave up: do not let it hold the run
-                self._remove_later(key, attempt_id)
+                self._remove_later(key, attempt_id, lock.id if lock is not None else None)
             raise
 
     def _claim(
-        self, key: str, fields: dict[str, Any], attempt_id: str, budget: Budget, sent: list[bool]
-    ) -> Claim | Held:
+        self,
+        key: str,
+        fields: dict[str, Any],
+        lock: JobLock | None,
+        attempt_id: str,
+        budget: Budget,
+        sent: list[bool],
+    ) -> Claim | Held | Overlapped:
         doc = self._collection.document(key)
+        lock_doc = self._collection.document(lock.id) if lock is not None else None
         for _ in range(_CLAIM_ATTEMPTS):
             now = clock.now()
             lease = lease_fields(attempt_id, now, self._lease, self._retention)
+            claimed = {**fields, **lease, "attempts": 1}
             try:
                 sent.append(True)
-                written_at = self._writes.create(doc, {**fields, **lease, "attempts": 1}, **budget.call())
-                return Claim(key, attempt_id, 1, written_at)
+                if lock_doc is None:
+                    return Claim(key, attempt_id, 1, self._writes.create(doc, claimed, **budget.call()))
+                writes = [Write(doc, claimed), Write(lock_doc, lock_record(key, lease, now))]
+                return Claim(
+                    key, attempt_id, 1, self._writes.commit(writes, **budget.call()), lock=lock_doc.id
+                )
             except gexc.AlreadyExists:
                 pass
             except gexc.Aborted:
                 return Held(key, RunStatus.IN_PROGRESS)
-            snapshot = doc.get(**budget.call())
-            if not snapshot.exists:
-                continue  # released between our create and our read: try to create again
-            record = snapshot.to_dict() or {}
-            if record.get("attempt_id") == attempt_id:
+            snapshot, locked = self._read(doc, lock_doc, budget)
+            record = (snapshot.to_dict() or {}) if snapshot.exists else None
+            if record is not None and record.get("attempt_id") == attempt_id:
                 # Our own create landed; only its answer was lost and the retry hit our record.
-                return Claim(key, attempt_id, int(record.get("attempts", 1)), snapshot.update_time)
-            status = RunStatus(record["status"])
-            if status is not RunStatus.IN_PROGRESS or record["lease_expires"] > now:
-                return held(key, status, record)
-            return self._take_over(doc, snapshot.update_time, record, lease, budget)
+                ours = lock_doc.id if lock_doc is not None else None
+                return Claim(key, attempt_id, int(record.get("attempts", 1)), snapshot.update_time, lock=ours)
+            if record is not None:
+                status = RunStatus(record["status"])
+                if status is not RunStatus.IN_PROGRESS or record["lease_expires"] > now:
+                    return held(key, status, record)
+            if lock is None:
+                if record is None:
+                    continue  # released between our create and our read: try to create again
+                return self._take_over(doc, snapshot.update_time, record, lease, budget)
+            lock_data = (locked.to_dict() or {}) if locked.exists else None
+            rival = self._rival(lock_data, key, now, budget)
+            if rival is not None:
+                assert lock_data is not None
+                answer = self._overlap(doc, snapshot, fields, lock, rival, lock_data, now, budget)
+                if answer is not None:
+                    return answer
+                continue  # the run was written meanwhile: look again
+            if record is None and lock_data is None:
+                continue  # both released between our create and our read: try to create again
+            taken = self._lock_taken(doc, snapshot, record, locked, lock, lease, claimed, budget)
+            if taken is not None:
+                return taken
         return Held(key, RunStatus.IN_PROGRESS)
+
+    def _read(self, doc, lock_doc, budget: Budget) -> tuple[Any, Any]:
+        """The run's snapshot, and the job lock's (None without one): both in one round trip."""
+        if lock_doc is None:
+            return doc.get(**budget.call()), None
+        found = {snapshot.id: snapshot for snapshot in self._client.get_all([doc, lock_doc], **budget.call())}
+        return found[doc.id], found[lock_doc.id]
+
+    def _rival(self, lock: dict[str, Any] | None, key: str, now: datetime, budget: Budget) -> str | None:
+        """The run that holds the job lock `lock` against run `key` (one more read: its record),
+        or None if the lock is free."""
+        rival = _records.lock_rival(lock, key, now)
+        if rival is None or lock is None:
+            return None
+        holder = self._collection.document(rival).get(**budget.call())
+        return rival if _records.lock_held(lock, holder.to_dict() if holder.exists else None, now) else None
+
+    def _overlap(
+        self,
+        doc,
+        snapshot,
+        fields: dict[str, Any],
+        lock: JobLock,
+        rival: str,
+        lock_data: dict[str, Any],
+        now: datetime,
+        budget: Budget,
+    ) -> Overlapped | None:
+        """Run `doc` meets the job lock `rival` holds: recorded skipped under `skip` (created, or
+        its record's expired claim overwritten, guarded); None if the run was written meanwhile."""
+        if lock.policy is Overlap.SKIP:
+            try:
+                if not snapshot.exists:
+                    skipped = _records.skipped_record(fields, rival, now, self._retention)
+                    self._writes.create(doc, skipped, **budget.call())
+                else:
+                    skipped = _records.skipped_fields(rival, now, self._retention)
+                    self._writes.update(doc, skipped, snapshot.update_time, **budget.call())
+            except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted):
+                return None
+        return _records.overlapped(doc.id, lock, rival, lock_data)
+
+    def _lock_taken(
+        self,
+        doc,
+        snapshot,
+        record: dict[str, Any] | None,
+        locked,
+        lock: JobLock,
+        lease: dict[str, Any],
+        claimed: dict[str, Any],
+        budget: Budget,
+    ) -> Claim | None:
+        """Claim run `doc` (new, or its holder's lease expired) with the free job lock `locked`,
+        both guarded by what was read; None if either was written meanwhile."""
+        attempt = 1 if record is None else int(record.get("attempts", 0)) + 1
+        if record is None:
+            run = Write(doc, claimed)
+        else:
+            taken = {**lease, "attempts": attempt, "previous_attempt_id": record.get("attempt_id")}
+            run = Write(doc, taken, snapshot.update_time)
+        reopened = record is not None and HISTORY_FIELD in record
+        new_lock = lock_record(doc.id, lease, lease[CLAIMED_AT_FIELD])
+        held_lock = Write(locked.reference, new_lock, locked.update_time if locked.exists else None)
+        try:
+            written_at = self._writes.commit([run, held_lock], **budget.call())
+        except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted):
+            now = doc.get(**budget.call())
+            if (now.to_dict() or {}).get("attempt_id") == lease["attempt_id"]:
+                # Ours; only its answer was lost.
+                return Claim(doc.id, lease["attempt_id"], attempt, now.update_time, reopened, lock.id)
+            return None  # the run or the lock was written meanwhile: the caller looks again
+        return Claim(doc.id, lease["attempt_id"], attempt, written_at, reopened, lock.id)
 
     def _take_over(
         self, doc, read_at: datetime, record: dict[str, Any], lease: dict[str, Any], budget: Budget
@@ -163,6 +282,49 @@ class Ledger:
             # Ours; only its answer was lost.
             return Claim(doc.id, lease["attempt_id"], attempt, now.update_time, reopened)
         return Claim(doc.id, lease["attempt_id"], attempt, written.update_time, reopened)
+
+    def take_lock(self, claim: Claim, lock: JobLock) -> Claim | Held | Overlapped:
+        """See `Store.take_lock`: the lock read with the run (and its holder's record if it is
+        live), then one commit."""
+        budget = Budget(CLAIM_SECONDS, self._claim_retry)
+        doc, lock_doc = self._collection.document(claim.key), self._collection.document(lock.id)
+        for _ in range(_CLAIM_ATTEMPTS):
+            now = clock.now()
+            snapshot, locked = self._read(doc, lock_doc, budget)
+            record = (snapshot.to_dict() or {}) if snapshot.exists else {}
+            if (
+                record.get("attempt_id") != claim.attempt_id
+                or record.get("status") != RunStatus.IN_PROGRESS.value
+            ):
+                return Held(claim.key, RunStatus.IN_PROGRESS)
+            lock_data = (locked.to_dict() or {}) if locked.exists else None
+            if lock_data is not None and lock_data.get(LOCK_ATTEMPT_FIELD) == claim.attempt_id:
+                # An earlier try of ours took it; only its answer was lost.
+                return claim._replace(update_time=snapshot.update_time, lock=lock.id)
+            rival = self._rival(lock_data, claim.key, now, budget)
+            try:
+                if rival is None:
+                    lease = {name: record[name] for name in ("attempt_id", "lease_expires", EXPIRE_AT_FIELD)}
+                    writes = [
+                        Write(doc, _records.lock_taken_fields(now), claim.update_time),
+                        Write(
+                            lock_doc,
+                            lock_record(claim.key, lease, now),
+                            locked.update_time if locked.exists else None,
+                        ),
+                    ]
+                    written_at = self._writes.commit(writes, **budget.call())
+                    return claim._replace(update_time=written_at, lock=lock.id)
+                assert lock_data is not None
+                if lock.policy is Overlap.SKIP:
+                    skipped = _records.skipped_fields(rival, now, self._retention)
+                else:
+                    skipped = _records.released_fields(now)
+                self._writes.update(doc, skipped, claim.update_time, **budget.call())
+                return _records.overlapped(claim.key, lock, rival, lock_data)
+            except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted):
+                continue  # the lock (or the run) was written meanwhile: look again
+        return Held(claim.key, RunStatus.IN_PROGRESS)
 
     def complete(self, claim: Claim, result: Any = None) -> bool:
         """Record success. False if this attempt no longer holds the claim (nothing is written)."""
@@ -191,13 +353,18 @@ class Ledger:
 
     def release(self, claim: Claim) -> bool:
         """Delete the claim so a retry runs the job at once (a reopened run's: end its lease, so its
-        history stays). False if this attempt lost the claim."""
+        history stays), and the job lock it holds. False if this attempt lost the claim."""
         budget = Budget(RELEASE_SECONDS, self._finish_retry)
         if claim.reopened:
             return self._guarded(claim, _records.released_fields(clock.now()), RunStatus.IN_PROGRESS, budget)
         doc = self._collection.document(claim.key)
         try:
-            doc.delete(option=self._client.write_option(last_update_time=claim.update_time), **budget.call())
+            if claim.lock is None or not self._with_lock(
+                claim, Write(doc, None, claim.update_time), None, budget
+            ):
+                doc.delete(
+                    option=self._client.write_option(last_update_time=claim.update_time), **budget.call()
+                )
             return True
         except (gexc.FailedPrecondition, gexc.NotFound):
             # Lost: another attempt took the run over; or an earlier try of ours deleted it and
@@ -206,9 +373,13 @@ class Ledger:
 
     def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
         """Keep the claim in progress until `seconds` from now (its lease), with `held_at` and
-        `held_reason`. False if this attempt no longer holds the claim (nothing is written)."""
+        `held_reason`, and the job lock it holds as long. False if this attempt no longer holds the
+        claim (nothing is written)."""
         budget = Budget(RELEASE_SECONDS, self._finish_retry)
-        return self._guarded(claim, hold_fields(clock.now(), seconds, reason), RunStatus.IN_PROGRESS, budget)
+        update = hold_fields(clock.now(), seconds, reason)
+        return self._guarded(
+            claim, update, RunStatus.IN_PROGRESS, budget, {"lease_expires": update["lease_expires"]}
+        )
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored record of a run, or None."""
@@ -281,8 +452,9 @@ class Ledger:
         """See `Store.release_held`."""
         return self.amend(key, release_decision(attempt_id, action, force, clock.now()))
 
-    def remove_if_ours(self, key: str, attempt_id: str) -> bool | None:
-        """Delete the run's record if it is still `attempt_id`'s claim, in progress.
+    def remove_if_ours(self, key: str, attempt_id: str, lock: str | None = None) -> bool | None:
+        """Delete the run's record if it is still `attempt_id`'s claim, in progress, with the job
+        lock `lock` if that claim holds it.
 
         True: deleted; False: the record is not (or no longer) that claim; None: no record (yet).
         """
@@ -294,25 +466,29 @@ class Ledger:
         record = snapshot.to_dict() or {}
         if record.get("attempt_id") != attempt_id or record.get("status") != RunStatus.IN_PROGRESS.value:
             return False
+        claim = Claim(key, attempt_id, int(record.get("attempts", 1)), snapshot.update_time, lock=lock)
         guard = self._client.write_option(last_update_time=snapshot.update_time)
         try:
-            doc.delete(option=guard, **budget.call())
+            if lock is None or not self._with_lock(
+                claim, Write(doc, None, snapshot.update_time), None, budget
+            ):
+                doc.delete(option=guard, **budget.call())
         except (gexc.FailedPrecondition, gexc.NotFound):
             return False
         return True
 
-    def _remove_later(self, key: str, attempt_id: str) -> None:
+    def _remove_later(self, key: str, attempt_id: str, lock: str | None) -> None:
         """Look for a claim of `attempt_id` that lands late, in the background, and delete it."""
         context = contextvars.copy_context()  # keeps the request's log fields (run key, job, trace)
         threading.Thread(
-            target=context.run, args=(self._remove_late_claim, key, attempt_id), daemon=True
+            target=context.run, args=(self._remove_late_claim, key, attempt_id, lock), daemon=True
         ).start()
 
-    def _remove_late_claim(self, key: str, attempt_id: str) -> None:
+    def _remove_late_claim(self, key: str, attempt_id: str, lock: str | None) -> None:
         for wait in ABANDONED_CLAIM_CHECKS:
             time.sleep(wait)
             try:
-                removed = self.remove_if_ours(key, attempt_id)
+                removed = self.remove_if_ours(key, attempt_id, lock)
             except Exception:
                 continue  # the store is still unavailable: look again later
             if removed:
@@ -417,12 +593,22 @@ class Ledger:
         update = finish_fields(status, fields, clock.now(), self._retention)
         return self._guarded(claim, update, status, budget)
 
-    def _guarded(self, claim: Claim, update: dict[str, Any], status: RunStatus, budget: Budget) -> bool:
-        """Write `update` if this attempt still holds the claim; whether the record is now this
+    def _guarded(
+        self,
+        claim: Claim,
+        update: dict[str, Any],
+        status: RunStatus,
+        budget: Budget,
+        lock_update: dict[str, Any] | None = None,
+    ) -> bool:
+        """Write `update` if this attempt still holds the claim, and in the same commit free the job
+        lock the claim holds (or write `lock_update` on it); whether the record is now this
         attempt's, with `status`."""
         doc = self._collection.document(claim.key)
         try:
-            self._writes.update(doc, update, claim.update_time, **budget.call())
+            run = Write(doc, update, claim.update_time)
+            if claim.lock is None or not self._with_lock(claim, run, lock_update, budget):
+                self._writes.update(doc, update, claim.update_time, **budget.call())
             return True
         except (gexc.FailedPrecondition, gexc.NotFound):
             # Either another attempt took the run over, or an earlier try of this very write
@@ -430,6 +616,21 @@ class Ledger:
             snapshot = doc.get(**budget.call())
             record = (snapshot.to_dict() or {}) if snapshot.exists else {}
             return record.get("attempt_id") == claim.attempt_id and record.get("status") == status.value
+
+    def _with_lock(
+        self, claim: Claim, run: Write, lock_update: dict[str, Any] | None, budget: Budget
+    ) -> bool:
+        """Commit `run` with the job lock's deletion (or `lock_update`), both guarded by the claim's
+        fence; False, with nothing written, if either guard failed: the caller then writes `run`
+        alone, which tells whether the run is still this attempt's (the lock may have been freed
+        or taken by another run meanwhile, and then it is not the claim's to touch)."""
+        assert claim.lock is not None
+        lock = Write(self._collection.document(claim.lock), lock_update, claim.update_time)
+        try:
+            self._writes.commit([run, lock], **budget.call())
+        except (gexc.FailedPrecondition, gexc.NotFound):
+            return False
+        return True
 
 
 def _read(doc, transaction) -> dict[str, Any] | None:
@@ -497,6 +698,16 @@ class LedgerStore:
         """See `Store.claim`."""
         with _translated():
             return self.ledger.claim(key, fields)
+
+    def claim_locked(self, key: str, fields: dict[str, Any], lock: JobLock) -> Claim | Held | Overlapped:
+        """See `Store.claim_locked`."""
+        with _translated():
+            return self.ledger.claim_locked(key, fields, lock)
+
+    def take_lock(self, claim: Claim, lock: JobLock) -> Claim | Held | Overlapped:
+        """See `Store.take_lock`."""
+        with _translated():
+            return self.ledger.take_lock(claim, lock)
 
     def exists(self, key: str) -> bool:
         """See `Store.exists`."""

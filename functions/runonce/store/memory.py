@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _clock
 from .._text import MAX_ERROR_CHARS, clip
-from ..contract import CLAIMED_AT_FIELD, HISTORY_FIELD, RunStatus
+from ..contract import CLAIMED_AT_FIELD, HISTORY_FIELD, Overlap, RunStatus
 from ..core.errors import StoreRejected
-from ..core.store import Claim, Decision, Held, Refusal, Rerun, StoredResult
+from ..core.store import Claim, Decision, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
 from . import _records
-from ._records import finish_fields, held, hold_fields, lease_fields, release_decision
+from ._records import finish_fields, held, hold_fields, lease_fields, lock_record, release_decision
 
 if TYPE_CHECKING:
     from ..core.requests import RerunRequest
@@ -67,20 +67,84 @@ class MemoryStore:
 
     def claim(self, key: str, fields: dict[str, Any]) -> Claim | Held:
         """See `Store.claim`."""
+        claimed = self._claim(key, fields, None)
+        assert not isinstance(claimed, Overlapped)  # only a lock is ever overlapped
+        return claimed
+
+    def claim_locked(self, key: str, fields: dict[str, Any], lock: JobLock) -> Claim | Held | Overlapped:
+        """See `Store.claim_locked`."""
+        return self._claim(key, fields, lock)
+
+    def _claim(self, key: str, fields: dict[str, Any], lock: JobLock | None) -> Claim | Held | Overlapped:
         attempt_id = uuid.uuid4().hex
         with self._lock:
             now = self._clock()
             lease = lease_fields(attempt_id, now, self._lease, self._retention)
             record = self._records.get(key)
+            if record is not None:
+                status = RunStatus(record["status"])
+                if status is not RunStatus.IN_PROGRESS or record["lease_expires"] > now:
+                    return held(key, status, record)
+            if lock is not None:
+                rival = self._rival(lock, key, now)
+                if rival is not None:
+                    return self._overlap(key, fields, record, lock, rival, now)
             if record is None:
-                return Claim(key, attempt_id, 1, self._write(key, {**fields, **lease, "attempts": 1}))
-            status = RunStatus(record["status"])
-            if status is not RunStatus.IN_PROGRESS or record["lease_expires"] > now:
-                return held(key, status, record)
-            attempt = int(record.get("attempts", 0)) + 1
-            taken = {**lease, "attempts": attempt, "previous_attempt_id": record.get("attempt_id")}
-            written_at = self._write(key, {**record, **taken})
-            return Claim(key, attempt_id, attempt, written_at, reopened=HISTORY_FIELD in record)
+                written = {key: {**fields, **lease, "attempts": 1}}
+                attempt, reopened = 1, False
+            else:
+                attempt, reopened = int(record.get("attempts", 0)) + 1, HISTORY_FIELD in record
+                taken = {**lease, "attempts": attempt, "previous_attempt_id": record.get("attempt_id")}
+                written = {key: {**record, **taken}}
+            if lock is not None:
+                written[lock.id] = lock_record(key, lease, now)
+            written_at = self._write_all(written)
+            return Claim(
+                key, attempt_id, attempt, written_at, reopened, lock.id if lock is not None else None
+            )
+
+    def take_lock(self, claim: Claim, lock: JobLock) -> Claim | Held | Overlapped:
+        """See `Store.take_lock`."""
+        with self._lock:
+            now = self._clock()
+            if not self._holds(claim):
+                return Held(claim.key, RunStatus.IN_PROGRESS)
+            record = self._records[claim.key]
+            rival = self._rival(lock, claim.key, now)
+            if rival is None:
+                lease = {name: record[name] for name in ("attempt_id", "lease_expires", "expire_at")}
+                taken = {**record, **_records.lock_taken_fields(now)}
+                written_at = self._write_all({claim.key: taken, lock.id: lock_record(claim.key, lease, now)})
+                return claim._replace(update_time=written_at, lock=lock.id)
+            if lock.policy is Overlap.SKIP:
+                return self._overlap(claim.key, {}, record, lock, rival, now)
+            self._write(claim.key, {**record, **_records.released_fields(now)})
+            return _records.overlapped(claim.key, lock, rival, self._records[lock.id])
+
+    def _rival(self, lock: JobLock, key: str, now: datetime) -> str | None:
+        """The run that holds the job lock against run `key`, or None if it is free (lock held)."""
+        record = self._records.get(lock.id)
+        rival = _records.lock_rival(record, key, now)
+        if rival is None or record is None:
+            return None
+        return rival if _records.lock_held(record, self._records.get(rival), now) else None
+
+    def _overlap(
+        self,
+        key: str,
+        fields: dict[str, Any],
+        record: dict[str, Any] | None,
+        lock: JobLock,
+        rival: str,
+        now: datetime,
+    ) -> Overlapped:
+        """Run `key` meets the job lock `rival` holds: recorded skipped under `skip` (lock held)."""
+        if lock.policy is Overlap.SKIP:
+            if record is None:
+                self._write(key, _records.skipped_record(fields, rival, now, self._retention))
+            else:
+                self._write(key, {**record, **_records.skipped_fields(rival, now, self._retention)})
+        return _records.overlapped(key, lock, rival, self._records[lock.id])
 
     def exists(self, key: str) -> bool:
         """See `Store.exists`."""
@@ -101,13 +165,16 @@ class MemoryStore:
             return self._guarded(claim, _records.released_fields(self._clock()), RunStatus.IN_PROGRESS)
         with self._lock:
             if self._holds(claim):
+                self._free_lock(claim)
                 del self._records[claim.key], self._written_at[claim.key]
                 return True
             return claim.key not in self._records
 
     def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
-        """See `Store.hold`."""
-        return self._guarded(claim, hold_fields(self._clock(), seconds, reason), RunStatus.IN_PROGRESS)
+        """See `Store.hold`: the job lock the claim holds is held as long."""
+        return self._guarded(
+            claim, hold_fields(self._clock(), seconds, reason), RunStatus.IN_PROGRESS, keep=True
+        )
 
     def read(self, key: str) -> dict[str, Any] | None:
         """See `Store.read`: a copy, so changing it (nested values too) changes nothing stored."""
@@ -213,27 +280,43 @@ class MemoryStore:
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any]) -> bool:
         return self._guarded(claim, finish_fields(status, fields, self._clock(), self._retention), status)
 
-    def _guarded(self, claim: Claim, update: dict[str, Any], status: RunStatus) -> bool:
-        """Write `update` if `claim` still holds the run; else whether the record is already this
+    def _guarded(self, claim: Claim, update: dict[str, Any], status: RunStatus, keep: bool = False) -> bool:
+        """Write `update` if `claim` still holds the run, and free the job lock it holds with it
+        (`keep`: hold the lock as long as the new lease); else whether the record is already this
         attempt's with `status` (the answer the ledger gives when a write of its own landed)."""
         with self._lock:
-            if self._holds(claim):
-                self._write(claim.key, {**self._records[claim.key], **update})
-                return True
-            record = self._records.get(claim.key, {})
-            return record.get("attempt_id") == claim.attempt_id and record.get("status") == status.value
+            if not self._holds(claim):
+                record = self._records.get(claim.key, {})
+                return record.get("attempt_id") == claim.attempt_id and record.get("status") == status.value
+            written = {claim.key: {**self._records[claim.key], **update}}
+            if keep and claim.lock is not None and self._written_at.get(claim.lock) == claim.update_time:
+                written[claim.lock] = {**self._records[claim.lock], "lease_expires": update["lease_expires"]}
+            elif not keep:
+                self._free_lock(claim)
+            self._write_all(written)
+            return True
 
     def _holds(self, claim: Claim) -> bool:
         """The fence: the record is exactly as this claim last wrote it (lock held)."""
         return self._written_at.get(claim.key) == claim.update_time
 
+    def _free_lock(self, claim: Claim) -> None:
+        """Delete the job lock `claim` holds, if it still does: written with the claim (lock held)."""
+        if claim.lock is not None and self._written_at.get(claim.lock) == claim.update_time:
+            del self._records[claim.lock], self._written_at[claim.lock]
+
     def _write(self, key: str, record: dict[str, Any]) -> datetime:
         """Store a copy of `record` under `key` (what the caller passed in stays the caller's); its
         new update time, later than every earlier one (lock held)."""
+        return self._write_all({key: record})
+
+    def _write_all(self, records: dict[str, dict[str, Any]]) -> datetime:
+        """Store copies of `records` by key, as one commit: one new update time for all (lock held)."""
         written_at = max(datetime.now(UTC), self._last_write + _TICK)
         self._last_write = written_at
-        self._records[key] = copy.deepcopy(record)
-        self._written_at[key] = written_at
+        for key, record in records.items():
+            self._records[key] = copy.deepcopy(record)
+            self._written_at[key] = written_at
         return written_at
 
 
