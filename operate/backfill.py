@@ -2,7 +2,8 @@
 Scheduler (docs/backfill.md).
 
 A run is missed when its scheduled run key has no record (never delivered), or a record left in
-progress under an ended lease (retried out), or (asked for) a failed record. Each is started the
+progress under an ended lease (retried out), or (asked for) a failed record or one the job's
+overlap policy skipped. Each is started the
 way `runonce rerun` re-runs a finished run: a request in the job's re-run slot, naming the run and
 the record the command saw, then Scheduler's `jobs.run`; the forced delivery that follows consumes
 the request and creates (or reopens) the run's claim under its own key, recording the cause. The
@@ -52,6 +53,7 @@ from runonce.scheduler.expected import cron_instant, expected_times, forced_key
 NEVER_DELIVERED = "never_delivered"
 RETRIED_OUT = "retried_out"
 FAILED = "failed"
+SKIPPED = "skipped"
 MAX_RUNS = 1000
 """The most runs one command starts (`--limit`)."""
 POLL_SECONDS = 0.5
@@ -69,7 +71,7 @@ class Missed:
     schedule_time: datetime
     key: str
     state: str
-    """`never_delivered`, `retried_out` or `failed`."""
+    """`never_delivered`, `retried_out`, `failed` or `skipped`."""
     attempt_id: str | None
     status: str | None
 
@@ -92,17 +94,24 @@ class Started:
 
 
 def missed_runs(
-    store: Store, target: Target, start: datetime, end: datetime, include_failed: bool, now: datetime
+    store: Store,
+    target: Target,
+    start: datetime,
+    end: datetime,
+    include_failed: bool,
+    now: datetime,
+    include_skipped: bool = False,
 ) -> list[Missed]:
     """The runs of `target` scheduled in (start, end] that have no completed record, oldest first:
-    no record, in progress under an ended lease, or (with `include_failed`) failed."""
+    no record, in progress under an ended lease, or (asked for) failed or skipped by the job's
+    overlap policy."""
     times = expected_times(target.schedule, target.time_zone, start, end)
     keys = {target.run_key(moment): moment for moment in times}
     records = store.read_many(list(keys))
     found = []
     for key, moment in keys.items():
         record = records.get(key)
-        state = _state(record, include_failed, now)
+        state = _state(record, include_failed, include_skipped, now)
         if state is not None:
             attempt = None if record is None else record.get("attempt_id")
             status = None if record is None else record.get("status")
@@ -110,7 +119,9 @@ def missed_runs(
     return found
 
 
-def _state(record: Mapping[str, Any] | None, include_failed: bool, now: datetime) -> str | None:
+def _state(
+    record: Mapping[str, Any] | None, include_failed: bool, include_skipped: bool, now: datetime
+) -> str | None:
     if record is None:
         return NEVER_DELIVERED
     status = record.get("status")
@@ -119,6 +130,8 @@ def _state(record: Mapping[str, Any] | None, include_failed: bool, now: datetime
         return RETRIED_OUT if isinstance(lease, datetime) and lease <= now else None
     if status == RunStatus.FAILED.value and include_failed:
         return FAILED
+    if status == RunStatus.SKIPPED.value and include_skipped:
+        return SKIPPED
     return None
 
 

@@ -170,6 +170,7 @@ def _instant(option: str, text: str) -> datetime:
 @click.option("--from", "start_text", help="The window's first schedule time (RFC 3339), instead of --since.")
 @click.option("--to", "end_text", help="The window's last schedule time (RFC 3339; default: now).")
 @click.option("--include-failed", is_flag=True, help="Run failed runs again too.")
+@click.option("--include-skipped", is_flag=True, help="Run the runs the overlap policy skipped too.")
 @click.option("--dry-run", is_flag=True, help="List the runs it would start; change nothing.")
 @click.option(
     "--limit",
@@ -194,6 +195,7 @@ def backfill_command(
     start_text: str | None,
     end_text: str | None,
     include_failed: bool,
+    include_skipped: bool,
     dry_run: bool,
     limit: int,
     wait_seconds: int,
@@ -202,8 +204,9 @@ def backfill_command(
     """Run every missed run of a window once, oldest first, through Cloud Scheduler (docs/backfill.md).
 
     Missed: never delivered, retried out (left in progress under an ended lease), failed with
-    --include-failed. Exit 2: refused or bad input, nothing changed; exit 1: Scheduler did not
-    run the job, or a run did not get going within --wait (what started before stays started).
+    --include-failed, skipped by the overlap policy with --include-skipped. Exit 2: refused or
+    bad input, nothing changed; exit 1: Scheduler did not run the job, or a run did not get going
+    within --wait (what started before stays started).
     """
     try:
         team = team_file.load(team_name)
@@ -215,7 +218,7 @@ def backfill_command(
         if refusal is not None:
             raise Refused(refusal)
         store = clients.store(team)
-        missed = backfill.missed_runs(store, target, start, end, include_failed, clock.now())
+        missed = backfill.missed_runs(store, target, start, end, include_failed, clock.now(), include_skipped)
         chosen = missed[:limit]
         title = f"missed runs of {target.job} in ({_when(start)}, {_when(end)}] UTC"
         if dry_run:

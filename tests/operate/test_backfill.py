@@ -400,3 +400,21 @@ def test_a_jobs_run_whose_answer_is_lost_after_its_delivery_consumed_the_request
     assert "3 missed, 3 started" in result.output
     wanted = _missing(states, "never_delivered", "retried_out")
     assert _executions(setup, team) == Counter(dict.fromkeys(wanted, 1))
+
+
+def test_include_skipped_runs_a_run_the_overlap_policy_skipped_once_keeping_its_skip(setup, team, backfill):
+    states = _seed(team)
+    skipped = next(moment for moment in team.ticks if states[team.key(moment)] == "completed")
+    key = team.key(skipped)
+    setup.client.collection(setup.collection).document(key).set(
+        {"status": "skipped", "attempt_id": "a-skipped", "job": team.scheduler_job, "skipped_for": "another"}
+    )
+    assert "3 missed;" in backfill(*team.window, "--dry-run").output  # not without the flag
+    assert "4 missed;" in backfill(*team.window, "--dry-run", "--include-skipped").output
+    result = backfill(*team.window, "--include-skipped")
+    assert result.exit_code == 0, result.output
+    wanted = {*_missing(states, "never_delivered", "retried_out"), key}
+    assert _executions(setup, team) == Counter(dict.fromkeys(wanted, 1))
+    record = team.store.read(key)
+    assert (record["status"], record[CAUSE_FIELD]) == ("completed", "backfill")
+    assert [entry["status"] for entry in record["history"]] == ["skipped"]
