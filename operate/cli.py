@@ -24,13 +24,26 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from operate import clients, dead_letters, release, replay, runs, show
-from operate.keys import resolve_key, short_keys
-from operate.rerun import rerun
+from operate import backfill, clients, dead_letters, release, replay, runs, show
+from operate import team as team_file
+from operate.keys import SHORT_KEY, resolve_key, short_keys
+from operate.rerun import (
+    SCHEDULER_API,
+    SCHEDULER_URL_VARIABLE,
+    NotDispatched,
+    Refused,
+    SchedulerApi,
+    Target,
+    Unreadable,
+    answer_failure,
+    find_job,
+    next_run,
+    rerun,
+)
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView, resolve
 from runonce import _clock as clock
 from runonce._instant import parse_instant
-from runonce.core.errors import RunonceError, StoreUnavailable
+from runonce.core.errors import RunonceError, StoreError, StoreUnavailable
 from runonce.scheduler.expected import scheduled_key
 
 _DURATION = re.compile(r"([0-9]+)([smhd])")
@@ -121,6 +134,138 @@ def runonce() -> None:
 runonce.add_command(rerun)
 
 
+def _window(
+    since: timedelta | None, start_text: str | None, end_text: str | None
+) -> tuple[datetime, datetime]:
+    """The backfill's window (start, end] from --since, or --from (inclusive) and --to (default now)."""
+    now = clock.now()
+    if since is not None and start_text is not None:
+        raise BadInput("--since", "give either --since or --from, not both")
+    if since is None and start_text is None:
+        raise BadInput("--since", "give the window: --since 2d, or --from TIME [--to TIME] (RFC 3339)")
+    end = _instant("--to", end_text) if end_text else now
+    start = (
+        now - since if since is not None else _instant("--from", start_text or "") - timedelta(microseconds=1)
+    )
+    if end > now:
+        raise BadInput("--to", f"{end.isoformat()} is in the future: only past runs are backfilled")
+    if start >= end:
+        raise BadInput("--from", "the window is empty: --from must be before --to")
+    if end - start > MAX_SINCE:
+        raise BadInput("--from", f"the window is longer than {MAX_SINCE.days}d: give a shorter one")
+    return start, end
+
+
+def _instant(option: str, text: str) -> datetime:
+    try:
+        return parse_instant(text).utc
+    except ValueError as exc:
+        raise BadInput(option, f"{exc} (e.g. 2026-11-29T03:00:00Z)") from None
+
+
+@runonce.command(name="backfill")
+@team_option
+@click.option("--job", "job_name", required=True, help="The scheduled job, as the team file names it.")
+@click.option("--since", type=Duration(), help="The window: this long before now (2d, 6h).")
+@click.option("--from", "start_text", help="The window's first schedule time (RFC 3339), instead of --since.")
+@click.option("--to", "end_text", help="The window's last schedule time (RFC 3339; default: now).")
+@click.option("--include-failed", is_flag=True, help="Run failed runs again too.")
+@click.option("--include-skipped", is_flag=True, help="Run the runs the overlap policy skipped too.")
+@click.option("--dry-run", is_flag=True, help="List the runs it would start; change nothing.")
+@click.option(
+    "--limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, backfill.MAX_RUNS),
+    help="Start at most this many.",
+)
+@click.option(
+    "--wait",
+    "wait_seconds",
+    default=300,
+    show_default=True,
+    type=click.IntRange(1, 3600),
+    help="Seconds to wait for each run's delivery and end before giving up.",
+)
+@by_option
+def backfill_command(
+    team_name: str,
+    job_name: str,
+    since: timedelta | None,
+    start_text: str | None,
+    end_text: str | None,
+    include_failed: bool,
+    include_skipped: bool,
+    dry_run: bool,
+    limit: int,
+    wait_seconds: int,
+    by: str | None,
+) -> None:
+    """Run every missed run of a window once, oldest first, through Cloud Scheduler (docs/backfill.md).
+
+    Missed: never delivered, retried out (left in progress under an ended lease), failed with
+    --include-failed, skipped by the overlap policy with --include-skipped. Exit 2: refused or
+    bad input, nothing changed; exit 1: Scheduler did not run the job, or a run did not get going
+    within --wait (what started before stays started).
+    """
+    try:
+        team = team_file.load(team_name)
+        target = Target.of(team, find_job(team, job_name))
+        start, end = _window(since, start_text, end_text)
+        next_run(target, end)  # the team file's schedule and time zone evaluate, or BadInput
+        api = SchedulerApi(os.environ.get(SCHEDULER_URL_VARIABLE) or SCHEDULER_API)
+        refusal = backfill.schedule_refusal(backfill.updated_at(api.job(target)), start)
+        if refusal is not None:
+            raise Refused(refusal)
+        store = clients.store(team)
+        missed = backfill.missed_runs(store, target, start, end, include_failed, clock.now(), include_skipped)
+        chosen = missed[:limit]
+        title = f"missed runs of {target.job} in ({_when(start)}, {_when(end)}] UTC"
+        if dry_run:
+            click.echo(f"{title}: {len(missed)} missed; would start {len(chosen)} (dry run, nothing changed)")
+            _print_missed(chosen)
+            return
+        who = clients.operator(by)
+        filler = backfill.Backfill(
+            store, target, who, api.run, wait_seconds, log=backfill.logged(target, who)
+        )
+        done = filler.run(chosen)
+    except (BadInput, Refused, NotDispatched, StoreError) as exc:
+        answer_failure("backfill", exc, "; the runs started before it stay started")
+    except backfill.NotDelivered as exc:
+        click.echo(f"runonce backfill: {exc}", err=True)
+        raise click.exceptions.Exit(FAILED) from None
+    except Unreadable as exc:
+        click.echo(f"runonce backfill: {exc} (nothing changed)", err=True)
+        raise click.exceptions.Exit(FAILED) from None
+    started = sum(1 for each in done if each.request_id is not None)
+    click.echo(f"{title}: {len(missed)} missed, {started} started, {len(done) - started} skipped")
+    if not done:
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("time (UTC)", "was", "now", "key"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("note", overflow="fold", ratio=1)
+    for each in done:
+        table.add_row(
+            _when(each.missed.schedule_time),
+            each.missed.state,
+            each.outcome,
+            each.missed.key[:SHORT_KEY],
+            each.note,
+        )
+    _console().print(table)
+
+
+def _print_missed(missed: list[backfill.Missed]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("time (UTC)", "missed", "key"):
+        table.add_column(column, no_wrap=True)
+    for each in missed:
+        table.add_row(_when(each.schedule_time), each.state, each.key[:SHORT_KEY])
+    _console().print(table)
+
+
 @runonce.command(name="runs")
 @team_option
 @click.option("--job", "job_name", help="One job (default: every job of the team).")
@@ -171,7 +316,7 @@ def print_runs(title: str, rows: list[runs.Row]) -> None:
         (
             row.job,
             _when(row.time) if row.event_id is None else f"{_when(row.time)} (event {row.event_id})",
-            "" if row.forced is None else ("forced" if row.forced else ""),
+            row.cause,  # forced, or what started the run (rerun, backfill, catch_up)
             row.status,
             "" if row.attempts is None else str(row.attempts),
             "" if row.duration_seconds is None else f"{row.duration_seconds:.1f} s",
@@ -182,7 +327,7 @@ def print_runs(title: str, rows: list[runs.Row]) -> None:
     ]
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("job", overflow="fold", min_width=min(30, max([3, *(len(line[0]) for line in cells)])))
-    for column in ("time (UTC)", "forced", "status", "tries", "took", "key"):
+    for column in ("time (UTC)", "cause", "status", "tries", "took", "key"):
         table.add_column(column, no_wrap=True)
     table.add_column("outcome or error", overflow="fold", ratio=1, min_width=24)
     for line in cells:

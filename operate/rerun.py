@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
@@ -58,6 +58,10 @@ class NotDispatched(Exception):
     def __init__(self, message: str, withdrawn: bool):
         super().__init__(message)
         self.withdrawn = withdrawn
+
+
+class Unreadable(Exception):
+    """Cloud Scheduler did not answer a read of the job (`jobs.get`): nothing was changed."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ def request_rerun(
     now = _clock.now()
     if schedule_time.tzinfo is None:
         raise Refused("--time needs a UTC offset, e.g. 2026-11-29T03:00:00Z")
-    _next_run(target, now)  # the team file's time zone and schedule evaluate, or BadInput naming them
+    next_run(target, now)  # the team file's time zone and schedule evaluate, or BadInput naming them
     when = cron_instant(schedule_time)
     if when.utc != schedule_time or when.utc > now or not _is_run(target, when.utc):
         raise Refused(
@@ -147,10 +151,10 @@ def request_rerun(
     except NotDispatched as exc:
         withdrawn = store.withdraw_rerun(target.slot, request.request_id)
         raise NotDispatched(str(exc), withdrawn) from None
-    return _waited(store, request, wait_seconds)
+    return waited(store, request, wait_seconds)
 
 
-def _next_run(target: Target, now: datetime) -> datetime:
+def next_run(target: Target, now: datetime) -> datetime:
     """The job's next scheduled time after `now`; BadInput naming the team file's field when its
     time zone or schedule cannot be evaluated (as `runonce runs` refuses that file)."""
     try:
@@ -190,7 +194,7 @@ def interval_refusal(
     """Why a forced delivery of `target` dispatched `now` would not run as a forced run of its
     own (it would count as the next scheduled run, or as a duplicate of a forced run already
     recorded before that run), or None: what `rerun` and `gcloud scheduler jobs run` both rely on."""
-    upcoming = _next_run(target, now)
+    upcoming = next_run(target, now)
     if upcoming - now <= forced_skew:
         return (
             f"the job's next scheduled run is at {cron_instant(upcoming).rfc3339()}, less than "
@@ -204,7 +208,7 @@ def interval_refusal(
     return None
 
 
-def _waited(store: Store, request: RerunRequest, wait_seconds: float) -> Requested:
+def waited(store: Store, request: RerunRequest, wait_seconds: float) -> Requested:
     """The request's state once a delivery consumed it, or after `wait_seconds`."""
     deadline = time.monotonic() + wait_seconds
     while True:
@@ -245,20 +249,52 @@ class SchedulerApi:
             ) from None
         return AuthorizedSession(credentials)
 
+    def job(self, target: Target) -> dict[str, Any]:
+        """The Scheduler Job resource (`jobs.get`, `GET /v1/{name}`); Unreadable if Scheduler
+        answers an error or cannot be reached."""
+        try:
+            found = self._call("get", target, "", "read").json()
+        except NotDispatched as exc:
+            raise Unreadable(str(exc)) from None
+        return found if isinstance(found, dict) else {}
+
     def run(self, target: Target) -> None:
         """Run the job now; NotDispatched (not withdrawn yet) if Scheduler answers an error or
         cannot be reached."""
+        self._call("post", target, ":run", "run")
+
+    def _call(self, method: str, target: Target, verb: str, doing: str) -> Any:
         import requests
 
         name = f"projects/{target.project}/locations/{target.location}/jobs/{target.scheduler_job}"
         try:
-            answer = self._session().post(f"{self._base_url}/v1/{name}:run", timeout=self._timeout)
+            answer = getattr(self._session(), method)(
+                f"{self._base_url}/v1/{name}{verb}", timeout=self._timeout
+            )
         except requests.RequestException as exc:
             raise NotDispatched(f"Cloud Scheduler could not be reached for {name}: {exc}", False) from None
         if answer.status_code >= 300:
             raise NotDispatched(
-                f"Cloud Scheduler refused to run {name}: {answer.status_code} {answer.text[:500]}", False
+                f"Cloud Scheduler refused to {doing} {name}: {answer.status_code} {answer.text[:500]}", False
             )
+        return answer
+
+
+def answer_failure(command: str, exc: Exception, after: str = "") -> NoReturn:
+    """End `runonce COMMAND` on `exc`: bad input exits 2 (click's usage error), a refusal exits 2
+    saying nothing changed, a Scheduler call that failed exits 1 (0 if a delivery consumed the
+    request all the same), a ledger that cannot be used exits 1. `after` is said of a failure."""
+    if isinstance(exc, BadInput):
+        raise click.UsageError(str(exc))
+    if isinstance(exc, Refused):
+        click.echo(f"runonce {command}: refused: {exc} (nothing changed)", err=True)
+        raise click.exceptions.Exit(REFUSED_EXIT)
+    if isinstance(exc, NotDispatched):
+        kept = "the request is withdrawn" if exc.withdrawn else "a delivery consumed the request meanwhile"
+        click.echo(f"runonce {command}: {exc}; {kept}{after}", err=True)
+        raise click.exceptions.Exit(FAILED_EXIT if exc.withdrawn else 0)
+    click.echo(f"runonce {command}: the ledger cannot be used: {exc}{after}", err=True)
+    raise click.exceptions.Exit(FAILED_EXIT)
 
 
 def find_job(team: Team, name: str) -> Job:
@@ -324,18 +360,8 @@ def rerun(
         done = request_rerun(
             store, target, _parse_time(time_text), clients.operator(by), insist, api.run, wait_seconds
         )
-    except BadInput as exc:
-        raise click.UsageError(str(exc)) from None
-    except Refused as exc:
-        click.echo(f"runonce rerun: refused: {exc} (nothing changed)", err=True)
-        raise click.exceptions.Exit(REFUSED_EXIT) from None
-    except NotDispatched as exc:
-        kept = "the request is withdrawn" if exc.withdrawn else "a delivery consumed the request meanwhile"
-        click.echo(f"runonce rerun: {exc}; {kept}", err=True)
-        raise click.exceptions.Exit(FAILED_EXIT if exc.withdrawn else 0) from None
-    except StoreError as exc:
-        click.echo(f"runonce rerun: the ledger cannot be used: {exc}", err=True)
-        raise click.exceptions.Exit(FAILED_EXIT) from None
+    except (BadInput, Refused, NotDispatched, StoreError) as exc:
+        answer_failure("rerun", exc)
     request = done.request
     click.echo(f"re-run of {target.job} at {request.schedule_time} (run {request.key}), by {request.by}")
     if done.state == RequestState.CONSUMED.value:

@@ -23,7 +23,7 @@ from operate.keys import SHORT_KEY
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView
 from runonce._instant import parse_instant
 from runonce.contract import SKIPPED_FOR_FIELD, RunStatus
-from runonce.core.store import RERUN_OF_FIELD, Store
+from runonce.core.store import CAUSE_FIELD, RERUN_OF_FIELD, Store
 from runonce.scheduler.expected import expected_times, scheduled_key
 
 MISSING = "missing"
@@ -54,6 +54,9 @@ class Row:
     event_id: str | None = None
     schedule_time: datetime | None = None
     """The ScheduleTime the run's deliveries carried (a forced run's: the job's next scheduled time)."""
+    cause: str = ""
+    """What started its last attempt, if not its own delivery: `rerun`, `backfill` or `catch_up`
+    (an operator's request or the watchdog's); `forced` for a forced run."""
 
     def json(self) -> dict[str, Any]:
         """The row as JSON-ready values (times in RFC 3339)."""
@@ -145,7 +148,15 @@ def row(job: str, key: str, record: dict[str, Any], now: datetime) -> Row:
         duration_seconds=(finished - started).total_seconds() if started and finished else None,
         event_id=event_id,
         schedule_time=schedule_time,
+        cause=cause(record),
     )
+
+
+def cause(record: dict[str, Any]) -> str:
+    """What started the run's last attempt (see `Row.cause`); "" for its own scheduled delivery or event."""
+    if record.get(CAUSE_FIELD):
+        return str(record[CAUSE_FIELD])
+    return "forced" if record.get("forced") else ""
 
 
 def outcome(record: dict[str, Any], now: datetime) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from operate import dead_letters, replay
+from operate import dead_letters, replay, runs
 from operate.clients import Unavailable
 from operate.release import RELEASE
 from operate.rerun import Target, interval_refusal
@@ -351,6 +351,7 @@ def detail(
         "key": key,
         "team": team.name,
         "job": job.name if job else None,
+        "cause": runs.cause(record) if record else None,
         "record": record,
         HISTORY_FIELD: (record or {}).get(HISTORY_FIELD) or [],
         ACTIONS_FIELD: (record or {}).get(ACTIONS_FIELD) or [],

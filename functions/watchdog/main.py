@@ -1,36 +1,80 @@
 """The team's watchdog: each tick, one ERROR line per scheduled run past its grace that did not
-finish, each run reported once (runonce.scheduler.watchdog; docs/watchdog.md).
+finish, each run reported once, and a missed run within its job's catch-up window started once
+instead (runonce.scheduler.watchdog; docs/watchdog.md, docs/backfill.md).
 
 Its tick is a Cloud Scheduler delivery like any job's, so `@deduplicated` runs it once per tick in
 the watchdog's own ledger (RUNONCE_DATABASE), where its claims of the reported runs live too. The
-team's ledger is read only: the watchdog's account may read that database and nothing more.
+team's ledger is read, and written only by a catch-up (its request in a job's re-run slot); Cloud
+Scheduler is called only for a job with a catch-up window (`jobs.get`, `jobs.run`), with the
+function's own credentials, or with none at RUNONCE_SCHEDULER_BASE_URL (a local stand-in).
 """
 
 import functools
 import os
+from datetime import datetime, timedelta
 
 import functions_framework
 from google.cloud import firestore
 
 from runonce import ConfigError, PermanentError, deduplicated
+from runonce._instant import parse_instant
 from runonce.core.settings import load_settings
 from runonce.core.store import Store
-from runonce.scheduler.watchdog import Watch, check, watch_settings
+from runonce.scheduler.watchdog import Scheduler, Watch, check, watch_settings
 from runonce.store.firestore import Ledger, LedgerStore
+
+SCHEDULER_API = "https://cloudscheduler.googleapis.com"
+SCHEDULER_URL_VARIABLE = "RUNONCE_SCHEDULER_BASE_URL"
+TIMEOUT_SECONDS = 30
+
+
+class SchedulerApi:
+    """Cloud Scheduler's REST API v1: `GET /v1/{name}` (jobs.get), `POST /v1/{name}:run` (jobs.run)."""
+
+    def __init__(self, base_url: str):
+        self._base_url = base_url.rstrip("/")
+
+    @functools.cached_property
+    def _session(self):
+        import google.auth
+        from google.auth.credentials import AnonymousCredentials
+        from google.auth.transport.requests import AuthorizedSession
+
+        if self._base_url != SCHEDULER_API:
+            return AuthorizedSession(AnonymousCredentials())
+        credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        return AuthorizedSession(credentials)
+
+    def updated(self, job: str) -> datetime | None:
+        """The job's `userUpdateTime`."""
+        answer = self._session.get(f"{self._base_url}/v1/{job}", timeout=TIMEOUT_SECONDS)
+        answer.raise_for_status()
+        text = answer.json().get("userUpdateTime")
+        if not text:
+            return None
+        instant = parse_instant(text)
+        return instant.utc + timedelta(microseconds=instant.nanos // 1000)
+
+    def run(self, job: str) -> None:
+        """Run the job now."""
+        self._session.post(f"{self._base_url}/v1/{job}:run", timeout=TIMEOUT_SECONDS).raise_for_status()
 
 
 @functools.cache
-def _setup() -> tuple[Watch, Store, Store]:
-    """The watch, the team's ledger and the watchdog's own store, built once per instance (a
-    ConfigError is not kept: the next tick reads the settings again)."""
+def _setup() -> tuple[Watch, Store, Store, Scheduler | None]:
+    """The watch, the team's ledger, the watchdog's own store and (for a team with a catch-up
+    window) Cloud Scheduler, built once per instance (a ConfigError is not kept: the next tick
+    reads the settings again)."""
     settings = load_settings({})
     watching = watch_settings(os.environ)
     ledger = firestore.Client(project=settings.project, database=watching.ledger_database)
     own = firestore.Client(project=settings.project, database=settings.database)
+    catching = any(job.catch_up for job in watching.watch.jobs)
     return (
         watching.watch,
         LedgerStore(Ledger(ledger, watching.ledger_collection, settings.lease, settings.retention)),
         LedgerStore(Ledger(own, settings.collection, settings.lease, settings.retention)),
+        SchedulerApi(os.environ.get(SCHEDULER_URL_VARIABLE) or SCHEDULER_API) if catching else None,
     )
 
 
@@ -40,7 +84,7 @@ def handle(request):
     """One tick: check every watched job; a setting the stack wrote wrong fails the tick for good,
     loudly, until it is redeployed."""
     try:
-        watch, ledger, claims = _setup()
+        watch, ledger, claims, scheduler = _setup()
     except ConfigError as exc:
         raise PermanentError(str(exc)) from exc
-    return check(watch, ledger, claims)
+    return check(watch, ledger, claims, scheduler=scheduler)

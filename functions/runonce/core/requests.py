@@ -1,5 +1,6 @@
-"""An operator's request to run a finished run again (`runonce rerun`, docs/rerun.md): what
-`Store.request_rerun` returns, and the refusal it raises.
+"""An operator's request to run a finished run again (`runonce rerun`, docs/rerun.md) or a missed
+one (`runonce backfill`, the watchdog's catch-up: docs/backfill.md): what `Store.request_rerun`
+returns, and the refusals it raises.
 
 Only the operators' command files requests; a delivery consumes one (`Store.take_rerun`, with the
 `Rerun` and `RequestState` of `runonce.core.store`) and never loads this module.
@@ -15,6 +16,14 @@ from .errors import RunonceError
 
 class RerunRefused(RunonceError):
     """The re-run cannot be requested: the message says why and what to do instead. Nothing written."""
+
+
+class RequestPending(RerunRefused):
+    """The job's slot holds another pending request: try again once it is consumed or expired."""
+
+
+class RunChanged(RerunRefused):
+    """A missed run's record is no longer what its request expected: someone ran it meanwhile."""
 
 
 @dataclass(frozen=True)

@@ -242,7 +242,12 @@ class Store(Protocol):
     ) -> RerunRequest:
         """Write a pending request to re-run `key` in `slot`, valid `ttl`. `fields` must hold `by`
         and `schedule_time`. RerunRefused if `key` has no record, is in progress, is completed
-        (unless `insist`), or `slot` already holds a pending request."""
+        (unless `insist`), or `slot` already holds a pending request (RequestPending).
+
+        A request for a missed run (`fields[CAUSE_FIELD]` is `backfill` or `catch_up`) may name a
+        run with no record, and carries the state its caller saw (`EXPECTED_ATTEMPT_FIELD`,
+        `EXPECTED_STATUS_FIELD`; None for no record): RunChanged if the record is no longer that,
+        and it is refused for a completed run whatever `insist` says."""
         ...
 
     def withdraw_rerun(self, slot: str, request_id: str) -> bool:
@@ -255,7 +260,10 @@ class Store(Protocol):
 
         In one transaction with the reopening of the re-run run: a pending request in `slot` is
         consumed, `key` is recorded as that re-run's delivery, and the run's finished state moves
-        into its history. A later delivery under `key` is told the same re-run (claim None).
+        into its history (a missed run's request creates its claim when it has no record). A
+        later delivery under `key` is told the same re-run (claim None), unless that re-run has
+        finished and a newer request is pending: `key` then carries the newer one (a forced
+        delivery has the same key until the job's next scheduled time).
         """
         ...
 
@@ -269,6 +277,35 @@ RERUN_TIME_FIELD = "rerun_schedule_time"
 """On that record: the re-run run's schedule time (RFC 3339), to claim it again on a retry."""
 REQUEST_STATE_FIELD = "rerun_state"
 """On a re-run request: a `RequestState` value."""
+RERUN_REQUEST_FIELD = "rerun_request"
+"""On a forced delivery's record that carried a re-run: the id of the request it consumed."""
+CAUSE_FIELD = "cause"
+"""On a request, and on the run it started or reopened: a `Cause` value (a request without one
+is a re-run)."""
+CAUSE_REQUEST_FIELD = "cause_request"
+"""On that run: the id of the request that started or reopened it."""
+CAUSE_BY_FIELD = "cause_by"
+"""On that run: who filed that request."""
+EXPECTED_ATTEMPT_FIELD = "expected_attempt"
+"""On a missed run's request: the attempt id its record had when the request was filed (None:
+no record). The delivery starts the run only if the record still has it."""
+EXPECTED_STATUS_FIELD = "expected_status"
+"""On a missed run's request: the status its record had then (None: no record)."""
+
+
+class Cause(str, Enum):
+    """What started a run other than its own scheduled delivery (the `cause` field)."""
+
+    RERUN = "rerun"
+    """`runonce rerun`: an operator ran a finished run again."""
+    BACKFILL = "backfill"
+    """`runonce backfill`: an operator ran a missed run of a past window."""
+    CATCH_UP = "catch_up"
+    """The watchdog ran a missed run within its job's catch-up window."""
+
+
+MISSED_RUN_CAUSES = frozenset({Cause.BACKFILL.value, Cause.CATCH_UP.value})
+"""The causes whose requests may name a run with no record (a missed run)."""
 
 
 class RequestState(str, Enum):

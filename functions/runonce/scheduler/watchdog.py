@@ -20,8 +20,22 @@ makes that next tick report it a second time: a missed run is never left unrepor
 is per run and per operator action on its record: a run an operator released or re-ran that is
 missed again afterwards (its re-run died) is reported again, once.
 
-The module reads the ledger through the `Store` protocol only and imports no Google library; the
-function (functions/watchdog) gives it the Firestore stores, the tests the in-memory one.
+A job with a catch-up window (`catch_up_seconds` in its JSON) has a missed run (never delivered
+or retried out) within that window of its schedule time started once instead of reported: the
+tick files a catch-up request in the job's re-run slot of the team's ledger (as `runonce
+backfill` does, docs/backfill.md) and asks Cloud Scheduler to run the job (`jobs.run`); the
+forced delivery creates the run's claim under its own key, `cause` `catch_up`. Each run gets one
+try, ever, through a claim of `catch-up:<run key>` in the watchdog's store: a try that fails is
+reported (the missed run's ERROR line, with `catch_up` `failed` and why), a started run whose
+delivery never comes is reported once its request's life and the job's grace have passed
+(`catch_up` `not_delivered`), and a caught-up run is judged afterwards as a re-run is. A tick
+starts at most one catch-up per job (the slot holds one request); a run at or before the
+Scheduler job's last update (`userUpdateTime`) is not caught up (its schedule may have been
+another), and a run outside the window is reported only.
+
+The module reads and writes the ledger through the `Store` protocol only and imports no Google
+library; the function (functions/watchdog) gives it the Firestore stores and Scheduler's REST
+API, the tests the in-memory store and stand-ins.
 """
 
 from __future__ import annotations
@@ -32,7 +46,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from cronsim import CronSim, CronSimError
 
@@ -54,17 +68,41 @@ from ..contract import (
     MissedRun,
     RunStatus,
 )
-from ..core.errors import ConfigError
-from ..core.store import Claim, Store, StoredResult
+from ..core.errors import ConfigError, RunonceError
+from ..core.store import (
+    CAUSE_FIELD,
+    CAUSE_REQUEST_FIELD,
+    EXPECTED_ATTEMPT_FIELD,
+    EXPECTED_STATUS_FIELD,
+    Cause,
+    Claim,
+    Held,
+    Store,
+    StoredResult,
+)
 from .expected import expected_times, scheduled_key
+from .keys import rerun_slot
 
 READERS = 16
 """How many ledger reads a tick has in flight at once."""
 MISSED_PREFIX = "missed:"
 """The watchdog's claim of a missed run is the run key with this prefix, in its own store."""
 _FINISHED = {RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value}
-RERUN_ACTION = "rerun"
-"""The operator action a re-run's delivery records on the run (runonce.store._records)."""
+CATCH_UP_PREFIX = "catch-up:"
+"""The watchdog's claim of a catch-up is the run key with this prefix, in its own store: one per
+run, ever, so a catch-up is tried at most once."""
+STARTED_ACTIONS = frozenset(cause.value for cause in Cause)
+"""The actions a consumed request records on the run it started (runonce.store._records): re-run,
+backfill, catch-up."""
+CATCH_UP_FIELD = "catch_up"
+"""On a watchdog line about a catch-up: `started`, `failed` (the ERROR line of the missed run,
+which the missed-run alert matches as any other) or `not_delivered`."""
+CATCH_UP_BY = "runonce-watchdog"
+"""Who the catch-up's request names (`cause_by`)."""
+CATCH_UP_REQUEST_TTL = timedelta(minutes=10)
+"""How long a catch-up's request may be consumed (as `runonce rerun`'s): until then (plus the
+job's grace) a run whose catch-up was started is not reported."""
+_CATCHABLE = (MissedRun.NEVER_DELIVERED, MissedRun.RETRIED_OUT)
 _JOB_FIELDS = ("job", "scheduler_job", "schedule", "time_zone", "grace_seconds", "lookback_seconds", "since")
 
 
@@ -86,6 +124,9 @@ class WatchedJob:
     """How far back runs are checked: never longer than the ledger keeps the job's records."""
     since: datetime
     """When the job was deployed: no run is expected at or before it."""
+    catch_up: timedelta = timedelta(0)
+    """Its catch-up window: a run missed less than this after its schedule time is started once
+    (never delivered or retried out); 0 reports only."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +149,12 @@ class Missed:
     state: MissedRun
     acted: int = 0
     """How many operator actions (releases, re-runs) the run's record holds."""
+    attempt_id: str | None = None
+    """The attempt its record names (None: no record)."""
+    status: str | None = None
+    """Its record's status (None: no record)."""
+    started_by: str | None = None
+    """The request that started its last attempt, if a request did (a re-run, backfill, catch-up)."""
 
     @property
     def marker(self) -> str:
@@ -153,7 +200,7 @@ def judge(record: Mapping[str, Any] | None, now: datetime, grace: timedelta) -> 
         return None
     lease = record.get("lease_expires")
     live = isinstance(lease, datetime) and lease.tzinfo is not None and lease > now
-    if HISTORY_FIELD in record:
+    if HISTORY_FIELD in record or CAUSE_FIELD in record:
         rerun = _rerun_at(record)
         if live or (rerun is not None and now <= rerun + grace):
             return None
@@ -162,9 +209,9 @@ def judge(record: Mapping[str, Any] | None, now: datetime, grace: timedelta) -> 
 
 
 def _rerun_at(record: Mapping[str, Any]) -> datetime | None:
-    """When the run's last re-run was delivered (its `rerun` operator action)."""
+    """When a request last started the run (its `rerun`, `backfill` or `catch_up` action)."""
     for action in reversed(record.get(ACTIONS_FIELD) or []):
-        if not isinstance(action, Mapping) or action.get("action") != RERUN_ACTION:
+        if not isinstance(action, Mapping) or action.get("action") not in STARTED_ACTIONS:
             continue
         at = action.get("at")
         return at if isinstance(at, datetime) and at.tzinfo is not None else None
@@ -185,7 +232,18 @@ def missed_runs(watch: Watch, ledger: Store, now: datetime) -> Iterator[Missed]:
         for (job, time, key), record in zip(expected, records, strict=True):
             state = judge(record, now, job.grace)
             if state is not None:
-                yield Missed(job, time, key, state, len((record or {}).get(ACTIONS_FIELD) or []))
+                acted = len((record or {}).get(ACTIONS_FIELD) or [])
+                seen = record or {}
+                yield Missed(
+                    job,
+                    time,
+                    key,
+                    state,
+                    acted,
+                    seen.get("attempt_id"),
+                    seen.get(STATUS_FIELD),
+                    seen.get(CAUSE_REQUEST_FIELD),
+                )
 
 
 def _window(job: WatchedJob, now: datetime) -> list[datetime]:
@@ -194,25 +252,182 @@ def _window(job: WatchedJob, now: datetime) -> list[datetime]:
     return expected_times(job.schedule, job.time_zone, start, end) if end > start else []
 
 
-def report(watch: Watch, missed: Missed, claims: Store) -> bool:
-    """Log `missed` as one ERROR line unless another tick has claimed it; whether this one did."""
+def report(watch: Watch, missed: Missed, claims: Store, **extra: str) -> bool:
+    """Log `missed` as one ERROR line (with `extra` fields) unless another tick has claimed it;
+    whether this one did."""
     claim = claims.claim(missed.marker, missed.fields(watch.team))
     if not isinstance(claim, Claim):
         return False
-    log_as(WATCHDOG_LOGGER, logging.ERROR, _MESSAGES[missed.state], **missed.fields(watch.team))
+    log_as(WATCHDOG_LOGGER, logging.ERROR, _MESSAGES[missed.state], **missed.fields(watch.team), **extra)
     claims.complete(claim, StoredResult.of(missed.state.value))
     return True
 
 
-def check(watch: Watch, ledger: Store, claims: Store, now: datetime | None = None) -> dict[str, int]:
+class Scheduler(Protocol):
+    """Cloud Scheduler as a catch-up uses it: the watchdog function gives the REST API, the tests a
+    stand-in. `job` is the Scheduler job's full name, projects/P/locations/L/jobs/J."""
+
+    def updated(self, job: str) -> datetime | None:
+        """The job's `userUpdateTime` (`jobs.get`), or None if it has none."""
+        ...
+
+    def run(self, job: str) -> None:
+        """Run the job now (`jobs.run`); any exception says it was not run."""
+        ...
+
+
+@dataclass
+class CatchUp:
+    """One tick's catch-ups: at most one per job (a job's re-run slot holds one request)."""
+
+    watch: Watch
+    ledger: Store
+    claims: Store
+    scheduler: Scheduler
+    now: datetime
+    started: int = 0
+    _busy: frozenset[str] = frozenset()
+
+    def catchable(self, missed: Missed) -> bool:
+        """Whether `missed` is its job's to start: never delivered or retried out, within the
+        job's catch-up window."""
+        window = missed.job.catch_up
+        return (
+            window > timedelta(0) and missed.state in _CATCHABLE and self.now - missed.schedule_time <= window
+        )
+
+    def extra(self, missed: Missed) -> dict[str, str] | None:
+        """What to add to `missed`'s report ({} for a run that is no catch-up's), or None to say
+        nothing this tick: its catch-up was started and may still be delivered, another tick is
+        at it, or the job's slot is taken this tick (a later tick tries)."""
+        if missed.job.catch_up <= timedelta(0) or missed.state not in _CATCHABLE:
+            return {}
+        marker = CATCH_UP_PREFIX + missed.run_key
+        earlier = self.claims.read(marker)
+        if earlier is not None and not _abandoned(earlier, self.now):
+            return self._earlier(missed, earlier)
+        if not self.catchable(missed):
+            return {}
+        if missed.job.job in self._busy:
+            return None
+        claim = self.claims.claim(marker, missed.fields(self.watch.team))
+        if isinstance(claim, Held):
+            return None  # another tick got there first
+        self._busy |= {missed.job.job}
+        outcome = self._start(missed, claim)
+        if outcome is None:
+            self.claims.release(claim)
+            return None
+        self.claims.complete(claim, StoredResult.of(outcome))
+        if outcome[CATCH_UP_FIELD] == "started":
+            self.started += 1
+        # Started: its run comes; changed: someone else ran it meanwhile. A later tick judges it.
+        return None if outcome[CATCH_UP_FIELD] in ("started", "changed") else outcome
+
+    def _earlier(self, missed: Missed, record: Mapping[str, Any]) -> dict[str, str] | None:
+        """The catch-up an earlier tick made of `missed` (its claim's `record`)."""
+        if record.get(STATUS_FIELD) != RunStatus.COMPLETED.value:
+            return None  # another tick is at it
+        done = StoredResult.from_record(dict(record)).value
+        done = done if isinstance(done, dict) else {}
+        if done.get(CATCH_UP_FIELD) != "started":
+            return {name: str(value) for name, value in done.items() if name != "at"}
+        if missed.started_by is not None and missed.started_by == done.get("request_id"):
+            return {}  # the catch-up was delivered and its own attempt is what was missed
+        at = parse_instant(str(done.get("at"))).utc
+        if self.now <= at + CATCH_UP_REQUEST_TTL + missed.job.grace:
+            return None  # its delivery may still come, or its run still finish
+        return {CATCH_UP_FIELD: "not_delivered", "catch_up_request": str(done.get("request_id"))}
+
+    def _start(self, missed: Missed, claim: Claim) -> dict[str, str] | None:
+        """File the catch-up's request and run the job: the outcome to keep on the claim, or None
+        when the job's slot holds another request (nothing was tried)."""
+        from ..core.requests import RequestPending, RunChanged
+
+        name = (
+            f"projects/{self.watch.project}/locations/{self.watch.location}/jobs/{missed.job.scheduler_job}"
+        )
+        try:
+            updated = self.scheduler.updated(name)
+        except Exception as exc:  # whatever the API or its transport raised: reported, not retried
+            return _failed(f"jobs.get of {name} failed: {exc}")
+        if updated is not None and missed.schedule_time <= updated:
+            return _failed(
+                f"the Scheduler job was updated at {updated.isoformat()}, after the run's schedule "
+                "time: its schedule then may have been another, so it is not caught up"
+            )
+        slot = rerun_slot(self.watch.project, self.watch.location, missed.job.scheduler_job)
+        fields: dict[str, Any] = {
+            "by": CATCH_UP_BY,
+            "schedule_time": missed.rfc3339,
+            "scheduler_job": missed.job.scheduler_job,
+            CAUSE_FIELD: Cause.CATCH_UP.value,
+            EXPECTED_ATTEMPT_FIELD: missed.attempt_id,
+            EXPECTED_STATUS_FIELD: missed.status,
+        }
+        try:
+            request = self.ledger.request_rerun(slot, missed.run_key, fields, False, CATCH_UP_REQUEST_TTL)
+        except RequestPending:
+            return None
+        except RunChanged as exc:
+            return {CATCH_UP_FIELD: "changed", "catch_up_error": str(exc)}
+        except RunonceError as exc:  # refused, or the ledger refused the write (its grant)
+            return _failed(f"the catch-up's request was not written: {exc}")
+        try:
+            self.scheduler.run(name)
+        except Exception as exc:  # whatever the API or its transport raised: reported, not retried
+            if self.ledger.withdraw_rerun(slot, request.request_id):
+                return _failed(f"jobs.run of {name} failed: {exc}")
+            # Not withdrawn: a delivery took the request, so the job ran; only the answer was lost.
+        fields = {
+            name: value for name, value in missed.fields(self.watch.team).items() if name != MISSED_RUN_FIELD
+        }
+        log_as(
+            WATCHDOG_LOGGER,
+            logging.WARNING,
+            "missed run within its catch-up window: started once through Cloud Scheduler",
+            **fields,
+            caught_up=missed.state.value,
+            **{CATCH_UP_FIELD: "started", "catch_up_request": request.request_id},
+        )
+        return {CATCH_UP_FIELD: "started", "at": self.now.isoformat(), "request_id": request.request_id}
+
+
+def _abandoned(record: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a catch-up claim was left in progress by a tick that died (its lease ended)."""
+    lease = record.get("lease_expires")
+    return (
+        record.get(STATUS_FIELD) == RunStatus.IN_PROGRESS.value
+        and isinstance(lease, datetime)
+        and lease <= now
+    )
+
+
+def _failed(why: str) -> dict[str, str]:
+    return {CATCH_UP_FIELD: "failed", "catch_up_error": why}
+
+
+def check(
+    watch: Watch,
+    ledger: Store,
+    claims: Store,
+    now: datetime | None = None,
+    scheduler: Scheduler | None = None,
+) -> dict[str, int]:
     """Judge every watched job's runs at `now` (default: runonce's clock) and report each missed
-    run once; how many jobs were checked, runs found missed, and missed runs this call reported."""
+    run once; with `scheduler`, first start (once) each missed run within its job's catch-up
+    window, reporting it only if that fails or its run does not come. How many jobs were
+    checked, runs found missed, missed runs this call reported, and catch-ups it started."""
     now = now or _clock.now()
     found = reported = 0
+    catching = CatchUp(watch, ledger, claims, scheduler, now) if scheduler is not None else None
     for missed in missed_runs(watch, ledger, now):
         found += 1
-        reported += report(watch, missed, claims)
-    return {"jobs": len(watch.jobs), "missed": found, "reported": reported}
+        extra = catching.extra(missed) if catching is not None else {}
+        if extra is not None:
+            reported += report(watch, missed, claims, **extra)
+    counts = {"jobs": len(watch.jobs), "missed": found, "reported": reported}
+    return counts if catching is None else {**counts, "caught_up": catching.started}
 
 
 @dataclass(frozen=True)
@@ -293,6 +508,9 @@ def _job(entry: Any, index: int, variable: str) -> WatchedJob:
         raise ConfigError(
             f"{where}: time_zone {entry['time_zone']!r} is not an IANA time zone ({exc})"
         ) from None
+    catch_up = entry.get("catch_up_seconds", 0)
+    if isinstance(catch_up, bool) or not isinstance(catch_up, int) or catch_up < 0:
+        raise ConfigError(f"{where}: catch_up_seconds must be a whole number of seconds, at least 0")
     return WatchedJob(
         job=entry["job"],
         scheduler_job=entry["scheduler_job"],
@@ -301,4 +519,5 @@ def _job(entry: Any, index: int, variable: str) -> WatchedJob:
         grace=timedelta(seconds=entry["grace_seconds"]),
         lookback=timedelta(seconds=entry["lookback_seconds"]),
         since=since,
+        catch_up=timedelta(seconds=catch_up),
     )

@@ -18,9 +18,17 @@ from ..contract import (
     RunStatus,
 )
 from ..core.store import (
+    CAUSE_BY_FIELD,
+    CAUSE_FIELD,
+    CAUSE_REQUEST_FIELD,
+    EXPECTED_ATTEMPT_FIELD,
+    EXPECTED_STATUS_FIELD,
+    MISSED_RUN_CAUSES,
     REQUEST_STATE_FIELD,
     RERUN_OF_FIELD,
+    RERUN_REQUEST_FIELD,
     RERUN_TIME_FIELD,
+    Cause,
     Claim,
     Decision,
     Held,
@@ -204,6 +212,84 @@ def pending_request(slot: dict[str, Any] | None, now: datetime) -> bool:
     )
 
 
+def may_consume(delivered: dict[str, Any] | None, slot: dict[str, Any] | None, now: datetime) -> bool:
+    """Whether a forced delivery whose key has the record `delivered` (None: none yet) may consume
+    the request `slot` holds: it is pending, and the key is new, or carried an earlier request and
+    this one is a missed run's (a forced delivery's key is the same until the job's next scheduled
+    time, so a backfill could start one run per interval otherwise; the store then checks that the
+    run the key carried has finished, so this delivery is no retry that run still needs)."""
+    if not pending_request(slot, now):
+        return False
+    assert slot is not None
+    if delivered is None:
+        return True
+    return (
+        bool(delivered.get(RERUN_OF_FIELD))
+        and slot.get(CAUSE_FIELD) in MISSED_RUN_CAUSES
+        and delivered.get(RERUN_REQUEST_FIELD) != slot["request_id"]
+    )
+
+
+_ENDED = (RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value)
+
+
+def finished(record: dict[str, Any] | None) -> bool:
+    """Whether a run's record is finished (completed, failed or skipped), or gone."""
+    return record is None or record.get("status") in _ENDED
+
+
+def takeable(record: dict[str, Any] | None, request: dict[str, Any], now: datetime) -> bool:
+    """Whether a consumed `request` may start its run, whose record is `record` (None: none): a
+    re-run's if it is `reopenable`; a missed run's if the record is still what the request saw
+    and the run is not completed."""
+    if request.get(CAUSE_FIELD) not in MISSED_RUN_CAUSES:
+        return reopenable(record, now)
+    seen = (request.get(EXPECTED_ATTEMPT_FIELD), request.get(EXPECTED_STATUS_FIELD))
+    if record is None:
+        return seen == (None, None)
+    now_is = (record.get("attempt_id"), record.get("status"))
+    return now_is == seen and record.get("status") != RunStatus.COMPLETED.value and reopenable(record, now)
+
+
+def taken_record(
+    record: dict[str, Any] | None,
+    request: dict[str, Any],
+    lease: dict[str, Any],
+    fields: dict[str, Any],
+    delivery_key: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """The run a consumed `request` starts: its `record` reopened, or (a missed run with no
+    record) a new claim with the forced delivery's `fields` but the run's schedule time."""
+    if record is not None:
+        return reopened_record(record, request, lease, delivery_key, now)
+    run = {**fields, "schedule_time": request["schedule_time"], "forced": False}
+    return {**run, **lease, "attempts": 1, **_caused(request, delivery_key, now, "a missed run")}
+
+
+_SAID = {Cause.RERUN.value: "re-run", Cause.BACKFILL.value: "backfill", Cause.CATCH_UP.value: "catch-up"}
+
+
+def _caused(request: dict[str, Any], delivery_key: str, now: datetime, what: str) -> dict[str, Any]:
+    """What a consumed request writes on the run it starts: its cause, and the operator action."""
+    cause = request.get(CAUSE_FIELD) or Cause.RERUN.value
+    action = {
+        "action": cause,
+        "by": request["requested_by"],
+        "at": now,
+        "detail": (
+            f"{_SAID[cause]} of {what}, requested at {request['requested_at'].isoformat()} "
+            f"(request {request['request_id']}), delivered by the forced delivery {delivery_key}"
+        ),
+    }
+    return {
+        CAUSE_FIELD: cause,
+        CAUSE_REQUEST_FIELD: request["request_id"],
+        CAUSE_BY_FIELD: request["requested_by"],
+        ACTIONS_FIELD: [action],
+    }
+
+
 def told_rerun(record: dict[str, Any]) -> Rerun | None:
     """The re-run an existing forced delivery's record carried (None: an ordinary forced run)."""
     key = record.get(RERUN_OF_FIELD)
@@ -217,8 +303,7 @@ def reopenable(record: dict[str, Any] | None, now: datetime) -> bool:
     if record is None:
         return False
     status = record.get("status")
-    finished = status in (RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value)
-    return finished or (status == RunStatus.IN_PROGRESS.value and not lease_live(record, now))
+    return status in _ENDED or (status == RunStatus.IN_PROGRESS.value and not lease_live(record, now))
 
 
 def lease_live(record: dict[str, Any], now: datetime) -> bool:
@@ -248,33 +333,34 @@ def reopened_record(
         # Every re-run adds an entry, and a record holds at most 1 MiB: history keeps small results.
         del entry["result_json"]
         entry.update(result_stored=False, result_dropped=f"{len(kept_result)} bytes, not kept in history")
-    action = {
-        "action": "rerun",
-        "by": request["requested_by"],
-        "at": now,
-        "detail": (
-            f"re-run of a {record.get('status')} run, requested at {request['requested_at'].isoformat()} "
-            f"(request {request['request_id']}), delivered by the forced delivery {delivery_key}"
-        ),
-    }
+    caused = _caused(request, delivery_key, now, f"a {record.get('status')} run")
     kept = {name: value for name, value in record.items() if name not in _CLEARED_ON_REOPEN}
     return {
         **kept,
         **lease,
+        **caused,
         "attempts": int(record.get("attempts", 0)) + 1,
         "previous_attempt_id": record.get("attempt_id"),
         HISTORY_FIELD: [*record.get(HISTORY_FIELD, []), entry],
-        ACTIONS_FIELD: [*record.get(ACTIONS_FIELD, []), action],
+        ACTIONS_FIELD: [*record.get(ACTIONS_FIELD, []), *caused[ACTIONS_FIELD]],
     }
 
 
 def marker_record(
-    fields: dict[str, Any], request: dict[str, Any], now: datetime, retention: timedelta
+    fields: dict[str, Any],
+    request: dict[str, Any],
+    now: datetime,
+    retention: timedelta,
+    delivered: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of the forced delivery that consumed `request`: finished, naming the re-run, so
-    that every later delivery under its key goes to that re-run."""
+    that every later delivery under its key goes to that re-run. `delivered`: the record the key
+    had (it carried an earlier, finished re-run), whose runs it keeps in `carried_before`."""
+    before = [] if delivered is None else [*delivered.get("carried_before", []), delivered[RERUN_OF_FIELD]]
     return {
         **fields,
+        **({"carried_before": before} if before else {}),
+        RERUN_REQUEST_FIELD: request["request_id"],
         "status": RunStatus.COMPLETED.value,
         VERSION_FIELD: __version__,
         RERUN_OF_FIELD: request["rerun_key"],

@@ -1,6 +1,6 @@
-"""The re-run request's record (`Store.request_rerun` and `withdraw_rerun`, docs/rerun.md),
-written and read alike by every store here. Only the operators' verbs load it; what a forced
-delivery reads of a request is in `_records`."""
+"""The re-run request's record (`Store.request_rerun` and `withdraw_rerun`, docs/rerun.md and
+docs/backfill.md), written and read alike by every store here. Only the operators' verbs and the
+watchdog's catch-up load it; what a forced delivery reads of a request is in `_records`."""
 
 from __future__ import annotations
 
@@ -9,29 +9,64 @@ from typing import Any
 
 from .._instant import parse_instant
 from ..contract import EXPIRE_AT_FIELD, RunStatus
-from ..core.requests import RerunRefused, RerunRequest
-from ..core.store import REQUEST_STATE_FIELD, RequestState
+from ..core.requests import RequestPending, RerunRefused, RerunRequest, RunChanged
+from ..core.store import (
+    CAUSE_FIELD,
+    EXPECTED_ATTEMPT_FIELD,
+    EXPECTED_STATUS_FIELD,
+    MISSED_RUN_CAUSES,
+    REQUEST_STATE_FIELD,
+    RequestState,
+)
 from ._records import lease_live, pending_request
 
 
 def refuse(
-    key: str, record: dict[str, Any] | None, slot: dict[str, Any] | None, insist: bool, now: datetime
+    key: str,
+    record: dict[str, Any] | None,
+    slot: dict[str, Any] | None,
+    insist: bool,
+    now: datetime,
+    fields: dict[str, Any] | None = None,
 ) -> None:
     """Raise RerunRefused if run `key` (its `record`) cannot be re-run now, saying what to do
-    instead; the re-run `slot`'s record tells whether a request is already pending."""
-    refusal = _refusal(key, record, slot, insist, now)
-    if refusal is not None:
-        raise RerunRefused(refusal)
-
-
-def _refusal(
-    key: str, record: dict[str, Any] | None, slot: dict[str, Any] | None, insist: bool, now: datetime
-) -> str | None:
-    if record is None:
-        return (
+    instead; the re-run `slot`'s record tells whether a request is already pending. A missed
+    run's request (`fields`' cause) expects the record its caller saw: RunChanged if it differs."""
+    if fields is not None and fields.get(CAUSE_FIELD) in MISSED_RUN_CAUSES:
+        changed = _changed(key, record, fields)
+        if changed is not None:
+            raise RunChanged(changed)
+        insist = False  # a missed run that completed meanwhile is never run again
+    elif record is None:
+        raise RerunRefused(
             f"run {key} has no record: it never ran (or its record expired), so there is nothing "
             "to re-run; look at it with `runonce show`"
         )
+    refusal = _refusal(key, record, insist, now)
+    if refusal is not None:
+        raise RerunRefused(refusal)
+    if pending_request(slot, now):
+        assert slot is not None
+        raise RequestPending(
+            f"the job has a pending re-run request (of run {slot.get('rerun_key')}, by "
+            f"{slot.get('requested_by')}, until {slot.get('request_expires')}): wait until it is "
+            "delivered or expires"
+        )
+
+
+def _changed(key: str, record: dict[str, Any] | None, fields: dict[str, Any]) -> str | None:
+    """Why a missed run's `record` is not what its request expects, or None."""
+    seen = (fields.get(EXPECTED_ATTEMPT_FIELD), fields.get(EXPECTED_STATUS_FIELD))
+    now_is = (None, None) if record is None else (record.get("attempt_id"), record.get("status"))
+    if now_is == seen:
+        return None
+    state = "no record" if record is None else f"status {record.get('status')}"
+    return f"run {key} changed since it was listed (it has {state} now): someone ran it meanwhile"
+
+
+def _refusal(key: str, record: dict[str, Any] | None, insist: bool, now: datetime) -> str | None:
+    if record is None:
+        return None
     status = record.get("status")
     if status == RunStatus.IN_PROGRESS.value and lease_live(record, now):
         return (
@@ -40,13 +75,6 @@ def _refusal(
         )
     if status == RunStatus.COMPLETED.value and not insist:
         return f"run {key} completed: re-running it repeats its effect; pass --insist to run it again anyway"
-    if pending_request(slot, now):
-        assert slot is not None
-        return (
-            f"the job has a pending re-run request (of run {slot.get('rerun_key')}, by "
-            f"{slot.get('requested_by')}, until {slot.get('request_expires')}): wait until it is "
-            "delivered or expires"
-        )
     return None
 
 

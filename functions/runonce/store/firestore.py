@@ -517,7 +517,7 @@ class Ledger:
         def write(transaction) -> dict[str, Any]:
             now = clock.now()
             record, request = _read(run_doc, transaction), _read(slot_doc, transaction)
-            _requests.refuse(key, record, request, insist, now)
+            _requests.refuse(key, record, request, insist, now, fields)
             written = _requests.request_record(request_id, key, fields, now, ttl, self._retention)
             transaction.set(slot_doc, written)
             return written
@@ -550,29 +550,31 @@ class Ledger:
             for snapshot in self._client.get_all([delivery_doc, slot_doc], **budget.call())
             if snapshot.exists
         }
-        if key in found:
-            return _records.told_rerun(found[key])
-        if not _records.pending_request(found.get(slot), clock.now()):
-            return None
+        if not _records.may_consume(found.get(key), found.get(slot), clock.now()):
+            return _records.told_rerun(found[key]) if key in found else None
         attempt_id = uuid.uuid4().hex
 
         @firestore.transactional
         def consume(transaction) -> Rerun | dict[str, Any] | None:
             now = clock.now()
             delivered, request = _read(delivery_doc, transaction), _read(slot_doc, transaction)
-            if delivered is not None:
-                return _records.told_rerun(delivered)
-            if request is None or not _records.pending_request(request, now):
-                return None
+            told = _records.told_rerun(delivered) if delivered is not None else None
+            if not _records.may_consume(delivered, request, now):
+                return told
+            assert request is not None
+            if told is not None and not _records.finished(
+                _read(self._collection.document(told.key), transaction)
+            ):
+                return told  # the run it carried may still need this very delivery (a retry)
             run_doc = self._collection.document(request["rerun_key"])
             target = _read(run_doc, transaction)
-            if target is None or not _records.reopenable(target, now):
+            if not _records.takeable(target, request, now):
                 transaction.update(slot_doc, _records.void_fields(now, key))
-                return None
+                return told
             lease = lease_fields(attempt_id, now, self._lease, self._retention)
-            reopened = _records.reopened_record(target, request, lease, key, now)
-            transaction.set(run_doc, reopened)
-            transaction.create(delivery_doc, _records.marker_record(fields, request, now, self._retention))
+            transaction.set(run_doc, _records.taken_record(target, request, lease, fields, key, now))
+            marker = _records.marker_record(fields, request, now, self._retention, delivered)
+            (transaction.create if delivered is None else transaction.set)(delivery_doc, marker)
             transaction.update(slot_doc, _records.consumed_fields(now, key))
             return request
 

@@ -239,7 +239,7 @@ class MemoryStore:
 
         with self._lock:
             now = self._clock()
-            _requests.refuse(key, self._records.get(key), self._records.get(slot), insist, now)
+            _requests.refuse(key, self._records.get(key), self._records.get(slot), insist, now, fields)
             written = _requests.request_record(uuid.uuid4().hex, key, fields, now, ttl, self._retention)
             self._write(slot, written)
             return _requests.request_of(slot, written)
@@ -259,20 +259,21 @@ class MemoryStore:
         """See `Store.take_rerun`."""
         with self._lock:
             now = self._clock()
-            delivered = self._records.get(key)
-            if delivered is not None:
-                return _records.told_rerun(delivered)
-            request = self._records.get(slot)
-            if request is None or not _records.pending_request(request, now):
-                return None
+            delivered, request = self._records.get(key), self._records.get(slot)
+            told = _records.told_rerun(delivered) if delivered is not None else None
+            if not _records.may_consume(delivered, request, now):
+                return told
+            assert request is not None
+            if told is not None and not _records.finished(self._records.get(told.key)):
+                return told  # the run it carried may still need this very delivery (a retry)
             target = self._records.get(request["rerun_key"])
-            if target is None or not _records.reopenable(target, now):
+            if not _records.takeable(target, request, now):
                 self._write(slot, {**request, **_records.void_fields(now, key)})
-                return None
+                return told
             lease = lease_fields(uuid.uuid4().hex, now, self._lease, self._retention)
-            reopened = _records.reopened_record(target, request, lease, key, now)
+            reopened = _records.taken_record(target, request, lease, fields, key, now)
             written_at = self._write(request["rerun_key"], reopened)
-            self._write(key, _records.marker_record(fields, request, now, self._retention))
+            self._write(key, _records.marker_record(fields, request, now, self._retention, delivered))
             self._write(slot, {**request, **_records.consumed_fields(now, key)})
             return _records.rerun_claim(request, reopened, written_at)
 
