@@ -111,6 +111,7 @@ ACT_AS_ROLE = "roles/iam.serviceAccountUser"
 LEDGER_ROLE = "roles/datastore.user"
 LEDGER_READER_ROLE = "roles/datastore.viewer"
 JOB_RUNNER_ROLE = "roles/cloudscheduler.jobRunner"
+SCHEDULER_VIEWER_ROLE = "roles/cloudscheduler.viewer"
 PUBLISHER_ROLE = "roles/pubsub.publisher"
 SUBSCRIBER_ROLE = "roles/pubsub.subscriber"
 TRIGGER_ACCOUNT_EMAIL = re.compile(r"^[^@/]+@(?P<project>[^.@/]+)\.iam\.gserviceaccount\.com$")

@@ -214,7 +214,8 @@ LEAST_PRIVILEGE = [
         operators.operator_grants_are_the_verbs,
         "error",
         "Grant an operator (Team.operators) only roles/datastore.user conditioned on the ledger's "
-        "database, roles/cloudscheduler.jobRunner on the project, roles/pubsub.subscriber on a "
+        "database, roles/cloudscheduler.jobRunner and roles/cloudscheduler.viewer on the project, "
+        "roles/pubsub.subscriber on a "
         "dead-letter subscription and roles/pubsub.publisher on an event job's topic: what the "
         "runonce verbs need (docs/watchdog.md, IAM for operators).",
     ),

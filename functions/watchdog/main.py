@@ -5,19 +5,17 @@ instead (runonce.scheduler.watchdog; docs/watchdog.md, docs/backfill.md).
 Its tick is a Cloud Scheduler delivery like any job's, so `@deduplicated` runs it once per tick in
 the watchdog's own ledger (RUNONCE_DATABASE), where its claims of the reported runs live too. The
 team's ledger is read, and written only by a catch-up (its request in a job's re-run slot); Cloud
-Scheduler is called only for a job with a catch-up window (`jobs.get`, `jobs.run`), with the
+Scheduler is called only for a job with a catch-up window (`jobs.run`), with the
 function's own credentials, or with none at RUNONCE_SCHEDULER_BASE_URL (a local stand-in).
 """
 
 import functools
 import os
-from datetime import datetime, timedelta
 
 import functions_framework
 from google.cloud import firestore
 
 from runonce import ConfigError, PermanentError, deduplicated
-from runonce._instant import parse_instant
 from runonce.core.settings import load_settings
 from runonce.core.store import Store
 from runonce.scheduler.watchdog import Scheduler, Watch, check, watch_settings
@@ -29,7 +27,7 @@ TIMEOUT_SECONDS = 30
 
 
 class SchedulerApi:
-    """Cloud Scheduler's REST API v1: `GET /v1/{name}` (jobs.get), `POST /v1/{name}:run` (jobs.run)."""
+    """Cloud Scheduler's REST API v1: `POST /v1/{name}:run` (jobs.run)."""
 
     def __init__(self, base_url: str):
         self._base_url = base_url.rstrip("/")
@@ -44,16 +42,6 @@ class SchedulerApi:
             return AuthorizedSession(AnonymousCredentials())
         credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
         return AuthorizedSession(credentials)
-
-    def updated(self, job: str) -> datetime | None:
-        """The job's `userUpdateTime`."""
-        answer = self._session.get(f"{self._base_url}/v1/{job}", timeout=TIMEOUT_SECONDS)
-        answer.raise_for_status()
-        text = answer.json().get("userUpdateTime")
-        if not text:
-            return None
-        instant = parse_instant(text)
-        return instant.utc + timedelta(microseconds=instant.nanos // 1000)
 
     def run(self, job: str) -> None:
         """Run the job now."""

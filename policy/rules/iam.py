@@ -36,9 +36,9 @@ ONE_BUCKET_CONDITION = re.compile(
 # and an Eventarc trigger's account receives events at project level only.
 PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
 # Scheduler's IAM is managed at project level only, and IAM Conditions do not reach its jobs: an
-# operator's job runner (RO-OPS-1 checks who holds it) and a catching-up watchdog's (RO-WDG-1)
-# cannot be granted narrower.
-SCHEDULER_PROJECT_ONLY_ROLES = {"roles/cloudscheduler.jobRunner"}
+# operator's job runner and viewer (RO-OPS-1 checks who holds them) and a catching-up watchdog's
+# job runner (RO-WDG-1) cannot be granted narrower.
+SCHEDULER_PROJECT_ONLY_ROLES = {"roles/cloudscheduler.jobRunner", "roles/cloudscheduler.viewer"}
 EVENT_RECEIVER_ROLE = "roles/eventarc.eventReceiver"
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 # The Cloud Storage agent as the `google_storage_project_service_account` data source names it:

@@ -79,12 +79,14 @@ def dead_letter_subscriptions(stack: Stack) -> set[str]:
 
 
 def _what(grant: Resource, stack: Stack) -> str | None:
-    """Which of the operator's four grants this is ("ledger", "runner", "subscriber:<name>",
+    """Which of the operator's grants this is ("ledger", "runner", "viewer", "subscriber:<name>",
     "publisher:<topic>"), or None if it is none of them."""
     if grant.type == "google_project_iam_member":
         condition = grant.config.get("condition")
         if grant.role == grants.JOB_RUNNER_ROLE and not condition:
             return "runner"
+        if grant.role == grants.SCHEDULER_VIEWER_ROLE and not condition:
+            return "viewer"
         database = ONE_DATABASE.match(str((condition or {}).get("expression", "")).strip())
         if grant.role == grants.LEDGER_ROLE and database and database.group(1) in ledger_databases(stack):
             return "ledger"
@@ -104,8 +106,9 @@ def _operators_of(grant: Resource) -> list[str]:
 
 
 def operator_grants_are_the_verbs(resource: Resource, stack: Stack) -> Verdict:
-    """An operator's grant is one of: datastore.user on the ledger's database, the job runner on
-    the project, subscriber on a dead-letter subscription, publisher on an event job's topic."""
+    """An operator's grant is one of: datastore.user on the ledger's database, the job runner and
+    the Scheduler viewer on the project, subscriber on a dead-letter subscription, publisher on an
+    event job's topic."""
     if not _operators_of(resource):
         return Verdict.NOT_APPLICABLE
     return Verdict.COMPLIANT if _what(resource, stack) is not None else Verdict.NON_COMPLIANT
@@ -116,12 +119,13 @@ def _needed(stack: Stack) -> Iterator[str]:
         yield "ledger"
     if stack.configs("google_cloud_scheduler_job"):
         yield "runner"
+        yield "viewer"
     yield from (f"subscriber:{name}" for name in dead_letter_subscriptions(stack))
     yield from (f"publisher:{topic}" for topic in source_topics(stack))
 
 
 def operators_hold_every_verbs_grant(resource: Resource, stack: Stack) -> Verdict:
-    """Each operator holds all four kinds, on every dead-letter subscription and every topic: a
+    """Each operator holds every kind, on every dead-letter subscription and every topic: a
     verb without its grant fails part-way (a replay that cannot acknowledge its copy)."""
     operators = _operators_of(resource)
     if not operators or _what(resource, stack) is None:

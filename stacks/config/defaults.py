@@ -26,6 +26,9 @@ ROLE_LEDGER_READER = "roles/datastore.viewer"
 # (https://cloud.google.com/iam/docs/conditions-resource-attributes), so it is granted on the
 # project: the operator may run any Scheduler job of the project.
 ROLE_JOB_RUNNER = "roles/cloudscheduler.jobRunner"
+ROLE_SCHEDULER_VIEWER = "roles/cloudscheduler.viewer"
+"""Get and list Scheduler jobs (`cloudscheduler.jobs.get`, which the job runner lacks): `runonce
+backfill` reads the job's `userUpdateTime`; project-level, as every Scheduler role."""
 ROLE_INVOKER = "roles/run.invoker"
 ROLE_BUILD_SOURCE_READER = "roles/storage.objectViewer"
 ROLE_BUILD_IMAGE_WRITER = "roles/artifactregistry.writer"

@@ -11,9 +11,10 @@ Per operator:
   the copies (without acknowledging them), `replay` acknowledges the one it replayed.
 - `roles/pubsub.publisher` on each event job's topic (the stack's or the existing one it names;
   a Cloud Storage trigger has none): `replay` publishes the original back to it.
-- `roles/cloudscheduler.jobRunner` on the project, for a team with scheduled jobs: `rerun`
-  delivers through Scheduler's `jobs.run`, and Scheduler grants no narrower
-  (`defaults.ROLE_JOB_RUNNER`).
+- `roles/cloudscheduler.jobRunner` on the project, for a team with scheduled jobs: `rerun` and
+  `backfill` deliver through Scheduler's `jobs.run`, and Scheduler grants no narrower
+  (`defaults.ROLE_JOB_RUNNER`); and `roles/cloudscheduler.viewer` there: `backfill` reads the
+  Scheduler job (`jobs.get`, its `userUpdateTime`), which the job runner role does not hold.
 """
 
 from __future__ import annotations
@@ -98,6 +99,16 @@ class OperatorAccess(Construct):
                     f"{who}-job-runner",
                     project=props.project,
                     role=defaults.ROLE_JOB_RUNNER,
+                    member=principal,
+                    depends_on=props.apis.of(defaults.API_SCHEDULER),
+                )
+            )
+            grants.append(
+                ProjectIamMember(
+                    self,
+                    f"{who}-scheduler-viewer",
+                    project=props.project,
+                    role=defaults.ROLE_SCHEDULER_VIEWER,
                     member=principal,
                     depends_on=props.apis.of(defaults.API_SCHEDULER),
                 )

@@ -29,12 +29,13 @@ def operator_grants(document) -> dict[str, dict]:
 
 def test_the_operators_grants_are_the_verbs_and_all_of_them(every):
     grants = operator_grants(every)
-    # The ledger, the job runner, and for each of the three event jobs its dead letters; the two
-    # with a topic (the push job and the Eventarc topic job) their topic.
+    # The ledger, the job runner and the Scheduler viewer, and for each of the three event jobs its
+    # dead letters; the two with a topic (the push job and the Eventarc topic job) their topic.
     assert sorted((address.split(".")[0], grant["role"]) for address, grant in grants.items()) == sorted(
         [
             ("google_project_iam_member", "roles/datastore.user"),
             ("google_project_iam_member", "roles/cloudscheduler.jobRunner"),
+            ("google_project_iam_member", "roles/cloudscheduler.viewer"),
             *[("google_pubsub_subscription_iam_member", "roles/pubsub.subscriber")] * 3,
             *[("google_pubsub_topic_iam_member", "roles/pubsub.publisher")] * 2,
         ]
@@ -60,6 +61,7 @@ def break_grant(document, kind: str, suffix: str, key: str, value) -> str:
         ("google_project_iam_member", "ledger", "condition", None),
         ("google_project_iam_member", "job-runner", "role", "roles/cloudscheduler.admin"),
         ("google_project_iam_member", "job-runner", "condition", {"title": "t", "expression": "true"}),
+        ("google_project_iam_member", "scheduler-viewer", "role", "roles/cloudscheduler.admin"),
         ("google_pubsub_subscription_iam_member", "orders-dead-letters", "role", "roles/pubsub.editor"),
         ("google_pubsub_topic_iam_member", "orders-topic", "topic", "projects/acme-every-1/topics/other"),
     ],
@@ -100,6 +102,14 @@ def test_an_operator_missing_one_dead_letter_subscription_is_flagged_on_its_gran
     document = copy.deepcopy(every)
     grants = document["resource"]["google_pubsub_subscription_iam_member"]
     del grants[named(document, "google_pubsub_subscription_iam_member", f"{PREFIX}-orders-dead-letters")]
+    found = verdicts(PACK["RO-OPS-2"], document)
+    assert {found[address] for address in operator_grants(document)} == {Verdict.NON_COMPLIANT}
+
+
+def test_an_operator_without_the_scheduler_viewer_is_flagged_backfill_could_not_read_the_job(every):
+    document = copy.deepcopy(every)
+    grants = document["resource"]["google_project_iam_member"]
+    del grants[named(document, "google_project_iam_member", f"{PREFIX}-scheduler-viewer")]
     found = verdicts(PACK["RO-OPS-2"], document)
     assert {found[address] for address in operator_grants(document)} == {Verdict.NON_COMPLIANT}
 

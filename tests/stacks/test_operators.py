@@ -53,6 +53,7 @@ def test_each_operator_gets_the_ledger_the_job_runner_the_dead_letters_and_the_t
                 'resource.name == "projects/runonce-example/databases/runonce"',
             ),
             ("google_project_iam_member", defaults.ROLE_JOB_RUNNER, "runonce-example"),
+            ("google_project_iam_member", defaults.ROLE_SCHEDULER_VIEWER, "runonce-example"),
             (
                 "google_pubsub_subscription_iam_member",
                 defaults.ROLE_SUBSCRIBER,
@@ -83,7 +84,7 @@ def test_a_team_with_only_scheduled_jobs_grants_no_pubsub_and_no_operators_grant
     payments = load_team_file(TEAMS_DIR / "payments.py")
     synth = synthesize(replace(payments, operators=[OPS]), archive_dir)
     assert [role for _, role, _ in grants_of(synth, OPS)] == sorted(
-        [defaults.ROLE_JOB_RUNNER, defaults.ROLE_LEDGER]
+        [defaults.ROLE_JOB_RUNNER, defaults.ROLE_LEDGER, defaults.ROLE_SCHEDULER_VIEWER]
     )
     plain = synthesize(payments, archive_dir)
     assert not any(

@@ -38,13 +38,9 @@ class Scheduler:
     stores: object
     clock: object
     runs: list[str] = field(default_factory=list)
-    updated_at: datetime | None = None
     refuse: bool = False
     deliver: bool = True
     ending: str = "complete"
-
-    def updated(self, job: str) -> datetime | None:
-        return self.updated_at
 
     lose_answer: bool = False
 
@@ -175,17 +171,6 @@ def test_a_caught_up_run_that_dies_is_reported_and_not_caught_up_again(stores, c
     _, lines = tick(stores, clock, scheduler, at(31) + GRACE + timedelta(minutes=7), capsys)
     assert [line["missed_run"] for line in lines] == [MissedRun.RETRIED_OUT.value]
     assert scheduler.runs == [JOB_NAME]
-
-
-def test_a_run_before_the_scheduler_jobs_last_update_is_not_caught_up_and_is_reported(
-    stores, clock, scheduler, capsys
-):
-    completed(stores.ledger, key(at(0)), clock, at(0))
-    scheduler.updated_at = at(15)
-    _, [line] = tick(stores, clock, scheduler, at(31), capsys)
-    assert (line["missed_run"], line["catch_up"]) == ("never_delivered", "failed")
-    assert "updated at" in line["catch_up_error"]
-    assert scheduler.runs == [] and stores.ledger.read(SLOT) is None
 
 
 def test_a_tick_starts_one_catch_up_per_job_and_the_next_tick_the_next(stores, clock, scheduler, capsys):

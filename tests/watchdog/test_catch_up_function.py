@@ -80,7 +80,7 @@ def pool(firestore_emulator, names, tmp_path) -> Iterator[InstancePool]:
 
 @pytest.fixture
 def scheduler(pool) -> Iterator[GoogleApisStandIn]:
-    """Cloud Scheduler's API: the job (`jobs.get`), and `jobs.run` sending the forced delivery."""
+    """Cloud Scheduler's API: the job, and `jobs.run` sending the forced delivery."""
     stand_in = GoogleApisStandIn().start()
     name = f"projects/{PROJECT}/locations/{LOCATION}/jobs/{SCHEDULER_JOB}"
     stand_in._store({"name": name, "userUpdateTime": "2026-01-01T00:00:00Z"})

@@ -29,9 +29,11 @@ try, ever, through a claim of `catch-up:<run key>` in the watchdog's store: a tr
 reported (the missed run's ERROR line, with `catch_up` `failed` and why), a started run whose
 delivery never comes is reported once its request's life and the job's grace have passed
 (`catch_up` `not_delivered`), and a caught-up run is judged afterwards as a re-run is. A tick
-starts at most one catch-up per job (the slot holds one request); a run at or before the
-Scheduler job's last update (`userUpdateTime`) is not caught up (its schedule may have been
-another), and a run outside the window is reported only.
+starts at most one catch-up per job (the slot holds one request), and a run outside the window
+is reported only. Every run a tick judges is one of the schedule in force: a job's window starts
+at its `since`, the time the stack recorded when it last deployed the job's schedule, time zone
+or name (stacks/constructs/watchdog.py), so a catch-up never starts a tick of an older schedule
+and needs no read of the Scheduler job.
 
 The module reads and writes the ledger through the `Store` protocol only and imports no Google
 library; the function (functions/watchdog) gives it the Firestore stores and Scheduler's REST
@@ -267,10 +269,6 @@ class Scheduler(Protocol):
     """Cloud Scheduler as a catch-up uses it: the watchdog function gives the REST API, the tests a
     stand-in. `job` is the Scheduler job's full name, projects/P/locations/L/jobs/J."""
 
-    def updated(self, job: str) -> datetime | None:
-        """The job's `userUpdateTime` (`jobs.get`), or None if it has none."""
-        ...
-
     def run(self, job: str) -> None:
         """Run the job now (`jobs.run`); any exception says it was not run."""
         ...
@@ -347,15 +345,6 @@ class CatchUp:
         name = (
             f"projects/{self.watch.project}/locations/{self.watch.location}/jobs/{missed.job.scheduler_job}"
         )
-        try:
-            updated = self.scheduler.updated(name)
-        except Exception as exc:  # whatever the API or its transport raised: reported, not retried
-            return _failed(f"jobs.get of {name} failed: {exc}")
-        if updated is not None and missed.schedule_time <= updated:
-            return _failed(
-                f"the Scheduler job was updated at {updated.isoformat()}, after the run's schedule "
-                "time: its schedule then may have been another, so it is not caught up"
-            )
         slot = rerun_slot(self.watch.project, self.watch.location, missed.job.scheduler_job)
         fields: dict[str, Any] = {
             "by": CATCH_UP_BY,
