@@ -98,18 +98,16 @@ def test_publisher_on_a_dead_letter_topic_is_not_a_replay_grant(every):
     assert verdicts(PACK["RO-OPS-1"], document)[address] is Verdict.NON_COMPLIANT
 
 
-def test_an_operator_missing_one_dead_letter_subscription_is_flagged_on_its_grants(every):
+@pytest.mark.parametrize(
+    ("kind", "suffix"),
+    [
+        ("google_pubsub_subscription_iam_member", "orders-dead-letters"),  # one dead-letter subscription
+        ("google_project_iam_member", "scheduler-viewer"),  # backfill could not read the Scheduler job
+    ],
+)
+def test_an_operator_missing_one_grant_is_flagged_on_all_its_grants(every, kind, suffix):
     document = copy.deepcopy(every)
-    grants = document["resource"]["google_pubsub_subscription_iam_member"]
-    del grants[named(document, "google_pubsub_subscription_iam_member", f"{PREFIX}-orders-dead-letters")]
-    found = verdicts(PACK["RO-OPS-2"], document)
-    assert {found[address] for address in operator_grants(document)} == {Verdict.NON_COMPLIANT}
-
-
-def test_an_operator_without_the_scheduler_viewer_is_flagged_backfill_could_not_read_the_job(every):
-    document = copy.deepcopy(every)
-    grants = document["resource"]["google_project_iam_member"]
-    del grants[named(document, "google_project_iam_member", f"{PREFIX}-scheduler-viewer")]
+    del document["resource"][kind][named(document, kind, f"{PREFIX}-{suffix}")]
     found = verdicts(PACK["RO-OPS-2"], document)
     assert {found[address] for address in operator_grants(document)} == {Verdict.NON_COMPLIANT}
 
