@@ -29,13 +29,26 @@ import pytest
 
 import runonce
 from runonce import OutcomeUnknown, PermanentError
-from runonce.contract import JOB_VARIABLE, MISSED_RUN_FIELD, OVERLAP_HEADER, WATCHDOG_LOGGER, MissedRun
+from runonce._instant import parse_instant
+from runonce.contract import (
+    JOB_HEADER,
+    JOB_VARIABLE,
+    LOCATION_HEADER,
+    MISSED_RUN_FIELD,
+    OVERLAP_HEADER,
+    PROJECT_HEADER,
+    WATCHDOG_LOGGER,
+    MissedRun,
+)
 from runonce.core.errors import ConfigError, StoreUnavailable
 from runonce.core.outcomes import Outcome
 from runonce.core.settings import DEFAULT_RETENTION_SECONDS
+from runonce.core.store import CAUSE_FIELD, EXPECTED_ATTEMPT_FIELD, EXPECTED_STATUS_FIELD
 from runonce.events import adapter as event_adapter
 from runonce.events.adapter import EventSetup
 from runonce.scheduler import adapter as scheduled_adapter
+from runonce.scheduler.expected import scheduled_key
+from runonce.scheduler.keys import rerun_slot
 from runonce.scheduler.watchdog import Missed, Watch, WatchedJob, report
 from runonce.store.memory import MemoryStore
 from stacks import naming
@@ -220,6 +233,43 @@ def _scheduled(monkeypatch: pytest.MonkeyPatch, clock: ManualClock) -> Iterator[
     )
     yield _answered(
         "scheduled wait while held", "scheduled", overlapping(done, "2026-11-28T18:00:00Z", "wait")
+    )
+
+    def requested(cause: str | None, run_time: str, forced_time: str) -> Callable[[], Any]:
+        """A request filed as `runonce rerun` (cause None), `runonce backfill` or the watchdog's
+        catch-up files it, then the forced delivery `jobs.run` sends, which runs the requested run."""
+
+        def send() -> Any:
+            headers = scheduler_headers(time=forced_time)
+            job, project, location = (headers[name] for name in (JOB_HEADER, PROJECT_HEADER, LOCATION_HEADER))
+            run = scheduled_key(job, parse_instant(run_time).utc, project, location)
+            fields: dict[str, Any] = {
+                "by": "ops@example.com",
+                "schedule_time": run_time,
+                "scheduler_job": job,
+            }
+            if cause is not None:
+                fields |= {CAUSE_FIELD: cause, EXPECTED_ATTEMPT_FIELD: None, EXPECTED_STATUS_FIELD: None}
+            slot = rerun_slot(project, location, job)
+            store.request_rerun(slot, run, fields, cause is None, timedelta(minutes=10))
+            return done.post("/", headers=headers)
+
+        return send
+
+    # Runs a request started (docs/backfill.md): never delivered (no record) for a backfill and a
+    # catch-up, the completed run above for a re-run; each by its own forced delivery.
+    yield _answered(
+        "scheduled backfilled",
+        "scheduled",
+        requested("backfill", "2026-11-29T00:00:00Z", "2026-11-29T04:00:00Z"),
+    )
+    yield _answered(
+        "scheduled caught up",
+        "scheduled",
+        requested("catch_up", "2026-11-28T17:00:00Z", "2026-11-29T05:00:00Z"),
+    )
+    yield _answered(
+        "scheduled re-run", "scheduled", requested(None, "2026-11-29T03:00:00Z", "2026-11-29T06:00:00Z")
     )
 
 
@@ -877,8 +927,8 @@ def test_the_missed_run_metric_watches_the_service_and_app_engine_jobs(hosts, de
 # Overlap policies and catch-up (docs/stacks/schedules.md, "Metrics and alerts"). A skipped or
 # waiting run is answered with a line like every other (its `outcome`, its `latency_ms`): the
 # library's own, from the overlapping deliveries above. A run a request started carries the
-# request's `cause` on its answer line, and the watchdog's lines about a catch-up carry
-# `catch_up`: until the library writes those, they are made here from its real lines.
+# request's `cause` on its answer line (the library's, from the requested deliveries above), and
+# the watchdog's lines about a catch-up carry `catch_up`.
 
 
 def test_every_outcome_the_library_answers_is_one_the_monitoring_knows():
@@ -898,15 +948,15 @@ def answer_line(deliveries: list[Delivery], name: str) -> dict[str, Any]:
 
 
 def answer_variants(deliveries: list[Delivery]) -> dict[str, dict[str, Any]]:
-    """Answer lines of a skipped run, a waiting run (the library's), a caught-up, a backfilled
-    and a re-run run (its completed line with their `cause`), and a plain one, by name."""
+    """The library's answer lines of a skipped run, a waiting run, a caught-up, a backfilled and
+    a re-run run (each with its request's `cause`), and a plain one, by name."""
     done = answer_line(deliveries, "scheduled completed")
     return {
         "skipped": answer_line(deliveries, "scheduled skip while held"),
         "waiting": answer_line(deliveries, "scheduled wait while held"),
-        "caught up": {**done, CAUSE: "catch_up"},
-        "backfilled": {**done, CAUSE: "backfill"},
-        "re-run": {**done, CAUSE: "rerun"},
+        "caught up": answer_line(deliveries, "scheduled caught up"),
+        "backfilled": answer_line(deliveries, "scheduled backfilled"),
+        "re-run": answer_line(deliveries, "scheduled re-run"),
         "plain": done,
     }
 

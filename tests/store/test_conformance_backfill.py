@@ -147,7 +147,7 @@ def test_the_forced_key_carries_a_second_missed_run_once_the_first_has_finished(
     assert first is not None and first.claim is not None
     second_request = _missed(store, OTHER)
     told = _deliver(store)
-    assert told == Rerun(RUN, TIMES[RUN], None)  # the first still runs: this may be its retry
+    assert told == Rerun(RUN, TIMES[RUN], None, "backfill")  # the first still runs: this may be its retry
     assert store.read(SLOT)["request_id"] == second_request.request_id
     assert store.read(SLOT)[api.REQUEST_STATE_FIELD] == "pending"
     assert store.complete(first.claim, StoredResult.of(1)) is not None
@@ -157,7 +157,7 @@ def test_the_forced_key_carries_a_second_missed_run_once_the_first_has_finished(
     marker = store.read(FORCED)
     assert (marker[api.RERUN_OF_FIELD], marker["carried_before"]) == (OTHER, [RUN])
     again = _deliver(store)  # a retry of the second delivery
-    assert again == Rerun(OTHER, TIMES[OTHER], None)
+    assert again == Rerun(OTHER, TIMES[OTHER], None, "backfill")  # told its cause too
     assert store.read(RUN)["status"] == "completed"
 
 

@@ -275,6 +275,8 @@ RERUN_OF_FIELD = "rerun_of"
 """On a forced delivery's record that carried a re-run: the run key of the run it re-ran."""
 RERUN_TIME_FIELD = "rerun_schedule_time"
 """On that record: the re-run run's schedule time (RFC 3339), to claim it again on a retry."""
+RERUN_CAUSE_FIELD = "rerun_cause"
+"""On that record: the `cause` of the request it consumed, told to its later deliveries."""
 REQUEST_STATE_FIELD = "rerun_state"
 """On a re-run request: a `RequestState` value."""
 RERUN_REQUEST_FIELD = "rerun_request"
@@ -329,3 +331,5 @@ class Rerun(NamedTuple):
     claim: Claim | None
     """The claim of the reopened run when this delivery consumed the request; None when an earlier
     delivery with the same headers did (a retry of it): the run is then claimed as usual."""
+    cause: str = "rerun"
+    """What filed the request (a `Cause` value): the answer line carries it as `cause`."""

@@ -167,7 +167,13 @@ def _forced(request: Incoming, store: Store, delivery: Delivery, key: str, attem
     # Held by this attempt from here on: the outer guard gives the claim back if anything raises.
     attempt.store, attempt.claim = store, rerun.claim
     target = delivery._replace(schedule_time=parse_instant(rerun.schedule_time), forced=False)
-    logs.bind(run_key=rerun.key, schedule_time=rerun.schedule_time, forced=False, rerun_delivery=key)
+    logs.bind(
+        run_key=rerun.key,
+        schedule_time=rerun.schedule_time,
+        forced=False,
+        rerun_delivery=key,
+        cause=rerun.cause,
+    )
     log(
         logging.INFO,
         "forced delivery carries an operator's re-run"

@@ -25,6 +25,7 @@ from ..core.store import (
     EXPECTED_STATUS_FIELD,
     MISSED_RUN_CAUSES,
     REQUEST_STATE_FIELD,
+    RERUN_CAUSE_FIELD,
     RERUN_OF_FIELD,
     RERUN_REQUEST_FIELD,
     RERUN_TIME_FIELD,
@@ -293,7 +294,8 @@ def _caused(request: dict[str, Any], delivery_key: str, now: datetime, what: str
 def told_rerun(record: dict[str, Any]) -> Rerun | None:
     """The re-run an existing forced delivery's record carried (None: an ordinary forced run)."""
     key = record.get(RERUN_OF_FIELD)
-    return Rerun(key, record[RERUN_TIME_FIELD], None) if key else None
+    cause = record.get(RERUN_CAUSE_FIELD) or Cause.RERUN.value
+    return Rerun(key, record[RERUN_TIME_FIELD], None, cause) if key else None
 
 
 def reopenable(record: dict[str, Any] | None, now: datetime) -> bool:
@@ -365,6 +367,7 @@ def marker_record(
         VERSION_FIELD: __version__,
         RERUN_OF_FIELD: request["rerun_key"],
         RERUN_TIME_FIELD: request["schedule_time"],
+        RERUN_CAUSE_FIELD: request.get(CAUSE_FIELD) or Cause.RERUN.value,
         "result_json": "null",
         "result_stored": True,
         "attempts": 0,
@@ -378,7 +381,7 @@ def rerun_claim(request: dict[str, Any], reopened: dict[str, Any], written_at: d
     """The re-run a consuming delivery executes: the reopened run's claim, fenced at `written_at`."""
     key = request["rerun_key"]
     claim = Claim(key, reopened["attempt_id"], reopened["attempts"], written_at, reopened=True)
-    return Rerun(key, request["schedule_time"], claim)
+    return Rerun(key, request["schedule_time"], claim, request.get(CAUSE_FIELD) or Cause.RERUN.value)
 
 
 def with_action(record: Mapping[str, Any] | None, action: Mapping[str, Any]) -> list[dict[str, Any]]:

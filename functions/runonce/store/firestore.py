@@ -38,7 +38,18 @@ from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
 from ..contract import CLAIMED_AT_FIELD, EXPIRE_AT_FIELD, HISTORY_FIELD, Overlap, RunStatus
 from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
-from ..core.store import Claim, Decision, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
+from ..core.store import (
+    CAUSE_FIELD,
+    Cause,
+    Claim,
+    Decision,
+    Held,
+    JobLock,
+    Overlapped,
+    Refusal,
+    Rerun,
+    StoredResult,
+)
 from . import _records
 from ._budget import Budget
 from ._commit import Write, Writes
@@ -586,7 +597,12 @@ class Ledger:
         snapshot = self._collection.document(consumed["rerun_key"]).get(**budget.call())
         record = snapshot.to_dict() or {}
         if record.get("attempt_id") != attempt_id:
-            return Rerun(consumed["rerun_key"], consumed["schedule_time"], None)
+            return Rerun(
+                consumed["rerun_key"],
+                consumed["schedule_time"],
+                None,
+                consumed.get(CAUSE_FIELD) or Cause.RERUN.value,
+            )
         return _records.rerun_claim(consumed, record, snapshot.update_time)
 
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any], budget: Budget) -> bool:
