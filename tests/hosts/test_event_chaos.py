@@ -2,17 +2,20 @@
 gunicorn and on a FastAPI route (`runonce.events.asgi`, an `async def` job) served by uvicorn, each
 app from localscheduler/hosts/apps importing runonce from the installed wheel, receiving the real
 Pub/Sub emulator's pushes through the local push proxy with its faults (lost acks, duplicate
-pushes, late arrivals, instances killed holding the claim) and the job's own (slow, retryable
+pushes, late arrivals, instances killed holding the claim) and the job's own (retryable
 and permanent failures, kills before and right after the effect), on the Firestore emulator.
 
 The properties are tests/local/event_chaos.py's, the ones tests/local/test_event_chaos.py asserts
 on functions-framework: every message has exactly one effect or exactly one dead letter with its
 reason, none is lost (the dead letters are counted), no body starts again after one that ended
-normally nor while another runs. Shorter than the functions-framework suite: a few messages of
-each fault, both hosts played side by side once for the module. The one fault left out is
-`attempts_exhausted` (Pub/Sub's own dead-lettering after the maximum delivery attempts): its
-attempts need a maximum event age of at least 37 s (`EventConfig.margin_problems`), and a late
-message would then be held 40 s; the host only answers it 500, as for `retryable`.
+normally nor while another runs. Shorter than the functions-framework suite: two messages of each
+fault, both hosts played side by side once for the module. Two faults are left out to keep it
+short, both the emulator's more than the host's: `attempts_exhausted` (Pub/Sub's own
+dead-lettering after the maximum delivery attempts; the host answers it 500 as it does
+`retryable`) needs a maximum event age of 37 s or more (`EventConfig.margin_problems`), so a late
+message would be held 40 s; `slow` (a job past the 10 s ack deadline) needs a 15 s lease, which a
+killed message then waits out. The 409 a push gets while another holds the message is still
+played: by the duplicate pushes and the redeliveries of the killed messages.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ HOSTS = ("gunicorn-flask", "uvicorn-fastapi")
 SEED = 20261204
 MIX = {
     "none": 4,
-    "slow": 1,
     "lost_ack": 2,
     "duplicate_push": 2,
     "killed_holding_claim": 2,
@@ -41,9 +43,9 @@ MIX = {
     "permanent": 2,
     "too_old": 2,
 }
-# The slow job outlasts the ack deadline within its lease; a late message is held 21 s, past a
-# killed message's takeover (its 16 s lease and the next push).
-CONFIG = EventConfig(lease_seconds=16, max_event_age_seconds=18, topics=2, instances=3)
+# A killed message is taken over after its 6 s lease; a late one is held 21 s. A shorter maximum
+# age (12 s) had ordinary messages reach it on a loaded machine while the killed servers restarted.
+CONFIG = EventConfig(lease_seconds=6, max_event_age_seconds=18, topics=2, instances=3)
 TIMEOUT_SECONDS = 120.0
 
 
@@ -75,8 +77,8 @@ def outcome(request, played) -> EventResult:
     return result
 
 
-def test_every_fault_but_attempts_exhausted_was_published(outcome):
-    assert set(published(outcome)) == set(fault_table(CONFIG)) - {"attempts_exhausted"}
+def test_every_fault_but_attempts_exhausted_and_slow_was_published(outcome):
+    assert set(published(outcome)) == set(fault_table(CONFIG)) - {"attempts_exhausted", "slow"}
     assert published(outcome) == MIX
 
 
