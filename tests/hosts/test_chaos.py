@@ -74,7 +74,9 @@ def _teams(host: str) -> tuple[Team, Team]:
     return keyed, unkeyed
 
 
-def _simulation(team: Team, span: timedelta, mix: FaultMix, service: Service, log_dir: Path, emulator: str):
+def _simulation(
+    team: Team, span: timedelta, mix: FaultMix, service: Service, log_dir: Path, emulator: str
+) -> Simulation:
     return Simulation(
         [team],
         START,
