@@ -172,7 +172,7 @@ class ProxyHarness:
     def _send(self, run: ProxyRun) -> Answer:
         assert self.pool is not None
         headers = scheduler_headers(self.team, self.job, run.schedule_time)
-        return self.pool.post(headers, DEADLINE_SECONDS, DEADLINE_SECONDS)
+        return self.pool.post("", headers, DEADLINE_SECONDS, DEADLINE_SECONDS)
 
     def _deliver(self, run: ProxyRun) -> None:
         if run.fault == "duplicate_delivery":

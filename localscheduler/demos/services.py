@@ -187,7 +187,7 @@ class ServiceHarness:
             WORK_HEADER: str(SHORT_WORK_SECONDS if run.fault == "short_deadline" else WORK_SECONDS),
             **(extra or {}),
         }
-        return self.pool.post(headers, deadline, DEADLINE_SECONDS)
+        return self.pool.post("", headers, deadline, DEADLINE_SECONDS)
 
     def _deliver(self, run: ServiceRun) -> None:
         if run.fault == "duplicate_delivery":

@@ -147,14 +147,14 @@ class InstancePool:
                     chosen.busy = False
                     self._changed.notify_all()
 
-    def post(self, headers: dict[str, str], deadline: float, wait: float) -> Answer:
-        """One attempt (`delivery.post`) to an idle instance, found within `wait` seconds; a lost
-        connection takes the instance out of rotation (`died`)."""
+    def post(self, path: str, headers: dict[str, str], deadline: float, wait: float) -> Answer:
+        """One attempt (`delivery.post`) to `path` under the pool's route on an idle instance, found
+        within `wait` seconds; a lost connection takes the instance out of rotation (`died`)."""
         with self.acquire(wait) as instance:
             if instance is None:
                 return Answer(None, error="no_instance")
             process = instance.process
-            answer = post(instance.url, headers, b"", deadline)
+            answer = post(instance.url + path, headers, b"", deadline)
             if answer.error == "connection":
                 self.died(instance, process)
             return answer
