@@ -7,10 +7,18 @@ schedule. The mapping uses the system's wall clock (time.time), which all proces
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import runonce
+
+CLOCK_FILE_VARIABLE = "RUNONCE_LOCAL_CLOCK_FILE"
+"""An instance's environment: the file holding the scheduler's clock spec (see `follow_local_clock`)."""
 
 
 @dataclass(frozen=True)
@@ -60,3 +68,15 @@ class AcceleratedClock:
         """The clock `spec()` described."""
         start, wall_start, rate = spec.split("|")
         return cls(datetime.fromisoformat(start), float(wall_start), float(rate))
+
+
+def follow_local_clock() -> None:
+    """Put runonce in this instance on the scheduler's clock, if the instance was started with one:
+    CLOCK_FILE_VARIABLE names a file the scheduler writes the clock's spec to once it starts its
+    clock, read at the first request. Without it the instance keeps the real clock, as
+    `make bench` wants. Every local host calls it as it loads (function_source, the apps)."""
+    path = os.environ.get(CLOCK_FILE_VARIABLE)
+    if path is None:
+        return
+    clock = functools.cache(lambda: AcceleratedClock.from_spec(Path(path).read_text()))
+    runonce.set_clock(lambda: clock().now())

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import os
 import signal
 import socket
@@ -46,20 +47,16 @@ from localscheduler.demos.events import (
     EventResult,
 )
 from localscheduler.demos.proxy import ProxyHarness, ProxyResult
-from localscheduler.demos.services import (
-    ServiceHarness,
-    ServiceResult,
-    installed_python,
-    play_services,
-    services,
-)
+from localscheduler.demos.services import ServiceHarness, ServiceResult, play_services
 from localscheduler.demos.services import render as render_services
 from localscheduler.demos.simulation import Result, Simulation
 from localscheduler.demos.watch import FirestoreSettings, watch_missed_runs
 from localscheduler.folder_file import FolderFileError
+from localscheduler.hosts.service import installed_python, services
 from localscheduler.picture import lanes, save
 from localscheduler.scheduler.faults import FaultMix
 from localscheduler.scheduler.misses import PlannedMisses
+from localscheduler.side_by_side import side_by_side
 from localscheduler.verdicts.events import event_summary, render_events
 from localscheduler.verdicts.scheduled import fault_summary, guarantee_summary, render
 from runonce import contract
@@ -237,28 +234,14 @@ def _play_events(harnesses: list[EventHarness], host: str) -> list[EventResult]:
         messages = sum(harness.mix.values())
         print(f"  {harness.name}: {harness.config.instances} instances, {messages} messages", flush=True)
         harness.start(host)
-    outcomes: dict[int, EventResult | BaseException] = {}
-
-    def play(index: int) -> None:
-        try:
-            outcomes[index] = harnesses[index].play(
-                EVENT_TIMEOUT_SECONDS, progress=lambda line: print(line, flush=True)
+    return side_by_side(
+        [
+            functools.partial(
+                harness.play, EVENT_TIMEOUT_SECONDS, progress=lambda line: print(line, flush=True)
             )
-        except BaseException as exc:  # handed to the main thread, which raises it
-            outcomes[index] = exc
-
-    threads = [threading.Thread(target=play, args=(index,), daemon=True) for index in range(len(harnesses))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    results = []
-    for index in range(len(harnesses)):
-        outcome = outcomes[index]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        results.append(outcome)
-    return results
+            for harness in harnesses
+        ]
+    )
 
 
 def _report_events(results: list[EventResult], harnesses: list[EventHarness]) -> None:

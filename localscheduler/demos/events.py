@@ -4,7 +4,8 @@ part and the event chaos test both run one `EventHarness` per event job.
 Publisher -> topics -> push subscriptions (ack deadline, retry policy, dead-letter policy) -> the
 push proxy (lost acks, late arrivals, duplicate pushes, instances killed holding the claim) -> a
 pool of functions-framework instances serving any folder's `@deduplicated_event` entry point (the
-example's, or a team file's `EventJob`) -> the ledger and the job's effects in the Firestore
+example's, or a team file's `EventJob`), or a service's event route (`hosts.service`: the Flask
+app on gunicorn, the FastAPI app on uvicorn) -> the ledger and the job's effects in the Firestore
 emulator, the body lines the runonce core logs, and dead letters in the dead-letter topic's pull
 subscription. Each harness has a project of its own on both emulators, so a job's own default
 collections (those its folder's `[effects]` table names) start empty.
@@ -32,8 +33,10 @@ from pathlib import Path
 from google.cloud import firestore
 
 from localscheduler.clock import AcceleratedClock
-from localscheduler.demos.event_data import declared_event_data
+from localscheduler.demos.event_data import DEFAULT_DATA, EventData, declared_event_data
+from localscheduler.hosts.apps.job import ATTEMPT_ID_FIELD, RUN_KEY_FIELD
 from localscheduler.hosts.pool import InstancePool
+from localscheduler.hosts.service import Service
 from localscheduler.pubsub.push_proxy import (
     DUPLICATE_ATTRIBUTE,
     HOLD_ATTRIBUTE,
@@ -46,7 +49,7 @@ from localscheduler.pubsub.push_proxy import (
 from localscheduler.pubsub.topology import DeadLetter, PushPolicy, Topology
 from localscheduler.store import RUNS_COLLECTION
 from localscheduler.verdicts.bodies import read_bodies
-from localscheduler.verdicts.effects import declared_effects
+from localscheduler.verdicts.effects import Effects, FirestoreEffects, declared_effects
 from localscheduler.verdicts.events import (
     COMPLETED,
     DEMO_ID_ATTRIBUTE,
@@ -241,7 +244,7 @@ class EventHarness:
     def __init__(
         self,
         name: str,
-        function: EventFunction,
+        function: EventFunction | Service,
         mix: dict[str, int],
         seed: int,
         project: str,
@@ -262,23 +265,30 @@ class EventHarness:
             raise ValueError(f"{name}: {'; '.join(problems)}")
         # A project of its own on both emulators: the job's collections start empty.
         self.project = f"{project}-{uuid.uuid4().hex[:8]}"
-        # Read now: a mistake in the folder's local_demo.toml stops the demo before anything starts.
-        self.effects = declared_effects(function.source_dir)
-        self.data = declared_event_data(function.source_dir)
         self.slug = re.sub(r"[^a-z0-9-]+", "-", name.lower())
+        self.effects: Effects | None
+        if isinstance(function, Service):
+            service = function.events()
+            self.effects = FirestoreEffects(service.outbox, RUN_KEY_FIELD, ATTEMPT_ID_FIELD)
+            self.data = EventData(DEFAULT_DATA)
+            self.pool = service.pool(self.slug, self.config.instances, {}, log_dir)
+        else:
+            # Read now: a mistake in the folder's local_demo.toml stops the demo before anything starts.
+            self.effects = declared_effects(function.source_dir)
+            self.data = declared_event_data(function.source_dir)
+            self.pool = InstancePool(
+                self.slug,
+                function.source_dir / "main.py",
+                function.entry_point,
+                self.config.instances,
+                dict(function.env),
+                log_dir,
+            )
         self.journal = PushJournal()
         self.topology: Topology | None = None
         self.proxy: PushProxy | None = None
         self.messages: list[Published] = []
         self.letters: list[DeadLetter] = []
-        self.pool = InstancePool(
-            self.slug,
-            function.source_dir / "main.py",
-            function.entry_point,
-            self.config.instances,
-            dict(function.env),
-            log_dir,
-        )
         self._client: firestore.Client | None = None
         self._began = 0.0
 

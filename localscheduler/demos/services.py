@@ -1,9 +1,9 @@
 """The demo's services: runonce in Cloud Run services, not functions. gunicorn serving a Flask app
 and a Django app, uvicorn serving a FastAPI app (`async def` job), each app from
-localscheduler/hosts/apps on real server processes (`localscheduler.hosts.gunicorn`, `.uvicorn`),
-two instances each, against the Firestore emulator, on the real clock. With `installed_python`
-(as `make demo` runs them) the servers import runonce from its wheel installed in a fresh venv,
-not from the source tree; each effect records where runonce came from.
+localscheduler/hosts/apps on real server processes (`localscheduler.hosts.service`), two
+instances each, against the Firestore emulator, on the real clock. With `installed_python` (as
+`make demo` runs them) the servers import runonce from its wheel installed in a fresh venv, not
+from the source tree; each effect records where runonce came from.
 
 Each run is delivered Scheduler-style (the same headers, retried until a 2xx) with one fault of
 `FAULTS`: two copies at once, a lost 2xx (the run delivered again), an attempt deadline shorter
@@ -17,7 +17,6 @@ effect per run, and a 2xx for every run.
 from __future__ import annotations
 
 import random
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,17 +24,11 @@ from pathlib import Path
 
 from google.cloud import firestore
 
-from localscheduler.hosts.apps.job import (
-    DIE_AFTER_EFFECT_HEADER,
-    RUN_KEY_FIELD,
-    RUNONCE_FIELD,
-    SERVICES_OUTBOX_VARIABLE,
-    WORK_HEADER,
-)
-from localscheduler.hosts.gunicorn import Gunicorn
-from localscheduler.hosts.pool import KILL_HEADER, Host, InstancePool
-from localscheduler.hosts.uvicorn import Uvicorn
+from localscheduler.hosts.apps.job import DIE_AFTER_EFFECT_HEADER, RUN_KEY_FIELD, RUNONCE_FIELD, WORK_HEADER
+from localscheduler.hosts.pool import KILL_HEADER
+from localscheduler.hosts.service import Service
 from localscheduler.scheduler.delivery import Answer, both_at_once, retry_until_ok, scheduler_headers
+from localscheduler.side_by_side import side_by_side
 from runonce import contract
 from runonce._instant import Instant
 from runonce.scheduler.delivery import Delivery
@@ -43,7 +36,6 @@ from runonce.scheduler.keys import run_key
 from stacks.naming import scheduler_job_name
 from stacks.team import Job, Team
 
-APPS = Path(__file__).resolve().parents[1] / "hosts" / "apps"
 FAULTS = (
     "none",
     "duplicate_delivery",
@@ -62,39 +54,6 @@ RETRY_SECONDS = 0.5
 DEADLINE_SECONDS = 10.0
 MAX_ATTEMPTS = 40
 LEDGER = "services_runs"
-
-
-@dataclass(frozen=True)
-class Service:
-    """One framework's app on one server: the file and object the host serves."""
-
-    name: str
-    host: Host
-    source: Path
-    target: str
-
-    @property
-    def outbox(self) -> str:
-        """The Firestore collection of its job's effects."""
-        return f"services_outbox_{self.name.replace('-', '_')}"
-
-
-def services(python: Path | None = None) -> tuple[Service, ...]:
-    """The three services, run by `python` (a venv with runonce installed from its wheel, see
-    `installed_python`) or, by default, by this interpreter with runonce from the source tree."""
-    return (
-        Service("gunicorn-flask", Gunicorn(python), APPS / "flask_app.py", "app"),
-        Service("gunicorn-django", Gunicorn(python), APPS / "django_app.py", "application"),
-        Service("uvicorn-fastapi", Uvicorn(python), APPS / "fastapi_app.py", "app"),
-    )
-
-
-def installed_python(work: Path) -> Path:
-    """Build runonce's wheel from functions/ and install it into a fresh venv under `work`
-    (localscheduler/hosts/wheel.py: offline, the shared venv's packages visible); that venv's python."""
-    from ..hosts.wheel import build_wheel, install
-
-    return install(build_wheel(work / "wheel"), work / "venv")
 
 
 @dataclass
@@ -177,20 +136,16 @@ class ServiceHarness:
         self.runs = runs
         self.seed = seed
         self.project = project
-        self.pool = InstancePool(
+        self.pool = service.pool(
             service.name,
-            service.source,
-            service.target,
             2,
             {
                 contract.PROJECT_VARIABLE: project,
                 "FIRESTORE_EMULATOR_HOST": emulator_host,
                 contract.LEASE_VARIABLE: str(LEASE_SECONDS),
                 contract.COLLECTION_VARIABLE: LEDGER,
-                SERVICES_OUTBOX_VARIABLE: service.outbox,
             },
             log_dir / service.name,
-            service.host,
         )
         self.played: list[ServiceRun] = []
 
@@ -232,7 +187,7 @@ class ServiceHarness:
             WORK_HEADER: str(SHORT_WORK_SECONDS if run.fault == "short_deadline" else WORK_SECONDS),
             **(extra or {}),
         }
-        return self.pool.post("jobs/close", headers, deadline, DEADLINE_SECONDS)
+        return self.pool.post("", headers, deadline, DEADLINE_SECONDS)
 
     def _deliver(self, run: ServiceRun) -> None:
         if run.fault == "duplicate_delivery":
@@ -260,19 +215,5 @@ def play_services(harnesses: list[ServiceHarness]) -> list[ServiceResult]:
     """Start every service's instances, play them side by side, judge each."""
     for harness in harnesses:
         harness.start()
-    failures: list[BaseException] = []
-
-    def play(harness: ServiceHarness) -> None:
-        try:
-            harness.play()
-        except BaseException as exc:  # handed to the caller, which raises it
-            failures.append(exc)
-
-    threads = [threading.Thread(target=play, args=(harness,), daemon=True) for harness in harnesses]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
+    side_by_side([harness.play for harness in harnesses])
     return [harness.judge() for harness in harnesses]

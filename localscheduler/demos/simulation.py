@@ -1,5 +1,7 @@
 """One simulation: instance pools for a set of teams, the scheduler on an accelerated clock, and
-the verdict from the store. The demo and the chaos suite both run one.
+the verdict from the store. The demo and the chaos suites both run one. The instances serve each
+job's own folder on functions-framework, or one service's app on its server (`service`: any of
+`localscheduler.hosts.service`).
 
 The lease is the one setting the simulation chooses instead of the team file: in production it
 is the function timeout plus a margin, minutes that an accelerated clock would turn into seconds
@@ -20,9 +22,11 @@ from pathlib import Path
 from google.cloud import firestore
 
 from emulator.googleapis import GoogleApisStandIn
-from localscheduler.clock import AcceleratedClock
+from localscheduler.clock import CLOCK_FILE_VARIABLE, AcceleratedClock
 from localscheduler.demos.proxy import proxy_env
+from localscheduler.hosts.apps.job import ATTEMPT_ID_FIELD, RUN_KEY_FIELD
 from localscheduler.hosts.pool import InstancePool
+from localscheduler.hosts.service import Service
 from localscheduler.scheduler.cloud_scheduler import LocalScheduler, Trigger, triggers
 from localscheduler.scheduler.faults import FaultMix
 from localscheduler.scheduler.journal import Journal, Sent
@@ -31,7 +35,7 @@ from localscheduler.scheduler.plan import PlannedRun, planned_runs
 from localscheduler.scheduler.retry import RetryPolicy
 from localscheduler.store import StoreView
 from localscheduler.verdicts.bodies import Body, read_bodies
-from localscheduler.verdicts.effects import Effects, StartedAtStandIn, declared_effects
+from localscheduler.verdicts.effects import Effects, FirestoreEffects, StartedAtStandIn, declared_effects
 from localscheduler.verdicts.scheduled import JobRow, RunVerdict, job_rows, judge
 from runonce import contract
 from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
@@ -106,6 +110,9 @@ class Simulation:
     """Instances per function, at most the job's max_instances."""
     misses: PlannedMisses = field(default_factory=PlannedMisses)
     """The runs lost on purpose (none by default)."""
+    service: Service | None = None
+    """The app every job runs on, a Cloud Run service (`localscheduler.hosts.service`: Flask or
+    Django on gunicorn, FastAPI on uvicorn); None: each job's own folder on functions-framework."""
     pools: dict[tuple[str, str], InstancePool] = field(default_factory=dict)
     scheduler: LocalScheduler | None = None
     stand_in: GoogleApisStandIn | None = None
@@ -134,19 +141,16 @@ class Simulation:
                     "FIRESTORE_EMULATOR_HOST": self.emulator_host,
                     contract.LEASE_VARIABLE: str(simulation_lease(job, runs[(team.name, job.name)])),
                     contract.RETENTION_VARIABLE: str(job.retention_seconds),
-                    "RUNONCE_LOCAL_CLOCK_FILE": str(self.clock_file),
+                    CLOCK_FILE_VARIABLE: str(self.clock_file),
                     **self._target_env(job),
                 }
                 size = max(1, min(job.max_instances, self.instances_per_job))
-                pool = InstancePool(
-                    f"{team.name}-{job.name}",
-                    job.source_dir / "main.py",
-                    job.entry_point,
-                    size,
-                    env,
-                    self.log_dir,
+                name = f"{team.name}-{job.name}"
+                self.pools[(team.name, job.name)] = (
+                    InstancePool(name, job.source_dir / "main.py", job.entry_point, size, env, self.log_dir)
+                    if self.service is None
+                    else self.service.pool(name, size, env, self.log_dir)
                 )
-                self.pools[(team.name, job.name)] = pool
         threads = [threading.Thread(target=pool.start) for pool in self.pools.values()]
         for thread in threads:
             thread.start()
@@ -215,15 +219,18 @@ class Simulation:
         return Result(plan, verdicts, journal, job_rows(verdicts, journal), restarts, leases, bodies, writers)
 
     def declared_effects(self) -> dict[tuple[str, str], Effects]:
-        """Where each served job's effects are: what the stand-in started for a job with a target,
-        else what its folder declares (jobs whose folder declares nothing are left out)."""
+        """Where each served job's effects are: the service's outbox on a service; what the
+        stand-in started for a job with a target, else what its folder declares (jobs whose folder
+        declares nothing are left out)."""
         declared: dict[tuple[str, str], Effects] = {}
         for team in self.teams:
             for job in team.jobs:
                 if (team.name, job.name) not in self.pools:
                     continue
                 effects: Effects | None = (
-                    StartedAtStandIn(self.stand_in)
+                    FirestoreEffects(self.service.outbox, RUN_KEY_FIELD, ATTEMPT_ID_FIELD)
+                    if self.service is not None
+                    else StartedAtStandIn(self.stand_in)
                     if job.target is not None and self.stand_in is not None
                     else declared_effects(job.source_dir)
                 )

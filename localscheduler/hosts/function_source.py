@@ -19,33 +19,19 @@ logs that the body of the run named by the header started: the claim is held, th
 runs, nothing is released, as when an instance crashes mid-run. The job's code is not involved.
 """
 
-import functools
 import importlib.util
 import logging
 import os
 import signal
 import sys
-from datetime import datetime
 from pathlib import Path
 
 import flask
 from google.cloud import firestore
 
-import runonce
-from localscheduler.clock import AcceleratedClock
+from localscheduler.clock import follow_local_clock
 from localscheduler.hosts.pool import KILL_HEADER
 from runonce.contract import BODY_FIELD, PROJECT_VARIABLE, BodyStage
-
-
-@functools.cache
-def _clock() -> AcceleratedClock:
-    return AcceleratedClock.from_spec(Path(os.environ["RUNONCE_LOCAL_CLOCK_FILE"]).read_text())
-
-
-def simulated_now() -> datetime:
-    """The scheduler's simulated time: runonce's leases and forced-run checks use it."""
-    return _clock().now()
-
 
 if os.environ.get("RUNONCE_LOCAL_ANONYMOUS_CREDENTIALS") == "1":
     import google.auth
@@ -77,8 +63,7 @@ class _DieHoldingClaim(logging.Filter):
 
 logging.getLogger("runonce").addFilter(_DieHoldingClaim())
 
-if "RUNONCE_LOCAL_CLOCK_FILE" in os.environ:
-    runonce.set_clock(simulated_now)
+follow_local_clock()
 firestore.Client().collection("localscheduler_warmup").document("probe").set({"warm": True})
 
 _source = Path(os.environ["RUNONCE_LOCAL_SOURCE"]).resolve()

@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from localscheduler.hosts.probe import accepts
+
 FUNCTION_SOURCE = Path(__file__).with_name("function_source.py")
 
 
@@ -45,3 +47,7 @@ class FunctionsFramework:
             "WORKERS": "1",
             "THREADS": "1",
         }
+
+    def serving(self, port: int) -> bool:
+        """The port accepts connections: functions-framework loads the function before it listens."""
+        return accepts(port)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -24,6 +23,7 @@ from typing import Protocol
 
 from emulator.firestore import free_port
 from localscheduler.hosts.functions_framework import FunctionsFramework
+from localscheduler.hosts.probe import accepts
 from localscheduler.scheduler.delivery import Answer, post
 from stacks.team import REPO_ROOT
 
@@ -45,6 +45,10 @@ class Host(Protocol):
         """What the instance's environment adds to the pool's."""
         ...
 
+    def serving(self, port: int) -> bool:
+        """The instance listening on `port` serves requests (its startup probe, `probe`)."""
+        ...
+
 
 @dataclass
 class Instance:
@@ -53,6 +57,8 @@ class Instance:
     name: str
     port: int
     log_path: Path
+    route: str = ""
+    """The handler's path (functions-framework serves at the root)."""
     process: subprocess.Popen | None = None
     ready: bool = False
     busy: bool = False
@@ -61,7 +67,7 @@ class Instance:
     @property
     def url(self) -> str:
         """Where the instance serves the function."""
-        return f"http://127.0.0.1:{self.port}/"
+        return f"http://127.0.0.1:{self.port}/{self.route}"
 
     def alive(self) -> bool:
         """The process runs (it may still be loading the function)."""
@@ -86,6 +92,8 @@ class InstancePool:
     """Each instance appends its stdout and stderr to <log_dir>/<name>-<n>.log."""
     host: Host = field(default_factory=FunctionsFramework)
     """The server each instance runs."""
+    route: str = ""
+    """The path the handler is served at: "" for a function, a route of the app for a service."""
     instances: list[Instance] = field(default_factory=list)
     _changed: threading.Condition = field(default_factory=threading.Condition)
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -95,7 +103,7 @@ class InstancePool:
         """Launch every instance and wait until all accept connections."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.instances = [
-            Instance(f"{self.name}-{n}", free_port(), self.log_dir / f"{self.name}-{n}.log")
+            Instance(f"{self.name}-{n}", free_port(), self.log_dir / f"{self.name}-{n}.log", self.route)
             for n in range(self.size)
         ]
         for instance in self.instances:
@@ -140,8 +148,8 @@ class InstancePool:
                     self._changed.notify_all()
 
     def post(self, path: str, headers: dict[str, str], deadline: float, wait: float) -> Answer:
-        """One attempt (`delivery.post`) to an idle instance, found within `wait` seconds; a lost
-        connection takes the instance out of rotation (`died`)."""
+        """One attempt (`delivery.post`) to `path` under the pool's route on an idle instance, found
+        within `wait` seconds; a lost connection takes the instance out of rotation (`died`)."""
         with self.acquire(wait) as instance:
             if instance is None:
                 return Answer(None, error="no_instance")
@@ -215,16 +223,10 @@ class InstancePool:
                     _wait_closed(instance.port)
                     with self._changed:
                         self._launch(instance)
-                elif not instance.ready and _accepts(instance.port):
+                elif not instance.ready and self.host.serving(instance.port):
                     with self._changed:
                         instance.ready = True
                         self._changed.notify_all()
-
-
-def _accepts(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _wait_closed(port: int, timeout: float = 2.0) -> None:
@@ -232,7 +234,7 @@ def _wait_closed(port: int, timeout: float = 2.0) -> None:
     moment, holding the listening socket, and the new instance must not be probed ready on it
     (requests handed to it would fail at once, as if it had died under them)."""
     deadline = time.monotonic() + timeout
-    while _accepts(port) and time.monotonic() < deadline:
+    while accepts(port) and time.monotonic() < deadline:
         time.sleep(0.01)
 
 

@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from localscheduler.hosts.probe import answers
 from stacks.team import REPO_ROOT
 
 
@@ -32,3 +33,7 @@ class ServerHost:
         """With an installed runonce, a PYTHONPATH of the repository alone (the demo's own code, not
         functions/): runonce comes from the wheel; otherwise nothing beyond the pool's."""
         return {"PYTHONPATH": str(REPO_ROOT)} if self.python else {}
+
+    def serving(self, port: int) -> bool:
+        """An HTTP request is answered: the server may listen before its app is loaded."""
+        return answers(port)

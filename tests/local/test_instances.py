@@ -13,6 +13,7 @@ import requests
 from emulator.process import free_port
 from localscheduler.clock import AcceleratedClock
 from localscheduler.hosts.pool import InstancePool
+from localscheduler.hosts.probe import answers
 from stacks.team import FUNCTIONS_DIR
 
 
@@ -87,6 +88,9 @@ class FolderServer:
 
     def environment(self, source: Path, target: str) -> dict[str, str]:
         return {}
+
+    def serving(self, port: int) -> bool:
+        return answers(port)
 
 
 @pytest.mark.fast

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from google.cloud import firestore
 
-from localscheduler.demos.services import FAULTS, ServiceHarness, play_services, render, services
+from localscheduler.demos.services import FAULTS, ServiceHarness, play_services, render
 from localscheduler.hosts.apps.job import RUN_KEY_FIELD
+from localscheduler.hosts.service import services
 from stacks.team import REPO_ROOT
 
 PROJECT = "runonce-local"

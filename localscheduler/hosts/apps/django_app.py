@@ -12,7 +12,7 @@ from runonce import current_run, deduplicated
 
 from . import job
 
-job.warm_up()
+job.start()
 
 settings.configure(
     ROOT_URLCONF=__name__,
@@ -26,7 +26,8 @@ settings.configure(
 @require_POST
 @deduplicated
 def close(request):
-    return job.close(current_run(), request.headers, "gunicorn-django")
+    run = current_run()
+    return job.close(run, job.Knobs.read(run, request.headers, request.body), "gunicorn-django")
 
 
 urlpatterns = [path("jobs/close", close)]

@@ -1,0 +1,63 @@
+"""The local Cloud Run services: an app of localscheduler/hosts/apps (Flask, Django, FastAPI) on
+its server (`gunicorn`, `uvicorn`), as a pool of instances serving one of its routes. The
+services demo and the chaos simulation on a server host both start them from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from localscheduler.hosts.apps.job import SERVICES_OUTBOX_VARIABLE
+from localscheduler.hosts.gunicorn import Gunicorn
+from localscheduler.hosts.pool import Host, InstancePool
+from localscheduler.hosts.uvicorn import Uvicorn
+
+APPS = Path(__file__).resolve().parent / "apps"
+JOB_ROUTE = "jobs/close"
+"""Every app's `@deduplicated` route."""
+EVENT_ROUTE = "events/orders"
+"""The `@deduplicated_event` route of the apps that have one (Flask, FastAPI)."""
+
+
+@dataclass(frozen=True)
+class Service:
+    """One framework's app on one server: the file and object the host serves, and the route."""
+
+    name: str
+    host: Host
+    source: Path
+    target: str
+    route: str = JOB_ROUTE
+
+    @property
+    def outbox(self) -> str:
+        """The Firestore collection of its job's effects."""
+        return f"services_outbox_{self.name.replace('-', '_')}"
+
+    def events(self) -> Service:
+        """The same app and server, serving its `@deduplicated_event` route."""
+        return replace(self, route=EVENT_ROUTE)
+
+    def pool(self, name: str, size: int, env: dict[str, str], log_dir: Path) -> InstancePool:
+        """`size` instances of the app serving its route, its job's effects in `outbox`."""
+        env = {**env, SERVICES_OUTBOX_VARIABLE: self.outbox}
+        return InstancePool(name, self.source, self.target, size, env, log_dir, self.host, route=self.route)
+
+
+def services(python: Path | None = None) -> tuple[Service, ...]:
+    """The three services, run by `python` (a venv with runonce installed from its wheel, see
+    `installed_python`) or, by default, by this interpreter with runonce from the source tree."""
+    return (
+        Service("gunicorn-flask", Gunicorn(python), APPS / "flask_app.py", "app"),
+        Service("gunicorn-django", Gunicorn(python), APPS / "django_app.py", "application"),
+        Service("uvicorn-fastapi", Uvicorn(python), APPS / "fastapi_app.py", "app"),
+    )
+
+
+def installed_python(work: Path) -> Path:
+    """Build runonce's wheel from functions/ and install it into a fresh venv under `work`
+    (localscheduler/hosts/wheel.py: offline, the shared venv's packages visible); that venv's python."""
+    from localscheduler.hosts.wheel import build_wheel, install
+
+    return install(build_wheel(work / "wheel"), work / "venv")
