@@ -36,10 +36,10 @@ from pathlib import Path
 import requests
 
 from benchmarks import own_time as own
-from benchmarks.endtoend_fastapi import Uvicorn
 from benchmarks.own_time import OwnTimes, StoreClock, TimedClient
 from emulator.firestore import FirestoreEmulator
 from localscheduler.hosts.pool import InstancePool
+from localscheduler.hosts.uvicorn import Uvicorn
 from localscheduler.scheduler.delivery import rfc3339
 
 FUNCTIONS = Path(__file__).with_name("endtoend_functions.py")
