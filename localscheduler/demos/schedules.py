@@ -25,7 +25,7 @@ import itertools
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from emulator.googleapis import GoogleApisStandIn
 from localscheduler.clock import CLOCK_FILE_VARIABLE, AcceleratedClock
 from localscheduler.demos.watch import FirestoreSettings
 from localscheduler.hosts.pool import InstancePool
+from localscheduler.picture import Lane, Mark, Point, lanes
 from localscheduler.scheduler.cloud_scheduler import LocalScheduler, Trigger
 from localscheduler.scheduler.delivery import Answer, scheduler_headers
 from localscheduler.scheduler.faults import FaultMix
@@ -282,6 +283,8 @@ class SchedulesHarness:
     clock: AcceleratedClock | None = None
     journal: Journal | None = None
     answers: list[Answer] = field(default_factory=list)
+    forced: list[tuple[datetime, datetime]] = field(default_factory=list)
+    """When each forced delivery of the catch-up was sent and answered (simulated)."""
     ticks: list[dict[str, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -366,7 +369,29 @@ class SchedulesHarness:
         after = self.clock.now() + timedelta(seconds=FORCED_SKEW_SECONDS)
         upcoming = next_time(job.schedule, job.time_zone, after)
         headers = scheduler_headers(self.team, job, upcoming)
+        sent_at = self.clock.now()
         self.answers.append(self.pool.post("", headers, self.clock.wall_seconds(180), 30.0))
+        self.forced.append((sent_at, self.clock.now()))
+
+    def lanes(self) -> list[Lane]:
+        """The picture's lanes of the section's runs (`localscheduler.picture`); the missed run's
+        lane also shows the forced delivery the catch-up started."""
+        assert self.clock is not None and self.journal is not None
+        client = firestore.Client(project=self.project)
+        writers = FirestoreEffects(OUTBOX, "run_key", "attempt_id").read(client)
+        drawn = lanes(self.plan(), self.journal, read_bodies(self.log_dir, self.clock), writers)
+        missed = next(t for t in self.plan() if t.miss is not None)
+        after = [((a - missed.at).total_seconds(), (b - missed.at).total_seconds()) for a, b in self.forced]
+        return [
+            replace(
+                lane,
+                points=lane.points + tuple(Point(start, Mark.CAUGHT_UP) for start, _ in after),
+                spans=lane.spans + tuple(after),
+            )
+            if any(point.mark is Mark.NOT_DELIVERED for point in lane.points)
+            else lane
+            for lane in drawn
+        ]
 
     def judge(self) -> list[JobSeen]:
         """Each job's runs from the journal, the ledger, the instance logs and the outbox."""

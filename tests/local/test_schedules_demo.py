@@ -12,6 +12,7 @@ import pytest
 from google.cloud import firestore
 
 from localscheduler.demos.schedules import OUTBOX, SchedulesHarness, play_schedules, render
+from localscheduler.picture import Mark, save
 from runonce.contract import Overlap
 
 PROJECT = "runonce-local"
@@ -96,3 +97,20 @@ def test_a_catch_up_that_did_not_run_the_missed_run_fails_its_row(played):
     )
     broken = dataclasses.replace(catch_up, catch_up=reported)
     assert not broken.ok and broken.row().endswith("FAIL")
+
+
+def test_the_picture_shows_each_policys_answers_and_the_caught_up_run(played, tmp_path):
+    harness, _ = played
+    drawn = harness.lanes()
+    marks = {lane.job: set() for lane in drawn}
+    for lane in drawn:
+        marks[lane.job] |= {point.mark for point in lane.points}
+    assert len(drawn) == 8 and list(marks) == [
+        f"schedules/{job}" for job in ("allow", "skip", "wait", "catch-up")
+    ]
+    assert Mark.SKIPPED in marks["schedules/skip"] and Mark.WAITING in marks["schedules/wait"]
+    assert not {Mark.SKIPPED, Mark.WAITING} & marks["schedules/allow"]
+    [missed] = [lane for lane in drawn if Mark.NOT_DELIVERED in {point.mark for point in lane.points}]
+    assert missed.job == "schedules/catch-up"
+    assert {Mark.CAUGHT_UP, Mark.EFFECT} <= {point.mark for point in missed.points}
+    assert save(drawn, "schedules", tmp_path / "schedules.png").stat().st_size > 10_000
