@@ -76,8 +76,8 @@ class Mark(Enum):
 # Hollow markers take their colour from the edge.
 EDGES = {Mark.ANSWER_LOST: "#2ca02c", Mark.NOT_DELIVERED: "#d62728", Mark.EFFECT: "#000000"}
 # Kills and effects over the deliveries; Scheduler giving up comes right after a last attempt's
-# kill, so it goes over that.
-LAYERS = {Mark.KILLED: 3, Mark.EFFECT: 3, Mark.GAVE_UP: 4}
+# kill, and a catch-up's delivery of an instant job right before its effect, so they go over those.
+LAYERS = {Mark.KILLED: 3, Mark.EFFECT: 3, Mark.GAVE_UP: 4, Mark.CAUGHT_UP: 4}
 
 
 @dataclass(frozen=True)
