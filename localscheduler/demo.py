@@ -9,15 +9,17 @@ emulator and, side by side, the example event function and every push `EventJob`
 files, each with its own instances, publishes messages with an event fault mix (see
 localscheduler.demos.events) and prints the event table, a row per event job; then the proxied
 job (localscheduler.demos.proxy) and the services, Flask and Django on gunicorn and FastAPI on
-uvicorn (localscheduler.demos.services), a row each. Exits 1 if any run broke the
-guarantee (see localscheduler.verdicts.scheduled), never finished within its retry window, any message did
-not end with exactly one effect or one dead letter (see localscheduler.verdicts.events), any
-proxied or service run did not end with exactly one effect and a 2xx, any
-team's watchdog did not report exactly its runs lost on purpose once, or any process it started
-outlived it; 130 on Ctrl-C, after stopping everything. The runs lost on purpose are expected
-misses: each must go exactly as planned, and then does not fail the demo. Last, while the
-Firestore emulator still runs, each team's watchdog ticks twice on the demo's ledger and the
-demo ends with `runonce runs` for the job of those runs (see localscheduler.demos.watch).
+uvicorn (localscheduler.demos.services), a row each; then the schedules, a job per overlap policy
+and a run the watchdog's catch-up starts (localscheduler.demos.schedules), a row each. Exits 1 if
+any run broke the guarantee (see localscheduler.verdicts.scheduled), never finished within its
+retry window, any message did not end with exactly one effect or one dead letter (see
+localscheduler.verdicts.events), any proxied or service run did not end with exactly one effect
+and a 2xx, any schedules row failed its policy's verdict, any team's watchdog did not report
+exactly its runs lost on purpose once, or any process it started outlived it; 130 on Ctrl-C,
+after stopping everything. The runs lost on purpose are expected misses: each must go exactly
+as planned, and then does not fail the demo. Last, while the Firestore emulator still runs, each
+team's watchdog ticks twice on the demo's ledger and the demo ends with `runonce runs` for the
+job of those runs (see localscheduler.demos.watch).
 """
 
 from __future__ import annotations
@@ -47,13 +49,15 @@ from localscheduler.demos.events import (
     EventResult,
 )
 from localscheduler.demos.proxy import ProxyHarness, ProxyResult
+from localscheduler.demos.schedules import JobSeen, SchedulesHarness, play_schedules
+from localscheduler.demos.schedules import render as render_schedules
 from localscheduler.demos.services import ServiceHarness, ServiceResult, play_services
 from localscheduler.demos.services import render as render_services
 from localscheduler.demos.simulation import Result, Simulation
 from localscheduler.demos.watch import FirestoreSettings, watch_missed_runs
 from localscheduler.folder_file import FolderFileError
 from localscheduler.hosts.service import installed_python, services
-from localscheduler.picture import lanes, save
+from localscheduler.picture import Lane, lanes, save
 from localscheduler.scheduler.faults import FaultMix
 from localscheduler.scheduler.misses import PlannedMisses
 from localscheduler.side_by_side import side_by_side
@@ -163,7 +167,7 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _report(result: Result, sim: Simulation, args: argparse.Namespace) -> None:
+def _report(result: Result, sim: Simulation, args: argparse.Namespace, schedules: list[Lane]) -> None:
     print()
     print(render(result.rows))
     print(fault_summary(result.journal) + f"; instances replaced: {result.restarts}")
@@ -178,20 +182,21 @@ def _report(result: Result, sim: Simulation, args: argparse.Namespace) -> None:
         )
     for line in guarantee_summary(result.verdicts):
         print(line)
-    print(_timeline(result, sim, args))
+    print(_timeline(result, sim, args, schedules))
     print(f"logs: {sim.log_dir}")
 
 
-def _timeline(result: Result, sim: Simulation, args: argparse.Namespace) -> str:
-    """Draw every delivery of every run (from the scheduler's journal and the store); say where it
-    went, or why it could not be written (the verdict does not depend on it)."""
+def _timeline(result: Result, sim: Simulation, args: argparse.Namespace, schedules: list[Lane]) -> str:
+    """Draw every delivery of every run (from the scheduler's journal and the store), then the
+    schedules section's runs; say where it went, or why it could not be written (the verdict does
+    not depend on it)."""
     runs = lanes(result.plan, result.journal, result.bodies, result.writers)
     title = (
         f"make demo: {len(result.journal.sent())} deliveries of {len(runs)} runs, {args.hours:g} h from "
-        f"{sim.start:%Y-%m-%d %H:%M} UTC, seed {args.seed}"
+        f"{sim.start:%Y-%m-%d %H:%M} UTC, seed {args.seed}; then {len(schedules)} runs of the schedules"
     )
     try:
-        return f"timeline of every delivery: {save(runs, title, args.timeline)}"
+        return f"timeline of every delivery: {save(runs + schedules, title, args.timeline)}"
     except OSError as exc:
         return f"timeline not written: {exc} (--timeline PATH picks another place)"
 
@@ -287,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     proxy = ProxyHarness(PROJECT, emulator.host, sim.log_dir / "proxy", PROXY_RUNS, args.seed)
     service_harnesses: list[ServiceHarness] = []
+    schedules = SchedulesHarness(PROJECT, emulator.host, sim.log_dir / "schedules")
     started_pids: list[int] = []
 
     def stop_everything() -> None:
@@ -298,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         proxy.stop()
         for service in service_harnesses:
             service.stop()
+        started_pids.extend(schedules.pids())
+        schedules.stop()
         pubsub.stop()
         emulator.stop()
 
@@ -313,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     event_outcome: list[list[EventResult]] = []
     proxy_outcome: list[ProxyResult] = []
     service_outcome: list[list[ServiceResult]] = []
+    schedules_outcome: list[list[JobSeen]] = []
     watched: list[bool] = []
 
     def play() -> None:
@@ -379,7 +388,17 @@ def main(argv: list[str] | None = None) -> int:
                 for service in service_harnesses:
                     started_pids.extend(service.pids())
                     service.stop()
-            _report(outcome[0], sim, args)
+            print(
+                "schedules: a job per overlap policy (allow, skip, wait) whose runs overlap on purpose, "
+                "and a missed run the watchdog catches up ...",
+                flush=True,
+            )
+            try:
+                schedules_outcome.append(play_schedules(schedules))
+            finally:
+                started_pids.extend(schedules.pids())
+                schedules.stop()
+            _report(outcome[0], sim, args, schedules.lanes())
             _report_events(event_outcome[0], events)
             print()
             print(proxy_outcome[0].render())
@@ -387,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
             print()
             print(render_services(service_outcome[0]))
             print(f"logs: {sim.log_dir / 'services'}")
+            print()
+            print(render_schedules(schedules_outcome[0]))
+            print(f"logs: {schedules.log_dir}")
             watched.append(_watch(sim, outcome[0]))
     except KeyboardInterrupt:
         print("\ninterrupted: stopping everything", file=sys.stderr)
@@ -405,5 +427,6 @@ def main(argv: list[str] | None = None) -> int:
     events_ok = all(result.ok for result in event_outcome[0])
     watch_ok = bool(watched) and all(watched)
     services_ok = bool(service_outcome) and all(result.ok for result in service_outcome[0])
-    passed = outcome[0].ok and events_ok and proxy_outcome[0].ok and services_ok and watch_ok
+    schedules_ok = bool(schedules_outcome) and all(job.ok for job in schedules_outcome[0])
+    passed = outcome[0].ok and events_ok and proxy_outcome[0].ok and services_ok and schedules_ok and watch_ok
     return 0 if passed and not alive else 1

@@ -8,6 +8,9 @@ of runs side by side would squeeze each run's story into a dot. Each delivery is
 send time, shaped and coloured by its answer, with a thin line to when the answer came; a copy of
 a duplicated delivery sits a little above its lane. Kills are marked where the instance died,
 effects where the body that wrote them ended (or died), and Scheduler giving up where it did.
+A job with an overlap policy adds its answers (skipped, waiting), and a run the watchdog caught
+up its delivery (`localscheduler.demos.schedules` adds that point: the journal holds Scheduler's
+own deliveries only).
 
 Everything comes from the scheduler's journal, the job bodies the instance logs show and the
 effects read from the store (a `simulation.Result`); nothing is drawn from what the faults meant
@@ -50,6 +53,9 @@ class Mark(Enum):
     FAILED = ("failed permanently (200)", "s", "#9467bd", 24)
     ANSWER_LOST = ("2xx lost on the way (retried)", "o", "none", 26)
     IN_PROGRESS = ("in_progress (409)", "^", "#ff7f0e", 24)
+    SKIPPED = ("skipped: its job busy (200)", "s", "#17becf", 24)
+    WAITING = ("waiting for the run before (409)", ">", "#8c564b", 24)
+    CAUGHT_UP = ("started by the watchdog's catch-up", "p", "#e377c2", 40)
     RETRY = ("retry or error (5xx)", "v", "#d62728", 24)
     OTHER = ("other answer", "P", "#7f7f7f", 24)
     DEADLINE = ("attempt deadline passed", "D", "#bcbd22", 18)
@@ -70,8 +76,8 @@ class Mark(Enum):
 # Hollow markers take their colour from the edge.
 EDGES = {Mark.ANSWER_LOST: "#2ca02c", Mark.NOT_DELIVERED: "#d62728", Mark.EFFECT: "#000000"}
 # Kills and effects over the deliveries; Scheduler giving up comes right after a last attempt's
-# kill, so it goes over that.
-LAYERS = {Mark.KILLED: 3, Mark.EFFECT: 3, Mark.GAVE_UP: 4}
+# kill, and a catch-up's delivery of an instant job right before its effect, so they go over those.
+LAYERS = {Mark.KILLED: 3, Mark.EFFECT: 3, Mark.GAVE_UP: 4, Mark.CAUGHT_UP: 4}
 
 
 @dataclass(frozen=True)
@@ -104,11 +110,14 @@ def answer_mark(sent: Sent) -> Mark:
     if 200 <= sent.status < 300:
         if not sent.acknowledged:
             return Mark.ANSWER_LOST
-        return {"completed": Mark.COMPLETED, "duplicate": Mark.DUPLICATE, "failed": Mark.FAILED}.get(
-            sent.outcome, Mark.OTHER
-        )
+        return {
+            "completed": Mark.COMPLETED,
+            "duplicate": Mark.DUPLICATE,
+            "failed": Mark.FAILED,
+            "skipped": Mark.SKIPPED,
+        }.get(sent.outcome, Mark.OTHER)
     if sent.status == 409:
-        return Mark.IN_PROGRESS
+        return Mark.WAITING if sent.outcome == "waiting" else Mark.IN_PROGRESS
     return Mark.RETRY if sent.status >= 500 else Mark.OTHER
 
 

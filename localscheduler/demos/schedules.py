@@ -1,0 +1,436 @@
+"""The demo's schedules: one job per overlap policy (docs/overlap.md) and one caught-up run
+(docs/backfill.md), on real functions-framework instances of the example report job
+(functions/report) and the Firestore emulator, delivered by the local Scheduler on an accelerated
+clock.
+
+The jobs `allow`, `skip` and `wait` run every minute with a body of `WORK_SECONDS`, longer than
+the minute: each one's second run comes while its first still runs, on purpose. The job
+`catch-up` has a catch-up window; its first run is never delivered, on purpose. When the
+schedule is played, the team's watchdog (`runonce.scheduler.watchdog.check`) ticks with Cloud
+Scheduler's API played by the Google APIs stand-in, whose `jobs.run` sends the forced delivery to
+the instances, as tests/watchdog/test_catch_up_function.py does; then it ticks again.
+
+Each job's row is judged from the ledger, the job bodies the instance logs show and the effects
+in the job's outbox (one document per published report, naming its run key): allow runs every
+run once (its bodies may overlap); skip never runs two bodies at once, and each run it skipped
+was answered `skipped` and has a skipped record, no body and no effect; wait never runs two
+bodies at once, was answered 409 `waiting` while its run before ran, and runs each run once; the
+missed run is run once by the catch-up (its record completed with cause `catch_up`), the first
+tick reports nothing and a second tick finds nothing missed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import requests
+from google.cloud import firestore
+
+from emulator.googleapis import GoogleApisStandIn
+from localscheduler.clock import CLOCK_FILE_VARIABLE, AcceleratedClock
+from localscheduler.demos.watch import FirestoreSettings
+from localscheduler.hosts.pool import InstancePool
+from localscheduler.picture import Lane, Mark, Point, lanes
+from localscheduler.scheduler.cloud_scheduler import LocalScheduler, Trigger
+from localscheduler.scheduler.delivery import Answer, scheduler_headers
+from localscheduler.scheduler.faults import FaultMix
+from localscheduler.scheduler.journal import Journal, Sent
+from localscheduler.scheduler.plan import planned_runs
+from localscheduler.store import RUNS_COLLECTION, StoreView
+from localscheduler.verdicts.bodies import Body, read_bodies
+from localscheduler.verdicts.effects import FirestoreEffects
+from runonce import contract
+from runonce.contract import SKIPPED_FOR_FIELD, MissedRun, Overlap
+from runonce.core.store import CAUSE_FIELD
+from runonce.scheduler.expected import next_time
+from runonce.scheduler.watchdog import Watch, WatchedJob, check
+from stacks.naming import scheduler_job_name
+from stacks.team import Job, Retry, Team
+
+RATE = 30.0
+"""Simulated seconds per wall second: a minute of schedule in two wall seconds."""
+START = datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC)
+SPAN = timedelta(seconds=90)
+"""Two runs of each job: 00:01 and 00:02."""
+WORK_SECONDS = 100
+"""Each body's duration (simulated seconds), longer than the schedule's minute."""
+LEASE_SECONDS = 150
+"""The run lease (simulated seconds): longer than a body, so no live run is taken over."""
+FORCED_SKEW_SECONDS = 5
+"""The instances' forced skew (simulated seconds): the default minute would take a forced
+delivery, which carries the next minute, for that minute's scheduled run."""
+CATCH_UP_SECONDS = 600
+GRACE = timedelta(seconds=60)
+"""The watchdog's grace for the catch-up job (simulated): a run a minute past is missed."""
+TICK = START + SPAN + GRACE
+"""When the watchdog ticks (simulated): every played run is past its grace, and no run the demo
+did not play is (the clock runs on while the last bodies end)."""
+INSTANCES = 5
+"""The instances all four jobs share: four bodies run at once at 00:02, plus a short request."""
+OUTBOX = "schedules_outbox"
+WATCHDOG_COLLECTION = "schedules_watchdog"
+CATCH_UP_JOB = "catch-up"
+SETTLE_SECONDS = 30.0
+"""How long (wall) the caught-up run may take to complete."""
+# Retried every 5 simulated seconds until the next scheduled run (no count limit): a waiting run
+# is tried again soon after the run before it ends.
+RETRY = Retry(
+    retry_count=0,
+    max_retry_duration_seconds=55,
+    min_backoff_seconds=5,
+    max_backoff_seconds=5,
+    max_doublings=0,
+)
+
+
+def _job(name: str, overlap: Overlap, work: float, catch_up: int = 0) -> Job:
+    return Job(
+        name=name,
+        schedule="* * * * *",
+        source="report",
+        body=json.dumps({"work_seconds": round(work / RATE, 3)}),
+        attempt_deadline_seconds=180,
+        timeout_seconds=LEASE_SECONDS - 30,
+        retry=RETRY,
+        overlap=overlap,
+        catch_up_seconds=catch_up,
+    )
+
+
+def schedules_team(project: str) -> Team:
+    """The section's team: a job per overlap policy, and the catch-up job."""
+    return Team(
+        name="schedules",
+        project=project,
+        region="europe-west1",
+        jobs=[
+            _job("allow", Overlap.ALLOW, WORK_SECONDS),
+            _job("skip", Overlap.SKIP, WORK_SECONDS),
+            _job("wait", Overlap.WAIT, WORK_SECONDS),
+            _job(CATCH_UP_JOB, Overlap.ALLOW, 0, CATCH_UP_SECONDS),
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class RunSeen:
+    """One scheduled run of a job and what happened to it."""
+
+    schedule_time: datetime
+    key: str
+    missed: bool
+    """Never delivered on purpose (the catch-up's run)."""
+    sent: list[Sent]
+    """The local Scheduler's deliveries of it."""
+    record: dict
+    """Its ledger record ({}: none)."""
+    bodies: list[Body]
+    effects: int
+
+
+@dataclass(frozen=True)
+class CatchUpSeen:
+    """The watchdog's two ticks and the forced delivery its catch-up started."""
+
+    first: dict[str, int]
+    second: dict[str, int]
+    answers: list[Answer]
+    """What the forced delivery(ies) got back."""
+
+
+@dataclass(frozen=True)
+class JobSeen:
+    """One job's runs, judged by its policy."""
+
+    name: str
+    overlap: Overlap
+    runs: list[RunSeen]
+    catch_up: CatchUpSeen | None = None
+
+    @property
+    def bodies(self) -> list[Body]:
+        return [body for run in self.runs for body in run.bodies]
+
+    @property
+    def skipped(self) -> list[RunSeen]:
+        """The runs answered `skipped`."""
+        return [run for run in self.runs if any(sent.outcome == "skipped" for sent in run.sent)]
+
+    @property
+    def waiting(self) -> int:
+        """Deliveries answered 409 `waiting`."""
+        return sum(sent.status == 409 and sent.outcome == "waiting" for run in self.runs for sent in run.sent)
+
+    @property
+    def overlapped(self) -> bool:
+        """Two of its bodies ran at the same time."""
+        return any(_overlap(a, b) for a, b in itertools.combinations(self.bodies, 2))
+
+    @property
+    def problems(self) -> list[str]:
+        """Each way the job broke its policy's guarantee, in words."""
+        found: list[str] = []
+        skipped = self.skipped
+        for run in self.runs:
+            where = f"{self.name} {run.schedule_time:%H:%M}Z"
+            if run in skipped:
+                if run.record.get("status") != "skipped" or not run.record.get(SKIPPED_FOR_FIELD):
+                    found.append(f"{where} was answered skipped without a skipped record")
+                if run.bodies or run.effects:
+                    found.append(
+                        f"{where} was skipped yet ran {len(run.bodies)} bodies, {run.effects} effects"
+                    )
+                continue
+            if not run.missed and not any(sent.acknowledged for sent in run.sent):
+                found.append(f"{where} never got a 2xx")
+            if run.record.get("status") != "completed":
+                found.append(f"{where} ended {run.record.get('status', 'without a record')}")
+            if len(run.bodies) != 1 or run.effects != 1:
+                found.append(f"{where} ran {len(run.bodies)} bodies and had {run.effects} effects")
+        if self.overlap is not Overlap.ALLOW and self.overlapped:
+            found.append(f"{self.name} ran two bodies at once")
+        if self.overlap is Overlap.SKIP and not skipped:
+            found.append(f"{self.name} skipped nothing: its runs did not overlap")
+        if self.overlap is Overlap.WAIT and not self.waiting:
+            found.append(f"{self.name} was never answered 409 waiting: its runs did not overlap")
+        if self.catch_up is not None:
+            found.extend(self._catch_up_problems(self.catch_up))
+        return found
+
+    def _catch_up_problems(self, seen: CatchUpSeen) -> list[str]:
+        found = []
+        for run in (run for run in self.runs if run.missed):
+            if run.sent:
+                found.append(f"{self.name} {run.schedule_time:%H:%M}Z was delivered on schedule")
+            if run.record.get(CAUSE_FIELD) != "catch_up":
+                found.append(f"{self.name} {run.schedule_time:%H:%M}Z was not run by the catch-up")
+        if (seen.first.get("caught_up"), seen.first.get("reported")) != (1, 0):
+            found.append(
+                f"the first tick caught up {seen.first.get('caught_up')}, reported {seen.first['reported']}"
+            )
+        if seen.second.get("missed") or seen.second.get("reported") or seen.second.get("caught_up"):
+            found.append(f"a second tick found {seen.second}")
+        if not any(answer.ok for answer in seen.answers):
+            found.append("the catch-up's forced delivery never got a 2xx")
+        return found
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def row(self) -> str:
+        caught = sum(run.record.get(CAUSE_FIELD) == "catch_up" for run in self.runs)
+        return (
+            f"{self.name:<10}{self.overlap.value:<8}{len(self.runs):>5}{len(self.bodies):>8}"
+            f"{sum(run.effects for run in self.runs):>9}{len(self.skipped):>9}{self.waiting:>13}"
+            f"{caught:>11}{'yes' if self.overlapped else 'no':>12}{'ok' if self.ok else 'FAIL':>9}"
+        )
+
+
+def _overlap(a: Body, b: Body) -> bool:
+    """Two bodies ran at the same time (a body that never ended runs on)."""
+    far = datetime.max.replace(tzinfo=UTC)
+    return a.started < (b.ended or far) and b.started < (a.ended or far)
+
+
+HEADER = (
+    f"{'job':<10}{'policy':<8}{'runs':>5}{'bodies':>8}{'effects':>9}{'skipped':>9}{'409 waiting':>13}"
+    f"{'caught up':>11}{'overlapped':>12}{'verdict':>9}"
+)
+
+
+def render(jobs: list[JobSeen]) -> str:
+    """The table (a row per job) and the verdict lines."""
+    lines = [HEADER, "-" * len(HEADER), *(job.row() for job in jobs)]
+    if all(job.ok for job in jobs):
+        lines.append(
+            "allow ran every run once; skip and wait never ran two at once (skip recorded what it skipped, "
+            "wait ran each run once); the missed run was run once by the catch-up, and not reported"
+        )
+    lines.extend(f"  FAIL {problem}" for job in jobs for problem in job.problems)
+    return "\n".join(lines)
+
+
+class StandInScheduler:
+    """Cloud Scheduler's `jobs.run` as the watchdog calls it, on the Google APIs stand-in."""
+
+    def __init__(self, stand_in: GoogleApisStandIn):
+        self.url = stand_in.url
+
+    def run(self, job: str) -> None:
+        """Run the job now (POST /v1/{job}:run)."""
+        with requests.Session() as session:
+            session.trust_env = False  # loopback, never through a proxy
+            session.post(f"{self.url}/v1/{job}:run", timeout=30).raise_for_status()
+
+
+@dataclass
+class SchedulesHarness:
+    """The section's instances, scheduler and watchdog: start(), play(), judge(), stop()."""
+
+    project: str
+    emulator_host: str
+    log_dir: Path
+    team: Team = field(init=False)
+    pool: InstancePool = field(init=False)
+    stand_in: GoogleApisStandIn = field(default_factory=GoogleApisStandIn)
+    clock: AcceleratedClock | None = None
+    journal: Journal | None = None
+    answers: list[Answer] = field(default_factory=list)
+    forced: list[tuple[datetime, datetime]] = field(default_factory=list)
+    """When each forced delivery of the catch-up was sent and answered (simulated)."""
+    ticks: list[dict[str, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.team = schedules_team(self.project)
+        env = {
+            contract.PROJECT_VARIABLE: self.project,
+            "FIRESTORE_EMULATOR_HOST": self.emulator_host,
+            contract.LEASE_VARIABLE: str(LEASE_SECONDS),
+            contract.FORCED_SKEW_VARIABLE: str(FORCED_SKEW_SECONDS),
+            CLOCK_FILE_VARIABLE: str(self.clock_file),
+            "REPORT_OUTBOX_COLLECTION": OUTBOX,
+        }
+        job = self.team.jobs[0]
+        self.pool = InstancePool(
+            "schedules", job.source_dir / "main.py", job.entry_point, INSTANCES, env, self.log_dir
+        )
+
+    @property
+    def clock_file(self) -> Path:
+        return self.log_dir / "clock"
+
+    def start(self) -> None:
+        """Write a clock (replaced by play's) and start the instances."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.clock_file.write_text(AcceleratedClock.starting_now(START, RATE).spec())
+        self.pool.start()
+        self.stand_in.start()
+
+    def plan(self) -> list[Trigger]:
+        """Every job's runs in the span; the catch-up job's first run is never delivered."""
+        plan = []
+        for job in self.team.jobs:
+            runs = planned_runs(self.team, job, START, START + SPAN)
+            for n, run in enumerate(runs):
+                miss = MissedRun.NEVER_DELIVERED if job.name == CATCH_UP_JOB and n == 0 else None
+                plan.append(Trigger(run, False, run.schedule_time, run.next_time, miss))
+        return sorted(plan, key=lambda trigger: trigger.at)
+
+    def play(self) -> None:
+        """Play the schedule, then tick the watchdog twice (waiting for the caught-up run between)."""
+        self.clock = clock = AcceleratedClock.starting_now(START, RATE)
+        self.clock_file.write_text(clock.spec())
+        client = firestore.Client(project=self.project)
+        self.journal = Journal(self.log_dir / "scheduler.jsonl")
+        pools = {(self.team.name, job.name): self.pool for job in self.team.jobs}
+        leases = {key: LEASE_SECONDS for key in pools}
+        LocalScheduler(clock, pools, leases, FaultMix(), client, self.journal).run(self.plan())
+        self.journal.close()
+        catch_up = next(job for job in self.team.jobs if job.name == CATCH_UP_JOB)
+        self.stand_in.on_start = lambda started: threading.Thread(
+            target=self._forced_delivery, args=(catch_up,), daemon=True
+        ).start()
+        watch = self._watch(catch_up)
+        ledger, claims = FirestoreSettings(
+            self.emulator_host, self.project, RUNS_COLLECTION, WATCHDOG_COLLECTION
+        ).stores()
+        scheduler = StandInScheduler(self.stand_in)
+        self.ticks.append(check(watch, ledger, claims, TICK, scheduler))
+        missed = next(t.key for t in self.plan() if t.miss is not None)
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while (ledger.read(missed) or {}).get("status") != "completed" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.ticks.append(check(watch, ledger, claims, TICK, scheduler))
+
+    def _watch(self, job: Job) -> Watch:
+        watched = WatchedJob(
+            job=job.name,
+            scheduler_job=scheduler_job_name(self.team.name, job.name),
+            schedule=job.schedule,
+            time_zone=job.time_zone,
+            grace=GRACE,
+            lookback=timedelta(hours=1),
+            since=START,
+            catch_up=timedelta(seconds=job.catch_up_seconds),
+        )
+        return Watch(self.team.name, self.team.project, self.team.region, (watched,))
+
+    def _forced_delivery(self, job: Job) -> None:
+        """What `jobs.run` makes Cloud Scheduler send: a delivery carrying the job's next
+        scheduled time (past the forced skew, so the instances can tell it is forced)."""
+        assert self.clock is not None
+        after = self.clock.now() + timedelta(seconds=FORCED_SKEW_SECONDS)
+        upcoming = next_time(job.schedule, job.time_zone, after)
+        headers = scheduler_headers(self.team, job, upcoming)
+        sent_at = self.clock.now()
+        self.answers.append(self.pool.post("", headers, self.clock.wall_seconds(180), 30.0))
+        self.forced.append((sent_at, self.clock.now()))
+
+    def lanes(self) -> list[Lane]:
+        """The picture's lanes of the section's runs (`localscheduler.picture`); the missed run's
+        lane also shows the forced delivery the catch-up started."""
+        assert self.clock is not None and self.journal is not None
+        client = firestore.Client(project=self.project)
+        writers = FirestoreEffects(OUTBOX, "run_key", "attempt_id").read(client)
+        drawn = lanes(self.plan(), self.journal, read_bodies(self.log_dir, self.clock), writers)
+        missed = next(t for t in self.plan() if t.miss is not None)
+        after = [((a - missed.at).total_seconds(), (b - missed.at).total_seconds()) for a, b in self.forced]
+        return [
+            replace(
+                lane,
+                points=lane.points + tuple(Point(start, Mark.CAUGHT_UP) for start, _ in after),
+                spans=lane.spans + tuple(after),
+            )
+            if any(point.mark is Mark.NOT_DELIVERED for point in lane.points)
+            else lane
+            for lane in drawn
+        ]
+
+    def judge(self) -> list[JobSeen]:
+        """Each job's runs from the journal, the ledger, the instance logs and the outbox."""
+        assert self.clock is not None and self.journal is not None
+        client = firestore.Client(project=self.project)
+        view = StoreView.read(client, [FirestoreEffects(OUTBOX, "run_key", "attempt_id")])
+        bodies = read_bodies(self.log_dir, self.clock)
+        sent = self.journal.sent()
+        jobs = []
+        for job in self.team.jobs:
+            runs = [
+                RunSeen(
+                    trigger.run.schedule_time,
+                    trigger.key,
+                    trigger.miss is not None,
+                    [s for s in sent if s.job == job.name and s.schedule_time == trigger.run.schedule_time],
+                    view.records.get(trigger.key, {}),
+                    bodies.get(trigger.key, []),
+                    len(view.effects.get(trigger.key, [])),
+                )
+                for trigger in self.plan()
+                if trigger.run.job.name == job.name
+            ]
+            catch_up = (
+                CatchUpSeen(self.ticks[0], self.ticks[1], self.answers) if job.name == CATCH_UP_JOB else None
+            )
+            jobs.append(JobSeen(job.name, job.overlap, runs, catch_up))
+        return jobs
+
+    def pids(self) -> list[int]:
+        return self.pool.pids()
+
+    def stop(self) -> None:
+        self.pool.stop()
+        self.stand_in.stop()
+
+
+def play_schedules(harness: SchedulesHarness) -> list[JobSeen]:
+    """Start the harness, play it and judge it (the caller stops it)."""
+    harness.start()
+    harness.play()
+    return harness.judge()
