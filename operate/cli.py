@@ -308,7 +308,7 @@ def print_runs(title: str, rows: list[runs.Row]) -> None:
     """The `runonce runs` table of `rows` under `title`, on stdout."""
     # A key's shortest unique prefix (`show` and `release` take it); a run with no record has
     # none to look up: it is shown by --job and --time.
-    short = short_keys(row.key for row in rows if row.status != runs.MISSING)
+    short = short_keys(row.key for row in rows if row.status not in runs.NO_RECORD)
     # One line per run in 120 columns: the claim time and end are in `--json` and `show`. In a
     # narrower terminal the job and the outcome fold; the time, status and key, which the other
     # verbs take, are never cut.

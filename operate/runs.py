@@ -23,12 +23,17 @@ from operate.keys import SHORT_KEY
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView
 from runonce._instant import parse_instant
 from runonce.contract import SKIPPED_FOR_FIELD, RunStatus
-from runonce.core.store import CAUSE_FIELD, RERUN_OF_FIELD, Store
+from runonce.core.store import CAUSE_FIELD, RERUN_OF_FIELD, Store, waiting_note
 from runonce.scheduler.expected import expected_times, scheduled_key
 
 MISSING = "missing"
 """The status of an expected run that has no record."""
-STATUSES = (*(status.value for status in RunStatus), MISSING)
+WAITED_OUT = "waited_out"
+"""The status of an expected run that has no record but a waiting note: a run of a `wait` job
+answered 409 while another run held the job, never claimed (docs/overlap.md)."""
+NO_RECORD = (MISSING, WAITED_OUT)
+"""The statuses of rows without a record (no key to look up)."""
+STATUSES = (*(status.value for status in RunStatus), MISSING, WAITED_OUT)
 _OUTCOME_CHARS = 200
 MAX_EXPECTED = 20_000
 """Expected runs of one job listed at once (two weeks of a job every minute)."""
@@ -76,22 +81,12 @@ def scheduled_rows(
         for moment in _expected(job, start, end)
     }
     records = store.read_many(list(keys))
+    unrecorded = [key for key in keys if key not in records]
+    notes = store.read_many([waiting_note(key) for key in unrecorded]) if unrecorded else {}
     rows = [
         row(job.name, key, records[key], now=end)
         if key in records
-        else Row(
-            job.name,
-            key,
-            moment,
-            False,
-            MISSING,
-            None,
-            "no record: never delivered (or not yet)",
-            None,
-            None,
-            None,
-            schedule_time=moment,
-        )
+        else _unrecorded(job.name, key, moment, notes.get(waiting_note(key)))
         for key, moment in keys.items()
     ]
     for key, record in store.find({"job": job.scheduler_job, "forced": True}).items():
@@ -99,6 +94,18 @@ def scheduled_rows(
         if isinstance(claimed, datetime) and start <= claimed <= end:
             rows.append(row(job.name, key, record, now=end))
     return sorted(rows, key=lambda r: (r.time or end, r.key))
+
+
+def _unrecorded(job: str, key: str, moment: datetime, note: dict[str, Any] | None) -> Row:
+    """An expected run with no record: missing, or waited out when a waiting note says so."""
+    if note is None:
+        status, outcome = MISSING, "no record: never delivered (or not yet)"
+    else:
+        status = WAITED_OUT
+        outcome = (
+            f"no record: answered 409 waiting for run {note.get('waiting_for')} until its retries ran out"
+        )
+    return Row(job, key, moment, False, status, None, outcome, None, None, None, schedule_time=moment)
 
 
 def _expected(job: ScheduledJob, start: datetime, end: datetime) -> list[datetime]:

@@ -217,3 +217,6 @@ class MissedRun(str, Enum):
     """In progress with its lease run out: the attempt holding it died or stopped and no retry
     took it over, so Scheduler's retries ran out. (A run every attempt released for a retry has
     no record left, so it reads as never delivered.)"""
+    WAITED_OUT = "waited_out"
+    """No record, but a waiting note: a run of a `wait` job answered 409 while another run held
+    the job, whose retries ran out before the job was free (docs/overlap.md)."""

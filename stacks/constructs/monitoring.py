@@ -496,15 +496,18 @@ class Monitoring(Construct):
                 watchdog_lines(list(props.scheduler_jobs.values())),
                 ["job", "missed_run"],
                 f"The watchdog found a scheduled run of job `JOB` that did not finish in time "
-                f"(`missed_run`: never_delivered, still_held or retried_out). Its log line carries "
-                f"the exact command.\n\n"
+                f"(`missed_run`: never_delivered, waited_out, still_held or retried_out). Its log line "
+                f"carries the exact command.\n\n"
                 f"1. Read the run: `runonce show --team {team} --job JOB --time SCHEDULE_TIME`.\n"
                 f"2. still_held: an attempt may still be alive; wait until its lease ends "
                 f"(`lease_expires` in show: rerun and release are refused until then), then follow "
                 f"what show prints; retried_out: `runonce rerun --team {team} --job JOB --time "
                 f"SCHEDULE_TIME`; "
                 f"never_delivered: no record to re-run; look at the Scheduler job, and if the work is "
-                f"still wanted run the `gcloud scheduler jobs run` command `show` prints (a forced run).",
+                f"still wanted run the `gcloud scheduler jobs run` command `show` prints (a forced run); "
+                f"waited_out (a `wait` job's run whose retries ran out while the run before it held the "
+                f"job): if still wanted, `runonce backfill --team {team} --job JOB --from SCHEDULE_TIME "
+                f"--to SCHEDULE_TIME` runs it once.",
             )
         if self.missed_runs is not None and props.catches_up:
             log_match(

@@ -19,7 +19,7 @@ import pytest
 import runonce
 from emulator.wire import Fault
 from runonce.contract import OVERLAP_HEADER, SKIPPED_FOR_FIELD
-from runonce.core.store import Store
+from runonce.core.store import Store, waiting_note
 from runonce.scheduler.keys import job_lock, rerun_slot
 from runonce.store.firestore import Ledger, LedgerStore
 from runonce.store.memory import MemoryStore
@@ -117,7 +117,10 @@ def test_a_wait_jobs_run_is_answered_409_waiting_then_runs_once_after_the_run_be
     with first_run_in_progress(app, probe, _headers(overlap="wait")):
         status, body = _post(app, _headers(SECOND_TIME, "wait"))
         assert (status, body["outcome"], body["waiting_for"]) == (409, "waiting", first)
-        assert run_store.read(body["run_key"]) is None  # nothing recorded: a retry claims it later
+        assert run_store.read(body["run_key"]) is None  # no record: a retry claims it later
+        note = run_store.read(waiting_note(body["run_key"]))  # only a note that it waited
+        assert note is not None and (note["waiting_run"], note["waiting_for"]) == (body["run_key"], first)
+        assert "job" not in note and "status" not in note  # no listing reads it as a run
     status, body = _post(app, _headers(SECOND_TIME, "wait"))
     assert (status, body["outcome"], body["attempt"]) == (200, "completed", 1)
     assert _post(app, _headers(SECOND_TIME, "wait"))[1]["outcome"] == "duplicate"

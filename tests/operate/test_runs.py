@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import runonce as library
+from runonce.core.store import waiting_note
 from tests.conftest import SCHEDULED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,6 +107,22 @@ def test_in_any_terminal_width_the_table_shows_each_runs_time_status_and_key_who
         assert row["status"] in table
         assert row["time"].replace("T", " ").removesuffix("Z").split("+")[0][:19] in table, row["time"]
     assert ops.run("runs", "--team", ops.team.name, "--since", "1h").stdout.count(held.key[:8]) == 1
+
+
+def test_a_run_that_waited_out_its_retries_is_listed_waited_out_and_filtered_by_that_status(ops):
+    waited = ops.scheduled_key(SCHEDULED)  # a wait job's run answered 409: a note, no record
+    ops.store.note(waiting_note(waited), {"waiting_run": waited, "waiting_for": "k-before"})
+    rows = _rows(ops.run("runs", "--team", ops.team.name, "--since", "1h", "--json"))
+    (row,) = [row for row in rows if row["key"] == waited]
+    assert (row["status"], row["outcome"]) == (
+        "waited_out",
+        "no record: answered 409 waiting for run k-before until its retries ran out",
+    )
+    only = _rows(
+        ops.run("runs", "--team", ops.team.name, "--since", "1h", "--status", "waited_out", "--json")
+    )
+    assert [row["key"] for row in only] == [waited]
+    assert "waited_out" in ops.run("runs", "--team", ops.team.name, "--since", "1h").stdout
 
 
 def test_runs_of_an_event_job_are_found_by_its_push_subscription_and_claim_time(ops, clock):
@@ -239,3 +256,12 @@ def test_show_of_a_time_that_is_no_run_of_the_job_suggests_no_command(ops):
     assert result.exit_code == 0, result.stderr
     [step] = json.loads(result.stdout)["next"]
     assert step["command"] is None and "is not a run of job report" in step["why"]
+
+
+def test_the_missed_run_alerts_backfill_of_one_run_is_a_window_holding_exactly_that_run():
+    # The alert's runbook says, for a waited_out run: backfill --from SCHEDULE_TIME --to SCHEDULE_TIME.
+    from operate.cli import _window
+
+    start, end = _window(None, "2026-11-29T03:00:00Z", "2026-11-29T03:00:00Z")
+    moment = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
+    assert start < moment <= end and end - start == timedelta(microseconds=1)

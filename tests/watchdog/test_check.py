@@ -12,7 +12,7 @@ import pytest
 
 from runonce._instant import Instant
 from runonce.contract import MissedRun
-from runonce.core.store import Claim, StoredResult
+from runonce.core.store import Claim, StoredResult, waiting_note
 from runonce.scheduler.delivery import Delivery
 from runonce.scheduler.expected import scheduled_key
 from runonce.scheduler.keys import run_key
@@ -76,6 +76,22 @@ def test_a_gap_in_the_ledger_is_reported_as_never_delivered(stores, clock, capsy
     assert times(lines) == ["2026-11-29T00:40:00Z", "2026-11-29T01:30:00Z"]
     assert {line["missed_run"] for line in lines} == {MissedRun.NEVER_DELIVERED.value}
     assert summary == {"jobs": 1, "missed": 2, "reported": 2}
+
+
+def test_a_run_that_waited_for_the_run_before_it_until_its_retries_ran_out_is_waited_out(
+    stores, clock, capsys
+):
+    for minute in range(10, 130, 10):
+        if minute not in (40, 90):
+            completed(stores.ledger, key(at(minute)), clock, at(minute) + timedelta(seconds=3))
+    waited = key(at(40))  # a wait job's run answered 409 while 00:30 held the job: a note, no record
+    stores.ledger.note(waiting_note(waited), {"waiting_run": waited, "waiting_for": key(at(30))})
+    _, lines = ticked(stores, clock, at(125), capsys)
+    found = {line["schedule_time"]: line["missed_run"] for line in lines}
+    assert found == {
+        "2026-11-29T00:40:00Z": MissedRun.WAITED_OUT.value,
+        "2026-11-29T01:30:00Z": MissedRun.NEVER_DELIVERED.value,
+    }
 
 
 def test_the_line_has_the_shape_the_monitoring_metric_reads(stores, clock, capsys):
@@ -230,7 +246,9 @@ def test_a_tick_that_died_after_claiming_a_report_is_taken_over_after_the_lease(
     assert line["schedule_time"] == "2026-11-29T00:10:00Z"
 
 
-def test_missed_runs_reads_one_record_per_expected_run(stores, clock):
+def test_missed_runs_reads_one_record_per_expected_run_and_the_waiting_note_of_each_unrecorded_one(
+    stores, clock
+):
     reads: list[str] = []
     ledger = stores.ledger
     original = ledger.read
@@ -240,8 +258,11 @@ def test_missed_runs_reads_one_record_per_expected_run(stores, clock):
         return original(run)
 
     ledger.read = counted  # type: ignore[method-assign]
-    assert len(list(missed_runs(watch(), ledger, at(125)))) == 10
-    assert sorted(reads) == sorted(key(at(m)) for m in range(10, 110, 10))
+    completed(ledger, key(at(10)), clock, at(10))
+    reads.clear()
+    assert len(list(missed_runs(watch(), ledger, at(125)))) == 9
+    unrecorded = [key(at(m)) for m in range(20, 110, 10)]
+    assert sorted(reads) == sorted([key(at(10)), *unrecorded, *(waiting_note(run) for run in unrecorded)])
 
 
 def test_a_tick_reads_its_records_several_at_a_time(stores, clock):

@@ -38,7 +38,7 @@ from .finish import Attempt, Returned, Verdict, complete, fail, hold, read_retur
 from .occurrence import Occurrence
 from .outcomes import Answer, Outcome
 from .run import Run, enter, leave
-from .store import Claim, Held, Overlapped, Store, StoredResult
+from .store import Claim, Held, Overlapped, Store, StoredResult, waiting_note
 
 if TYPE_CHECKING:
     from .event import EventRun
@@ -95,7 +95,7 @@ def run_once(
         return claim_failed(exc, occurrence.key, attempt)
     if isinstance(claim, Overlapped):
         attempt.claim = None  # a claim given up by the store (a re-run's): nothing left to give back
-        return _overlapped_answer(claim, attempt)
+        return _overlapped_answer(claim, store, attempt)
     if isinstance(claim, Held):
         return _held_answer(claim, attempt)
     attempt.claim = claim
@@ -143,8 +143,9 @@ def _claim(store: Store, occurrence: Occurrence, claimed: Claim | None) -> Claim
     return store.claim_locked(occurrence.key, occurrence.fields, lock)
 
 
-def _overlapped_answer(overlapped: Overlapped, attempt: Attempt) -> Answer:
-    """Another run of the job holds it: `skipped` (recorded, 200) or `waiting` (409, for a retry)."""
+def _overlapped_answer(overlapped: Overlapped, store: Store, attempt: Attempt) -> Answer:
+    """Another run of the job holds it: `skipped` (recorded, 200) or `waiting` (409, for a retry,
+    after a note that says so, for the watchdog if the retries run out first)."""
     lease = str(overlapped.lease_expires or "")
     if overlapped.policy is Overlap.SKIP:
         attempt.answer_line(
@@ -154,6 +155,15 @@ def _overlapped_answer(overlapped: Overlapped, attempt: Attempt) -> Answer:
             skipped_for=overlapped.holder,
         )
         return Outcome.SKIPPED.answer(run_key=overlapped.key, skipped_for=overlapped.holder)
+    try:
+        store.note(
+            waiting_note(overlapped.key), {"waiting_run": overlapped.key, "waiting_for": overlapped.holder}
+        )
+    except StoreError as exc:  # the 409 stands: the note only names how the run may be missed
+        log(
+            logging.WARNING,
+            f"waiting note not written ({exc}): if its retries run out, it is never_delivered",
+        )
     log(
         logging.INFO,
         f"run {overlapped.holder} of this job is in progress: not run, asking for a retry later",

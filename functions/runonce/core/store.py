@@ -135,6 +135,18 @@ class Overlapped(NamedTuple):
     """When the holder's lease ends, unless it finishes sooner."""
 
 
+WAITING_PREFIX = "waiting:"
+"""A run of a `wait` job answered 409 `waiting` leaves a note under this prefix and its run key
+(docs/overlap.md): if its retries run out, the watchdog reports it `waited_out`, not
+`never_delivered`, and `runonce runs` lists it so. The note has no `job` and no `status` field:
+no listing reads it as a run."""
+
+
+def waiting_note(key: str) -> str:
+    """The key of the waiting note of run `key`."""
+    return WAITING_PREFIX + key
+
+
 class Refusal(str, Enum):
     """Why a store refused an operator's change to a record (nothing was written)."""
 
@@ -205,6 +217,11 @@ class Store(Protocol):
 
     def annotate(self, key: str, fields: dict[str, Any]) -> None:
         """Add `fields` to a finished run's record."""
+        ...
+
+    def note(self, key: str, fields: dict[str, Any]) -> None:
+        """Write the record `key` (not a run's: a note such as `waiting_note`'s) as `fields`, with
+        an `expire_at` one retention from now, whatever it held before."""
         ...
 
     # The operators' verbs (the `runonce` command, docs/operate.md).

@@ -81,6 +81,7 @@ from ..core.store import (
     Held,
     Store,
     StoredResult,
+    waiting_note,
 )
 from .expected import expected_times, scheduled_key
 from .keys import rerun_slot
@@ -104,7 +105,7 @@ CATCH_UP_BY = "runonce-watchdog"
 CATCH_UP_REQUEST_TTL = timedelta(minutes=10)
 """How long a catch-up's request may be consumed (as `runonce rerun`'s): until then (plus the
 job's grace) a run whose catch-up was started is not reported."""
-_CATCHABLE = (MissedRun.NEVER_DELIVERED, MissedRun.RETRIED_OUT)
+_CATCHABLE = (MissedRun.NEVER_DELIVERED, MissedRun.RETRIED_OUT, MissedRun.WAITED_OUT)
 _JOB_FIELDS = ("job", "scheduler_job", "schedule", "time_zone", "grace_seconds", "lookback_seconds", "since")
 
 
@@ -188,6 +189,8 @@ class Missed:
 
 _MESSAGES = {
     MissedRun.NEVER_DELIVERED: "scheduled run has no record past its grace: never delivered",
+    MissedRun.WAITED_OUT: "scheduled run has no record past its grace: it waited for the run before it "
+    "(409 waiting) until its retries ran out",
     MissedRun.STILL_HELD: "scheduled run is still held past its grace",
     MissedRun.RETRIED_OUT: "scheduled run was left in progress with its lease expired: retries ran out",
 }
@@ -230,9 +233,22 @@ def missed_runs(watch: Watch, ledger: Store, now: datetime) -> Iterator[Missed]:
         for time in _window(job, now)
     ]
     with ThreadPoolExecutor(max_workers=READERS) as pool:
-        records = pool.map(ledger.read, [key for _, _, key in expected])
-        for (job, time, key), record in zip(expected, records, strict=True):
-            state = judge(record, now, job.grace)
+        records = list(pool.map(ledger.read, [key for _, _, key in expected]))
+        states = [
+            judge(record, now, job.grace) for (job, _, _), record in zip(expected, records, strict=True)
+        ]
+        # A run without a record may have waited for the run before it (a `wait` job's 409): its note
+        # says so.
+        unrecorded = [
+            key
+            for (_, _, key), state in zip(expected, states, strict=True)
+            if state is MissedRun.NEVER_DELIVERED
+        ]
+        notes = pool.map(ledger.read, [waiting_note(key) for key in unrecorded])
+        waited = {key for key, note in zip(unrecorded, notes, strict=True) if note is not None}
+        for (job, time, key), record, state in zip(expected, records, states, strict=True):
+            if key in waited:
+                state = MissedRun.WAITED_OUT
             if state is not None:
                 acted = len((record or {}).get(ACTIONS_FIELD) or [])
                 seen = record or {}

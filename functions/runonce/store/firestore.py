@@ -36,7 +36,8 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from .. import _clock as clock
 from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
-from ..contract import CLAIMED_AT_FIELD, EXPIRE_AT_FIELD, HISTORY_FIELD, Overlap, RunStatus
+from .._version import __version__
+from ..contract import CLAIMED_AT_FIELD, EXPIRE_AT_FIELD, HISTORY_FIELD, VERSION_FIELD, Overlap, RunStatus
 from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
 from ..core.store import (
     CAUSE_FIELD,
@@ -402,6 +403,12 @@ class Ledger:
         budget = Budget(FINISH_SECONDS, self._finish_retry)
         self._collection.document(key).update(fields, **budget.call())
 
+    def note(self, key: str, fields: dict[str, Any]) -> None:
+        """Write the note `key` (see `Store.note`), replacing what it held."""
+        budget = Budget(FINISH_SECONDS, self._finish_retry)
+        expires = {EXPIRE_AT_FIELD: clock.now() + self._retention, VERSION_FIELD: __version__}
+        self._collection.document(key).set({**fields, **expires}, **budget.call())
+
     def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The stored records of those of `keys` that have one, by key: batched reads of
         `READ_BATCH` keys, each with its own deadline."""
@@ -759,6 +766,11 @@ class LedgerStore:
         """See `Store.annotate`."""
         with _translated():
             self.ledger.annotate(key, fields)
+
+    def note(self, key: str, fields: dict[str, Any]) -> None:
+        """See `Store.note`."""
+        with _translated():
+            self.ledger.note(key, fields)
 
     def request_rerun(
         self, slot: str, key: str, fields: dict[str, Any], insist: bool, ttl: timedelta

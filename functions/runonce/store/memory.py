@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _clock
 from .._text import MAX_ERROR_CHARS, clip
-from ..contract import CLAIMED_AT_FIELD, HISTORY_FIELD, Overlap, RunStatus
+from ..contract import CLAIMED_AT_FIELD, EXPIRE_AT_FIELD, HISTORY_FIELD, Overlap, RunStatus
 from ..core.errors import StoreRejected
 from ..core.store import Claim, Decision, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
 from . import _records
@@ -189,6 +189,11 @@ class MemoryStore:
             if record is None:
                 raise StoreRejected(f"the store rejected it: no record of run {key!r} to annotate")
             self._write(key, {**record, **fields})
+
+    def note(self, key: str, fields: dict[str, Any]) -> None:
+        """See `Store.note`."""
+        with self._lock:
+            self._write(key, {**fields, EXPIRE_AT_FIELD: self._clock() + self._retention})
 
     def read_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """See `Store.read_many`."""
