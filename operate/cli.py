@@ -109,9 +109,15 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
-def _console() -> Console:
-    # A terminal's width, or $COLUMNS; piped without $COLUMNS, wide enough not to fold a row.
-    return Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=200)
+def _print_table(table: Table) -> None:
+    """Print `table` on stdout: as wide as the terminal, or $COLUMNS; piped without $COLUMNS, wide
+    enough not to fold a row. Narrower than its unfoldable (`no_wrap`) columns, rich would drop or
+    cut them: the table is then printed as wide as they need, and the terminal wraps its lines."""
+    console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=200)
+    needed = Measurement.get(console, console.options.update(max_width=10_000), table).minimum
+    if needed > console.width:
+        console = Console(width=needed)
+    console.print(table)
 
 
 def _when(value: datetime | None) -> str:
@@ -254,7 +260,7 @@ def backfill_command(
             each.missed.key[:SHORT_KEY],
             each.note,
         )
-    _console().print(table)
+    _print_table(table)
 
 
 def _print_missed(missed: list[backfill.Missed]) -> None:
@@ -263,7 +269,7 @@ def _print_missed(missed: list[backfill.Missed]) -> None:
         table.add_column(column, no_wrap=True)
     for each in missed:
         table.add_row(_when(each.schedule_time), each.state, each.key[:SHORT_KEY])
-    _console().print(table)
+    _print_table(table)
 
 
 @runonce.command(name="runs")
@@ -332,13 +338,7 @@ def print_runs(title: str, rows: list[runs.Row]) -> None:
     table.add_column("outcome or error", overflow="fold", ratio=1, min_width=24)
     for line in cells:
         table.add_row(*line)
-    console = _console()
-    # Narrower than its unfoldable columns, rich would drop or cut them: print the table that wide
-    # instead, and let the terminal wrap its lines.
-    needed = Measurement.get(console, console.options.update(max_width=10_000), table).minimum
-    if needed > console.width:
-        console = Console(width=needed)
-    console.print(table)
+    _print_table(table)
 
 
 @runonce.command(name="show")
@@ -440,7 +440,7 @@ def dead_letters_command(team_name: str, job_name: str | None, as_json: bool) ->
             letter.error,
             letter.run_key,
         )
-    _console().print(table)
+    _print_table(table)
 
 
 @runonce.command(name="replay")
