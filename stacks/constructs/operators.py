@@ -92,27 +92,23 @@ class OperatorAccess(Construct):
                 depends_on=props.apis.of(defaults.API_FIRESTORE),
             )
         ]
-        if props.scheduled:
-            grants.append(
-                ProjectIamMember(
-                    self,
-                    f"{who}-job-runner",
-                    project=props.project,
-                    role=defaults.ROLE_JOB_RUNNER,
-                    member=principal,
-                    depends_on=props.apis.of(defaults.API_SCHEDULER),
-                )
+        # Scheduler's roles are project-level only: `rerun` and `backfill` run the job, `backfill`
+        # reads it too.
+        scheduler_roles = {
+            "job-runner": defaults.ROLE_JOB_RUNNER,
+            "scheduler-viewer": defaults.ROLE_SCHEDULER_VIEWER,
+        }
+        grants += [
+            ProjectIamMember(
+                self,
+                f"{who}-{suffix}",
+                project=props.project,
+                role=role,
+                member=principal,
+                depends_on=props.apis.of(defaults.API_SCHEDULER),
             )
-            grants.append(
-                ProjectIamMember(
-                    self,
-                    f"{who}-scheduler-viewer",
-                    project=props.project,
-                    role=defaults.ROLE_SCHEDULER_VIEWER,
-                    member=principal,
-                    depends_on=props.apis.of(defaults.API_SCHEDULER),
-                )
-            )
+            for suffix, role in (scheduler_roles.items() if props.scheduled else ())
+        ]
         for job in props.event_jobs:
             grants.append(
                 PubsubSubscriptionIamMember(
