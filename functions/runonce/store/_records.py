@@ -271,9 +271,14 @@ def taken_record(
 _SAID = {Cause.RERUN.value: "re-run", Cause.BACKFILL.value: "backfill", Cause.CATCH_UP.value: "catch-up"}
 
 
+def request_cause(request: Mapping[str, Any]) -> str:
+    """The `Cause` value a request was filed with (a request without one is a re-run)."""
+    return request.get(CAUSE_FIELD) or Cause.RERUN.value
+
+
 def _caused(request: dict[str, Any], delivery_key: str, now: datetime, what: str) -> dict[str, Any]:
     """What a consumed request writes on the run it starts: its cause, and the operator action."""
-    cause = request.get(CAUSE_FIELD) or Cause.RERUN.value
+    cause = request_cause(request)
     action = {
         "action": cause,
         "by": request["requested_by"],
@@ -367,7 +372,7 @@ def marker_record(
         VERSION_FIELD: __version__,
         RERUN_OF_FIELD: request["rerun_key"],
         RERUN_TIME_FIELD: request["schedule_time"],
-        RERUN_CAUSE_FIELD: request.get(CAUSE_FIELD) or Cause.RERUN.value,
+        RERUN_CAUSE_FIELD: request_cause(request),
         "result_json": "null",
         "result_stored": True,
         "attempts": 0,
@@ -377,11 +382,17 @@ def marker_record(
     }
 
 
+def consumed_rerun(request: Mapping[str, Any], claim: Claim | None = None) -> Rerun:
+    """The re-run a consumed `request` carries, with the claim its delivery holds (None: none)."""
+    return Rerun(request["rerun_key"], request["schedule_time"], claim, request_cause(request))
+
+
 def rerun_claim(request: dict[str, Any], reopened: dict[str, Any], written_at: datetime) -> Rerun:
     """The re-run a consuming delivery executes: the reopened run's claim, fenced at `written_at`."""
-    key = request["rerun_key"]
-    claim = Claim(key, reopened["attempt_id"], reopened["attempts"], written_at, reopened=True)
-    return Rerun(key, request["schedule_time"], claim, request.get(CAUSE_FIELD) or Cause.RERUN.value)
+    claim = Claim(
+        request["rerun_key"], reopened["attempt_id"], reopened["attempts"], written_at, reopened=True
+    )
+    return consumed_rerun(request, claim)
 
 
 def with_action(record: Mapping[str, Any] | None, action: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -40,8 +40,6 @@ from .._version import __version__
 from ..contract import CLAIMED_AT_FIELD, EXPIRE_AT_FIELD, HISTORY_FIELD, VERSION_FIELD, Overlap, RunStatus
 from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
 from ..core.store import (
-    CAUSE_FIELD,
-    Cause,
     Claim,
     Decision,
     Held,
@@ -604,12 +602,7 @@ class Ledger:
         snapshot = self._collection.document(consumed["rerun_key"]).get(**budget.call())
         record = snapshot.to_dict() or {}
         if record.get("attempt_id") != attempt_id:
-            return Rerun(
-                consumed["rerun_key"],
-                consumed["schedule_time"],
-                None,
-                consumed.get(CAUSE_FIELD) or Cause.RERUN.value,
-            )
+            return _records.consumed_rerun(consumed)
         return _records.rerun_claim(consumed, record, snapshot.update_time)
 
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any], budget: Budget) -> bool:
