@@ -22,6 +22,9 @@ from stacks.team import Job, Retry, Team
 from tests.local.played import play
 
 MAILER = """
+import json
+import time
+
 import functions_framework
 from google.api_core.exceptions import AlreadyExists
 from google.cloud import firestore
@@ -33,6 +36,9 @@ from runonce import current_run, deduplicated
 @deduplicated
 def send(request):
     run = current_run()
+    # As long as the local Scheduler says the attempt works (its `work_seconds` knob), so that an
+    # instance it kills holding the run dies mid-body on a loaded machine too, not after the body.
+    time.sleep(float(json.loads(request.get_data(as_text=True) or "{}").get("work_seconds", 0)))
     try:
         firestore.Client().collection("sent_mail").document(run.key).create(
             {"for_run": run.key, "by_attempt": run.attempt_id}
