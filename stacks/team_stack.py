@@ -446,7 +446,7 @@ class TeamStack(TerraformStack):
                         )
                         for name, events in self.events.items()
                     ),
-                    scheduled=bool(team.jobs),
+                    scheduled=team.scheduled,
                     apis=self.apis,
                 ),
             )

@@ -581,10 +581,14 @@ class Team:
         return self.database_location or self.region
 
     @property
+    def scheduled(self) -> bool:
+        """Whether the team has scheduled jobs of any kind: on functions, services or App Engine."""
+        return bool(self.jobs or self.service_jobs or self.app_engine_jobs)
+
+    @property
     def watched(self) -> bool:
-        """Whether the stack deploys the team's watchdog: it is on and there are scheduled jobs (on
-        functions, services or App Engine)."""
-        return self.watchdog and bool(self.jobs or self.service_jobs or self.app_engine_jobs)
+        """Whether the stack deploys the team's watchdog: it is on and there are scheduled jobs."""
+        return self.watchdog and self.scheduled
 
     @property
     def needs_invoker(self) -> bool:

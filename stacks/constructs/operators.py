@@ -11,7 +11,8 @@ Per operator:
   the copies (without acknowledging them), `replay` acknowledges the one it replayed.
 - `roles/pubsub.publisher` on each event job's topic (the stack's or the existing one it names;
   a Cloud Storage trigger has none): `replay` publishes the original back to it.
-- `roles/cloudscheduler.jobRunner` on the project, for a team with scheduled jobs: `rerun` and
+- `roles/cloudscheduler.jobRunner` on the project, for a team with scheduled jobs of any kind
+  (function, service or App Engine jobs): `rerun` and
   `backfill` deliver through Scheduler's `jobs.run`, and Scheduler grants no narrower
   (`defaults.ROLE_JOB_RUNNER`); and `roles/cloudscheduler.viewer` there: `backfill` reads the
   Scheduler job (`jobs.get`, its `userUpdateTime`), which the job runner role does not hold.
@@ -59,7 +60,8 @@ class OperatorAccessProps:
     ledger: DedupStore
     event_jobs: tuple[EventJobAccess, ...]
     scheduled: bool
-    """Whether the team has scheduled jobs (what `rerun` runs)."""
+    """Whether the team has scheduled jobs of any kind (`Team.scheduled`: what `rerun` and
+    `backfill` run, on functions, services or App Engine)."""
     apis: RequiredApis
 
 

@@ -11,6 +11,7 @@ from stacks.config import defaults
 from stacks.team import TEAMS_DIR, EventJob, Job, Team, load_team_file
 from stacks.validate import find_problems
 from tests.stacks.conftest import synthesize
+from tests.stacks.test_services import TEAM as SERVICES_TEAM
 
 OPS = "group:ops@example.com"
 
@@ -90,6 +91,21 @@ def test_a_team_with_only_scheduled_jobs_grants_no_pubsub_and_no_operators_grant
     assert not any(
         name.startswith("operators") for group in plain.document["resource"].values() for name in group
     )
+
+
+@pytest.mark.parametrize(
+    "only",
+    [
+        {"app_engine_jobs": [], "app_engine_location": ""},
+        {"services": [], "service_jobs": []},
+    ],
+    ids=["service-jobs-only", "app-engine-jobs-only"],
+)
+def test_operators_of_a_team_without_function_jobs_still_get_schedulers_roles(only, archive_dir):
+    team = replace(SERVICES_TEAM, operators=[OPS], **only)
+    assert find_problems([team]) == [] and not team.jobs
+    roles = [role for _, role, _ in grants_of(synthesize(team, archive_dir), OPS)]
+    assert roles == sorted([defaults.ROLE_JOB_RUNNER, defaults.ROLE_LEDGER, defaults.ROLE_SCHEDULER_VIEWER])
 
 
 GOOD = Team(
