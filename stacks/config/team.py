@@ -487,8 +487,9 @@ class Team:
     """GCP project id the stack deploys into."""
     region: str
     """Region of the functions and Scheduler jobs, e.g. europe-west1."""
-    jobs: list[Job]
-    """The team's scheduled jobs; names must be unique within the team."""
+    jobs: list[Job] = field(default_factory=list)
+    """The team's scheduled jobs on functions; default none (a team declares the kinds of jobs it
+    has, and needs at least one job of some kind). Names are unique across every job list."""
     labels: dict[str, str] = field(default_factory=dict)
     """Labels on every resource of the team."""
     event_jobs: list[EventJob] = field(default_factory=list)

@@ -8,6 +8,7 @@ import pytest
 
 from stacks import locations
 from stacks.config.problem import Problem
+from stacks.config.team_files import read_team_file
 from stacks.team import TEAMS_DIR, Job, Retry, Team, load_team_file, load_teams
 from stacks.validate import (
     InvalidConfig,
@@ -215,6 +216,27 @@ def test_function_name_must_fit_cloud_run():
 )
 def test_team_fields_must_be_valid(changes, field):
     assert problems_of_team(**changes) == [(None, field)]
+
+
+def test_a_team_declares_only_the_kinds_of_jobs_it_has(tmp_path):
+    path = tmp_path / "acme.py"
+    path.write_text(
+        "from stacks.team import Service, ServiceJob, Team\n"
+        'team = Team(name="acme", project="acme-prod-1", region="europe-west1",\n'
+        '    alert_emails=["oncall@example.com"], services=[Service(name="api")],\n'
+        '    service_jobs=[ServiceJob(name="close", schedule="0 1 * * *", service="api")])\n'
+    )
+    team, found = read_team_file(path)
+    assert found == [] and team is not None and team.jobs == []
+    assert find_problems([team]) == []
+
+
+def test_a_team_without_any_job_is_still_refused():
+    (problem,) = find_problems(
+        [Team(name="acme", project="acme-prod-1", region="europe-west1", alerts=False)]
+    )
+    assert (problem.job, problem.field, problem.message) == (None, "jobs", "the team has no jobs")
+    assert "ServiceJob(...)" in problem.fix and "AppEngineJob(...)" in problem.fix
 
 
 def test_memory_and_instances_must_be_valid():
