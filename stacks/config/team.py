@@ -326,7 +326,9 @@ class Service:
     memory: str = "512Mi"
     """Deployed only: memory of one instance, Cloud Run notation."""
     cpu: str = "1"
-    """Deployed only: CPUs of one instance ("1", "2", "4", "8", or "1000m" style below one)."""
+    """Deployed only: vCPUs of one instance, "1", "2", "4", "6" or "8", or millicores below one
+    ("80m" to "999m", which needs concurrency=1); memory must fit Cloud Run's table for it
+    (docs/stacks/services.md)."""
     env: dict[str, str] = field(default_factory=dict)
     """Deployed only: extra environment variables (RUNONCE_* are set by the stack, as for `Job.env`)."""
     labels: dict[str, str] = field(default_factory=dict)
@@ -336,6 +338,12 @@ class Service:
     def deployed(self) -> bool:
         """Whether the stack deploys this service (it has an image) or only reads it."""
         return bool(self.image)
+
+    @property
+    def below_one_vcpu(self) -> bool:
+        """Whether `cpu` is millicores, below one vCPU (Cloud Run then needs concurrency 1,
+        request-based billing and the first generation execution environment)."""
+        return self.cpu.endswith("m")
 
     @property
     def lease_seconds(self) -> int:

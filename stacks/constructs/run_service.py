@@ -33,6 +33,9 @@ from stacks.constructs.required_apis import RequiredApis
 INGRESS = "INGRESS_TRAFFIC_INTERNAL_ONLY"
 """A deployed service's ingress: internal traffic and, from the same project on the run.app URL,
 Cloud Scheduler (Cloud Run, "Restrict network ingress")."""
+EXECUTION_ENVIRONMENT_BELOW_ONE_VCPU = "EXECUTION_ENVIRONMENT_GEN1"
+"""A deployed service's execution environment when its cpu is below one vCPU, which Cloud Run allows
+only there ("Configure CPU limits"); otherwise none is set and Cloud Run chooses."""
 LOAD_BALANCER_ONLY = "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
 """The ingress that admits only load balancers and internal traffic: not Cloud Scheduler on the
 run.app URL, so an existing service with it cannot be a job's target."""
@@ -182,6 +185,10 @@ class RunService:
             deletion_protection=False,
             labels=service.labels or None,
             template=provider.CloudRunV2ServiceTemplate(
+                # Below one vCPU Cloud Run requires the first generation ("Configure CPU limits").
+                execution_environment=EXECUTION_ENVIRONMENT_BELOW_ONE_VCPU
+                if service.below_one_vcpu
+                else None,
                 service_account=self.runtime_email,
                 timeout=f"{service.timeout_seconds}s",
                 max_instance_request_concurrency=service.concurrency,
@@ -196,7 +203,10 @@ class RunService:
                             for name, value in sorted(environment.items())
                         ],
                         resources=provider.CloudRunV2ServiceTemplateContainersResources(
-                            limits={"cpu": service.cpu, "memory": service.memory}
+                            # Request-based billing, stated: with `resources` set, 6.50 needs
+                            # cpu_idle=true to keep it (docs/stacks/services.md says why).
+                            cpu_idle=True,
+                            limits={"cpu": service.cpu, "memory": service.memory},
                         ),
                     )
                 ],

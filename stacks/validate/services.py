@@ -24,11 +24,26 @@ from stacks.validate import function_limits
 
 # Cloud Run: at most 1000 concurrent requests per instance ("Maximum concurrent requests per instance").
 MAX_CONCURRENCY = 1000
-# Cloud Run's CPU limits for a service ("Configure CPU limits"): below one CPU in millicores, or whole CPUs.
-CPU_LIMITS = ("1", "2", "4", "6", "8")
-MILLI_CPU = re.compile(r"^[1-9][0-9]{0,2}m$")
-# Cloud Run service memory: a number and a binary unit (Mi, Gi), 128Mi to 32Gi ("Configure memory limits").
-MEMORY = re.compile(r"^[1-9][0-9]*(Mi|Gi)$")
+# Cloud Run's vCPU and memory table for a service ("Configure CPU limits",
+# https://cloud.google.com/run/docs/configuring/services/cpu): the memory one instance may have, in
+# MiB, with each whole number of vCPUs ("1 vCPU: up to 4 GiB" ... "8 vCPU: 4 to 32 GiB"); the
+# minimum is 128 MiB ("Configure memory limits", first generation), the maximum 32 GiB.
+MIN_MEMORY_MIB = 128
+MEMORY_MIB_BY_CPU = {
+    "1": (MIN_MEMORY_MIB, 4 * 1024),
+    "2": (MIN_MEMORY_MIB, 8 * 1024),
+    "4": (2 * 1024, 16 * 1024),
+    "6": (4 * 1024, 24 * 1024),
+    "8": (4 * 1024, 32 * 1024),
+}
+CPU_LIMITS = tuple(MEMORY_MIB_BY_CPU)
+# Below one vCPU: 0.08 to 1 in steps of 0.001, written in millicores; at least 0.5 vCPU for more
+# than 512 MiB and 1 vCPU for more than 1 GiB; concurrency 1, request-based billing and the first
+# generation execution environment (the same page, "If you use less than 1 vCPU").
+MILLI_CPU = re.compile(r"^([1-9][0-9]{0,2})m$")
+MIN_MILLI_CPU = 80
+# Cloud Run memory: a number and a binary unit (Mi, Gi).
+MEMORY = re.compile(r"^([1-9][0-9]*)(Mi|Gi)$")
 # An image reference: registry host, path, then a tag or a digest (no whitespace, no scheme).
 IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9_.-]{1,128}|@sha256:[0-9a-f]{64})$")
 # A path (and query) of a URL: starts with "/", no whitespace (Scheduler's relative_uri rule,
@@ -90,16 +105,7 @@ def service(team: Team, svc: Service, problem: ProblemAt) -> Iterator[Problem]:
             f"min_instances={svc.min_instances}, max_instances={svc.max_instances} is not a valid range",
             "use 0 <= min_instances <= max_instances and max_instances >= 1",
         )
-    if not MEMORY.match(svc.memory):
-        yield problem(
-            "memory", f"{svc.memory!r} is not a Cloud Run memory limit", 'write e.g. "512Mi" or "2Gi"'
-        )
-    if svc.cpu not in CPU_LIMITS and not MILLI_CPU.match(svc.cpu):
-        yield problem(
-            "cpu",
-            f"{svc.cpu!r} is not a Cloud Run CPU limit",
-            f'use one of {", ".join(CPU_LIMITS)}, or millicores below one CPU ("500m")',
-        )
+    yield from resources(svc, problem)
     for name in svc.env:
         reserved = name in function_limits.RESERVED_ENV or name.startswith(
             function_limits.RESERVED_ENV_PREFIXES
@@ -118,6 +124,63 @@ def service(team: Team, svc: Service, problem: ProblemAt) -> Iterator[Problem]:
             "no service job calls this service",
             f'add ServiceJob(name=..., schedule=..., service="{svc.name}", path=...) or remove the service',
         )
+
+
+def resources(svc: Service, problem: ProblemAt) -> Iterator[Problem]:
+    """A deployed service's cpu, memory and concurrency against Cloud Run's vCPU and memory table
+    (`MEMORY_MIB_BY_CPU`) and its rules below one vCPU."""
+    milli = MILLI_CPU.match(svc.cpu)
+    if svc.cpu not in CPU_LIMITS and not (milli is not None and int(milli.group(1)) >= MIN_MILLI_CPU):
+        yield problem(
+            "cpu",
+            f"{svc.cpu!r} is not a Cloud Run CPU limit",
+            f'use one of {", ".join(CPU_LIMITS)}, or {MIN_MILLI_CPU}m-999m below one vCPU (e.g. "500m")',
+        )
+        return
+    if svc.below_one_vcpu and svc.concurrency != 1:
+        yield problem(
+            "concurrency",
+            f"{svc.concurrency} requests at once: cpu={svc.cpu!r} is below one vCPU, where Cloud Run "
+            "allows one request per instance",
+            'set concurrency=1, or cpu="1" or more',
+        )
+    memory = MEMORY.match(svc.memory)
+    if memory is None:
+        yield problem(
+            "memory", f"{svc.memory!r} is not a Cloud Run memory limit", 'write e.g. "512Mi" or "2Gi"'
+        )
+        return
+    mib = int(memory.group(1)) * (1024 if memory.group(2) == "Gi" else 1)
+    low, high = _memory_range(svc.cpu)
+    if not low <= mib <= high:
+        # Below one vCPU is only offered to a service there already (it also needs concurrency 1).
+        fits = [
+            cpu
+            for cpu in (("500m",) if svc.below_one_vcpu else ()) + CPU_LIMITS
+            if _in_range(mib, _memory_range(cpu))
+        ]
+        yield problem(
+            "memory",
+            f"{svc.memory!r}: cpu={svc.cpu!r} allows {_size(low)}-{_size(high)} (Cloud Run's vCPU and "
+            "memory table)",
+            f"choose memory between {_size(low)} and {_size(high)}"
+            + (f', or cpu="{fits[0]}"' if fits else f" ({_size(MIN_MEMORY_MIB)} to 32Gi at most)"),
+        )
+
+
+def _memory_range(cpu: str) -> tuple[int, int]:
+    """The memory (MiB) Cloud Run allows one instance with `cpu` (a valid limit)."""
+    if cpu in MEMORY_MIB_BY_CPU:
+        return MEMORY_MIB_BY_CPU[cpu]
+    return (MIN_MEMORY_MIB, 512 if int(cpu.removesuffix("m")) < 500 else 1024)
+
+
+def _in_range(mib: int, bounds: tuple[int, int]) -> bool:
+    return bounds[0] <= mib <= bounds[1]
+
+
+def _size(mib: int) -> str:
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
 
 
 def service_job(team: Team, job: ServiceJob, problem: ProblemAt) -> Iterator[Problem]:

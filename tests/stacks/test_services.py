@@ -230,6 +230,52 @@ def test_deployed_services_and_every_scheduler_job_count_against_the_quotas():
     assert counts["scheduler_jobs"] == 6  # three service jobs, two App Engine jobs, the watchdog
 
 
+# Cloud Run's vCPU-to-memory table and its rules below one vCPU ("Configure CPU limits").
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"cpu": "8", "memory": "32Gi"},
+        {"cpu": "4", "memory": "2Gi"},
+        {"cpu": "2", "memory": "8Gi"},
+        {"cpu": "1", "memory": "128Mi"},
+        {"cpu": "500m", "memory": "1Gi", "concurrency": 1},
+        {"cpu": "80m", "memory": "512Mi", "concurrency": 1},
+    ],
+)
+def test_cpu_and_memory_within_cloud_runs_table_are_accepted(change):
+    assert problems(replace(TEAM, services=[replace(DEPLOYED, **change), EXISTING])) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "says", "fix"),
+    [
+        ({"cpu": "500m", "concurrency": 10}, "concurrency", "cpu='500m' is below one vCPU", "concurrency=1"),
+        ({"cpu": "50m", "concurrency": 1}, "cpu", "'50m' is not a Cloud Run CPU limit", "80m-999m"),
+        ({"cpu": "0.5", "concurrency": 1}, "cpu", "'0.5' is not a Cloud Run CPU limit", '"500m"'),
+        (
+            {"cpu": "250m", "memory": "1Gi", "concurrency": 1},
+            "memory",
+            "cpu='250m' allows 128Mi-512Mi",
+            'cpu="500m"',
+        ),
+        (
+            {"cpu": "750m", "memory": "2Gi", "concurrency": 1},
+            "memory",
+            "cpu='750m' allows 128Mi-1Gi",
+            'cpu="1"',
+        ),
+        ({"cpu": "1", "memory": "8Gi"}, "memory", "cpu='1' allows 128Mi-4Gi", 'cpu="2"'),
+        ({"cpu": "4", "memory": "1Gi"}, "memory", "cpu='4' allows 2Gi-16Gi", 'cpu="1"'),
+        ({"memory": "64Mi"}, "memory", "cpu='1' allows 128Mi-4Gi", "128Mi"),
+        ({"cpu": "8", "memory": "64Gi"}, "memory", "cpu='8' allows 4Gi-32Gi", "32Gi"),
+    ],
+)
+def test_cpu_memory_and_concurrency_outside_cloud_runs_table_are_refused(change, field, says, fix):
+    (problem,) = find_problems([replace(TEAM, services=[replace(DEPLOYED, **change), EXISTING])])
+    assert problem.field == f"services[closer].{field}"
+    assert says in problem.message and fix in problem.fix
+
+
 # --- the deployed service ---
 
 
@@ -247,6 +293,9 @@ def test_the_deployed_service_is_internal_and_runs_as_its_own_account(stack):
     assert template["scaling"] == {"min_instance_count": 0, "max_instance_count": 2}
     (container,) = template["containers"]
     assert container["image"] == IMAGE
+    # Request-based billing, stated: with `resources` set, 6.50 bills by instance unless cpu_idle is true.
+    assert container["resources"] == {"cpu_idle": True, "limits": {"cpu": "1", "memory": "512Mi"}}
+    assert "execution_environment" not in template
     env = {item["name"]: item["value"] for item in container["env"]}
     assert env["RUNONCE_LEASE_SECONDS"] == "360"
     assert env["RUNONCE_DATABASE"] == "runonce"
@@ -267,6 +316,17 @@ def test_the_deployed_service_waits_for_its_grants(stack):
     sleep = stack.resources("time_sleep")["iam-settled"]
     assert sleep["triggers"]["services"] == "closer"
     assert "google_project_iam_member.closer-service-identity-runtime-ledger" in sleep["depends_on"]
+
+
+def test_a_service_below_one_vcpu_runs_in_the_first_generation_environment(archive_dir):
+    small = replace(DEPLOYED, cpu="500m", memory="1Gi", concurrency=1)
+    synth = synthesize(replace(TEAM, services=[small, EXISTING]), archive_dir)
+    template = resource(synth, "google_cloud_run_v2_service", "closer-service")["template"]
+    assert template["execution_environment"] == "EXECUTION_ENVIRONMENT_GEN1"
+    assert template["containers"][0]["resources"] == {
+        "cpu_idle": True,
+        "limits": {"cpu": "500m", "memory": "1Gi"},
+    }
 
 
 # --- the existing service ---
