@@ -37,9 +37,19 @@ def documented_roles() -> dict[str, list[str]]:
     return table
 
 
+# A Scheduler job needs other permissions for each kind of target: it is listed by its target block.
+SCHEDULER_JOB = "google_cloud_scheduler_job"
+TARGETS = ("http_target", "app_engine_http_target", "pubsub_target")
+
+
 def synthesized_types(synth: Synthesized) -> set[str]:
     document = synth.document
-    return {*document["resource"], *(f"data.{kind}" for kind in document.get("data", {}))}
+    jobs = document["resource"].get(SCHEDULER_JOB, {}).values()
+    return {
+        *(kind for kind in document["resource"] if kind != SCHEDULER_JOB),
+        *(f"{SCHEDULER_JOB}.{target}" for job in jobs for target in TARGETS if target in job),
+        *(f"data.{kind}" for kind in document.get("data", {})),
+    }
 
 
 def test_the_table_lists_a_role_or_none_for_each_row():
@@ -59,6 +69,17 @@ def test_every_synthesized_type_has_a_deployer_role_in_the_doc(stacks):
 def test_every_row_of_the_doc_is_a_type_some_stack_synthesizes(stacks):
     types = set().union(*(synthesized_types(synth) for synth in stacks.values()))
     assert sorted(set(documented_roles()) - types) == []
+
+
+def test_an_app_engine_target_needs_schedulers_admin_and_no_act_as(stacks):
+    assert f"{SCHEDULER_JOB}.app_engine_http_target" in synthesized_types(stacks["every"])
+    table = documented_roles()
+    # Cloud Scheduler Admin holds appengine.applications.get; no token, so no account to act as.
+    assert table[f"{SCHEDULER_JOB}.app_engine_http_target"] == ["roles/cloudscheduler.admin"]
+    assert table[f"{SCHEDULER_JOB}.http_target"] == [
+        "roles/cloudscheduler.admin",
+        "roles/iam.serviceAccountUser",
+    ]
 
 
 def test_the_doc_counts_the_apis_each_stack_enables(stacks):
