@@ -92,6 +92,7 @@ class WatchedJobProps:
     @classmethod
     def of(cls, team: Team, job: Job, grace: int) -> WatchedJobProps:
         """The watched form of one of the team's jobs, whose grace is `grace` seconds."""
+        region = team.scheduler_region(job.name)
         return cls(
             job=job.name,
             scheduler_job=naming.scheduler_job_name(team.name, job.name),
@@ -100,9 +101,7 @@ class WatchedJobProps:
             grace_seconds=grace,
             lookback_seconds=lookback_seconds(grace, job.retention_seconds),
             catch_up_seconds=job.catch_up_seconds,
-            location=team.scheduler_region(job.name)
-            if team.scheduler_region(job.name) != team.region
-            else "",
+            location=region if region != team.region else "",
         )
 
     @property
