@@ -368,3 +368,45 @@ def test_a_read_without_an_attribute_a_condition_needs_is_an_error_not_a_pass(tm
     assert [(failure.severity, failure.summary) for failure in failures] == [
         ("error", "Unsupported attribute")
     ]
+
+
+SERVICE = "data.google_cloud_run_v2_service"
+
+
+@pytest.mark.parametrize(
+    ("case", "account"),
+    [
+        (
+            "no account of its own: the Compute Engine default account",
+            f"{PROJECT_NUMBER}-compute@developer.gserviceaccount.com",
+        ),
+        ("the App Engine default account", "acme-every-1@appspot.gserviceaccount.com"),
+    ],
+)
+def test_an_existing_service_running_as_a_default_account_stops_the_plan_naming_it(evaluated, case, account):
+    (failures,) = _outcome(evaluated, "every", SERVICE, case)
+    assert [failure.summary for failure in failures] == ["Resource postcondition failed"]
+    assert failures[0].detail.startswith(
+        f"Cloud Run service billing-api (acme-every-1, europe-west1) runs as {account}, "
+    )
+    assert (
+        "gcloud run services update billing-api --region=europe-west1 --service-account="
+        in failures[0].detail
+    )
+
+
+def test_an_existing_service_with_internal_and_load_balancing_ingress_passes(evaluated):
+    assert _outcome(evaluated, "every", SERVICE, "internal and load balancing ingress") == [[]]
+
+
+def test_an_existing_service_without_a_run_app_url_stops_the_plan(evaluated):
+    (failures,) = _outcome(evaluated, "every", SERVICE, "no run.app URL")
+    assert [(failure.summary, failure.detail) for failure in failures] == [
+        (
+            "Resource postcondition failed",
+            "Cloud Run service billing-api (acme-every-1, europe-west1) has no run.app URL (its default URL "
+            "is disabled): Cloud Scheduler calls that URL, and Cloud Run admits it as internal traffic only "
+            "there. Turn the service's default URL back on (defaultUriDisabled false), or remove the "
+            "service's jobs.",
+        )
+    ]

@@ -9,6 +9,7 @@ import pytest
 from cdktf import Testing
 
 from stacks.config.team_files import read_team_file
+from stacks.constructs.run_service import USER_MANAGED_ACCOUNT
 from stacks.team import AppEngineJob, Retry, Service, ServiceJob, Team
 from stacks.validate import find_problems
 from stacks.validate.quotas import usage
@@ -273,9 +274,10 @@ def test_the_existing_service_is_read_and_checked_at_plan_time(stack):
     # No depends_on on resources still to be created: the read happens at plan time.
     assert "depends_on" not in read
     conditions = [check["condition"] for check in read["lifecycle"]["postcondition"]]
+    # Evaluated by Terraform in tests/stacks/test_conditions.py.
     assert conditions == [
-        '${self.template[0].service_account != ""}',
-        '${self.ingress != "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"}',
+        f'${{can(regex("{USER_MANAGED_ACCOUNT}", self.template[0].service_account))}}',
+        '${self.uri != ""}',
         '${self.template[0].timeout == "900s"}',
     ]
 
