@@ -95,6 +95,27 @@ def _bucket(project_number: int = int(PROJECT_NUMBER), location: str = "") -> At
     return attributes
 
 
+def _app_engine_accounts(present: bool) -> Attributes:
+    def attributes(team: Team, config: Mapping[str, Any]) -> dict[str, Any]:
+        email = f"{team.project}@appspot.gserviceaccount.com"
+        account = {
+            "account_id": team.project,
+            "disabled": False,
+            "display_name": "App Engine default service account",
+            "email": email,
+            "member": f"serviceAccount:{email}",
+            "name": f"projects/{team.project}/serviceAccounts/{email}",
+            "unique_id": "104857600000000000001",
+        }
+        return {
+            "project": config["project"],
+            "regex": config["regex"],
+            "accounts": [account] if present else [],
+        }
+
+    return attributes
+
+
 CASES: dict[str, list[Case]] = {
     "data.google_cloud_run_v2_service": [
         Case("its own account, internal ingress", _service()),
@@ -137,16 +158,15 @@ CASES: dict[str, list[Case]] = {
         ),
         Case("a bucket in another location", _bucket(location="us-central1"), breaks="location"),
     ],
-    # Provider 6.50, data_source_google_app_engine_default_service_account.go: `email` as the IAM
-    # API returns it; a project without the account is a read error, never an empty email.
-    "data.google_app_engine_default_service_account": [
+    # The App Engine default account, listed by `data.google_service_accounts` (stacks/constructs/
+    # app_engine.py). Provider 6.50, data_source_google_service_accounts.go: `accounts` holds each
+    # account of projects.serviceAccounts.list whose email matches `regex`, with `member` set to
+    # "serviceAccount:" + email; none matches when App Engine never made the account.
+    "data.google_service_accounts": [
+        Case("the application's default account", _app_engine_accounts(present=True)),
         Case(
-            "the application's default account",
-            lambda team, config: {
-                "email": f"{team.project}@appspot.gserviceaccount.com",
-                "member": f"serviceAccount:{team.project}@appspot.gserviceaccount.com",
-            },
-        )
+            "no App Engine application", _app_engine_accounts(present=False), breaks="length(self.accounts)"
+        ),
     ],
 }
 """The reads of each kind of owner, good and bad."""
@@ -408,5 +428,18 @@ def test_an_existing_service_without_a_run_app_url_stops_the_plan(evaluated):
             "is disabled): Cloud Scheduler calls that URL, and Cloud Run admits it as internal traffic only "
             "there. Turn the service's default URL back on (defaultUriDisabled false), or remove the "
             "service's jobs.",
+        )
+    ]
+
+
+def test_a_project_without_an_app_engine_application_stops_the_plan_with_the_fix(evaluated):
+    (failures,) = _outcome(evaluated, "every", "data.google_service_accounts", "no App Engine application")
+    assert [(failure.summary, failure.detail) for failure in failures] == [
+        (
+            "Resource postcondition failed",
+            "Project acme-every-1 has no App Engine default service account "
+            "(acme-every-1@appspot.gserviceaccount.com): it has no App Engine application, or that account "
+            "was deleted, and the stack never creates either. Create the application (gcloud app create "
+            "--region=REGION) and deploy the handlers, or remove the team's app_engine_jobs.",
         )
     ]
