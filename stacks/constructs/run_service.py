@@ -40,7 +40,8 @@ USER_MANAGED_ACCOUNT = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\\.iam\\.gserv
 """A user-managed service account's email, `NAME@PROJECT.iam.gserviceaccount.com` (IAM, "Service
 account types"), as an RE2 pattern inside a Terraform string (backslashes doubled). The default
 accounts (`PROJECT_NUMBER-compute@developer.gserviceaccount.com`,
-`PROJECT@appspot.gserviceaccount.com`) and Google's own do not match it."""
+`PROJECT@appspot.gserviceaccount.com`) do not match it; service agents
+(`service-PROJECT_NUMBER@gcp-sa-SERVICE.iam.gserviceaccount.com`) do."""
 
 
 def service_environment(team: Team, service: Service, retention_seconds: int) -> dict[str, str]:
