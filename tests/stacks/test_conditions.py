@@ -22,7 +22,7 @@ from stacks.team import TEAMS_DIR, load_team_file
 from tests.stacks.conditions import TERRAFORM, Condition, Failure, Owner, Trial, evaluate, owners
 from tests.stacks.conftest import synthesize
 
-pytestmark = pytest.mark.skipif(TERRAFORM is None, reason="needs the terraform CLI")
+needs_terraform = pytest.mark.skipif(TERRAFORM is None, reason="needs the terraform CLI (not on PATH)")
 
 EVERY_FEATURE = Path(__file__).parent / "fixtures" / "every_feature.py"
 PROJECT_NUMBER = "123456789012"
@@ -299,6 +299,7 @@ def test_every_case_applies_to_some_condition(stacks):
     assert sorted({(kind, case.name) for kind, cases in CASES.items() for case in cases} - found) == []
 
 
+@needs_terraform
 def test_every_read_passes_or_stops_at_the_condition_it_breaks_with_its_message(evaluated):
     wrong = [
         f"{trial.owner.stack}: {trial.owner.address} '{trial.case}': {failures} != {_expected(trial)}"
@@ -308,6 +309,7 @@ def test_every_read_passes_or_stops_at_the_condition_it_breaks_with_its_message(
     assert wrong == []
 
 
+@needs_terraform
 def test_a_bucket_of_another_project_stops_the_plan_with_the_fix(evaluated):
     (failures,) = _outcome(evaluated, "every", "data.google_storage_bucket", "a bucket of another project")
     assert [failure.detail for failure in failures] == [
@@ -317,6 +319,7 @@ def test_a_bucket_of_another_project_stops_the_plan_with_the_fix(evaluated):
     ]
 
 
+@needs_terraform
 def test_preconditions_and_check_blocks_are_evaluated_too(tmp_path):
     # No stack writes either today; a hand-written one of each shows the harness runs them.
     bucket = "data.google_storage_bucket.uploads"
@@ -375,6 +378,7 @@ def test_preconditions_and_check_blocks_are_evaluated_too(tmp_path):
     ]
 
 
+@needs_terraform
 def test_a_read_without_an_attribute_a_condition_needs_is_an_error_not_a_pass(tmp_path):
     owner = Owner(
         "hand-written",
@@ -401,6 +405,7 @@ SERVICE = "data.google_cloud_run_v2_service"
         ("the App Engine default account", "acme-every-1@appspot.gserviceaccount.com"),
     ],
 )
+@needs_terraform
 def test_an_existing_service_running_as_a_default_account_stops_the_plan_naming_it(evaluated, case, account):
     (failures,) = _outcome(evaluated, "every", SERVICE, case)
     assert [failure.summary for failure in failures] == ["Resource postcondition failed"]
@@ -413,10 +418,12 @@ def test_an_existing_service_running_as_a_default_account_stops_the_plan_naming_
     )
 
 
+@needs_terraform
 def test_an_existing_service_with_internal_and_load_balancing_ingress_passes(evaluated):
     assert _outcome(evaluated, "every", SERVICE, "internal and load balancing ingress") == [[]]
 
 
+@needs_terraform
 def test_an_existing_service_without_a_run_app_url_stops_the_plan(evaluated):
     (failures,) = _outcome(evaluated, "every", SERVICE, "no run.app URL")
     assert [(failure.summary, failure.detail) for failure in failures] == [
@@ -430,6 +437,7 @@ def test_an_existing_service_without_a_run_app_url_stops_the_plan(evaluated):
     ]
 
 
+@needs_terraform
 def test_a_project_without_an_app_engine_application_stops_the_plan_with_the_fix(evaluated):
     (failures,) = _outcome(evaluated, "every", "data.google_service_accounts", "no App Engine application")
     assert [(failure.summary, failure.detail) for failure in failures] == [
