@@ -40,8 +40,8 @@ class AppEngineAccess:
             scope,
             "app-engine-default-account",
             project=team.project,
-            # RE2, matched against each account's email: this one only (a project id has no
-            # character a pattern gives a meaning to but the dots).
+            # RE2, matched against each account's email: this one only (a project id holds letters,
+            # digits and hyphens; the domain's dots are escaped).
             regex="^" + email.replace(".", "\\.") + "$",
             # The IAM API may be enabled by this very apply: then the list is read during apply,
             # and every App Engine job waits for it (`checks`).
