@@ -378,7 +378,7 @@ def _key(
         instant = parse_instant(schedule_time)
     except ValueError as exc:
         raise BadInput("--time", str(exc)) from None
-    return scheduled_key(job.scheduler_job, instant.utc, team.project, team.region), (job, instant.rfc3339())
+    return scheduled_key(job.scheduler_job, instant.utc, team.project, job.location), (job, instant.rfc3339())
 
 
 @runonce.command(name="release")

@@ -77,7 +77,7 @@ def scheduled_rows(
     """The expected runs of `job` in (start, end], recorded or not, and its forced runs last
     claimed in [start, end]."""
     keys = {
-        scheduled_key(job.scheduler_job, moment, team.project, team.region): moment
+        scheduled_key(job.scheduler_job, moment, team.project, job.location): moment
         for moment in _expected(job, start, end)
     }
     records = store.read_many(list(keys))

@@ -90,7 +90,7 @@ class Situation:
     def target(self, job: ScheduledJob) -> Target:
         team = self.team
         return Target(
-            team.name, job.name, job.scheduler_job, team.project, team.region, job.schedule, job.time_zone
+            team.name, job.name, job.scheduler_job, team.project, job.location, job.schedule, job.time_zone
         )
 
     def busy(self, job: ScheduledJob) -> str | None:
@@ -121,7 +121,7 @@ class Situation:
     def force(self, job: ScheduledJob, why: str) -> Step:
         """Run the job now as a forced run (gcloud), if the delivery would run as one."""
         command = (
-            f"gcloud scheduler jobs run {job.scheduler_job} --location={self.team.region} "
+            f"gcloud scheduler jobs run {job.scheduler_job} --location={job.location} "
             f"--project={self.team.project}"
         )
         busy = self.busy(job)

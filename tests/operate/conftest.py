@@ -137,7 +137,7 @@ def scheduler_headers(team: TeamView, job: ScheduledJob, moment: datetime | None
         "X-CloudScheduler": "true",
         "X-CloudScheduler-JobName": job.scheduler_job,
         "X-Runonce-Project": team.project,
-        "X-Runonce-Location": team.region,
+        "X-Runonce-Location": job.location,
     }
     if moment is not None:
         headers["X-CloudScheduler-ScheduleTime"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
