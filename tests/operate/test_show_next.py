@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import subprocess
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -60,6 +61,42 @@ def _event(ops: Ops, request, dead_letter: bool = True) -> tuple[str, str]:
 
 def never_delivered(ops, served, clock, request):
     return ("--job", "report", "--time", "2026-11-29T02:40:00Z")
+
+
+def _waiting(served: Served, holder_time, run_time) -> tuple[threading.Event, threading.Thread]:
+    """Under overlap `wait`: the run at `holder_time` delivered on a thread, its body blocked until
+    the event returned is set; then the run at `run_time` delivered, answered 409 waiting for it."""
+    started, release = threading.Event(), threading.Event()
+
+    def block() -> object:
+        started.set()
+        release.wait(30)
+        return {"rows": 1}
+
+    served.overlap, served.behaviour = "wait", block
+    holder = threading.Thread(target=served.deliver, args=("report", holder_time))
+    holder.start()
+    assert started.wait(30), "the holder's body never started"
+    served.behaviour = lambda: {"rows": 1}
+    answer = served.deliver("report", run_time)
+    assert (answer["status_code"], answer["outcome"]) == (409, "waiting"), answer
+    return release, holder
+
+
+def waited_out(ops, served, clock, request):
+    """A `wait` job's 03:00 run answered 409 while 02:50 held the job, which then completed; Scheduler's
+    retries of 03:00 ran out (none came after), so it has a waiting note and no record."""
+    release, holder = _waiting(served, SCHEDULED - timedelta(minutes=10), SCHEDULED)
+    release.set()
+    holder.join(30)
+    assert served.answers[-1]["outcome"] == "completed"
+    return ("--job", "report", "--time", "2026-11-29T03:00:00Z")
+
+
+def waited_out_while_the_run_before_still_holds_the_job(ops, served, clock, request):
+    release, holder = _waiting(served, SCHEDULED - timedelta(minutes=10), SCHEDULED)
+    request.addfinalizer(lambda: (release.set(), holder.join(30)))
+    return ("--job", "report", "--time", "2026-11-29T03:00:00Z")
 
 
 def never_delivered_after_a_forced_run_of_the_interval(ops, served, clock, request):
@@ -148,7 +185,9 @@ def dead_letter_replay_unconfirmed(ops, served, clock, request):
 
 
 STATES: list[tuple[Callable[..., tuple[str, ...]], list[str]]] = [
-    (never_delivered, ["gcloud"]),
+    (never_delivered, ["backfill"]),
+    (waited_out, ["backfill"]),
+    (waited_out_while_the_run_before_still_holds_the_job, []),
     (never_delivered_after_a_forced_run_of_the_interval, []),
     (in_progress, []),
     (lease_ended, ["release", "rerun"]),
@@ -199,6 +238,12 @@ def test_every_command_show_suggests_is_accepted_in_that_state(
     assert result.exit_code == 0, (command, result.output)
     if verb == "rerun":
         assert "delivered" in result.stdout
+    if verb == "backfill":  # it started exactly the run shown, and the run completed
+        assert ", 1 started," in result.stdout, result.stdout
+        key = json.loads(ops.run("show", *how, "--team", ops.team.name).stdout)["key"]
+        assert served.runs[-1].key == key
+        record = ops.store.read(key)
+        assert record is not None and (record["status"], record["cause"]) == ("completed", "backfill")
 
 
 def _gcloud(command: str, served: Served, folder: Path) -> None:
@@ -216,3 +261,31 @@ def _gcloud(command: str, served: Served, folder: Path) -> None:
     }
     run = subprocess.run(shlex.split(command), env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
+
+
+def test_show_of_a_waited_out_run_says_which_run_it_waited_for_since_when_and_when_its_note_expires(
+    ops, served, clock, request
+):
+    how = waited_out(ops, served, clock, request)
+    shown = json.loads(ops.run("show", *how, "--team", ops.team.name).stdout)
+    holder = ops.scheduled_key(SCHEDULED - timedelta(minutes=10))
+    assert (shown["status"], shown["record"]) == ("waited_out", None)
+    expires = (clock.current + timedelta(days=7)).isoformat()  # one retention (the default) after the 409
+    assert shown["waited_out"] == {
+        "waiting_for": holder,
+        "since": "2026-11-29T03:00:00Z",
+        "note_expires": expires,
+    }
+    [step] = shown["next"]
+    assert step["why"].startswith("waited out") and holder in step["why"]
+
+
+def test_show_of_a_never_delivered_run_older_than_the_jobs_retention_warns_its_record_may_have_expired(
+    ops, served, clock
+):
+    how = ("--job", "report", "--time", "2026-11-29T02:40:00Z")
+    [recent] = _show(ops, *how)
+    clock.advance(8 * 24 * 3600)  # past the job's 7 days
+    [old] = _show(ops, *how)
+    assert recent["command"] == old["command"] and old["command"].startswith("runonce backfill")
+    assert "retention" not in recent["why"] and "older than the job's retention" in old["why"]
