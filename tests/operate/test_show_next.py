@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import pytest
 from google.api_core import exceptions as gexc
 
 import runonce as library
-from operate import replay
+from operate import cli, replay
 from runonce.contract import DEAD_LETTER_MESSAGE_ID_FIELD, DeadLetterReason
 from runonce.core.event import Event
 from runonce.core.store import Claim
@@ -63,9 +65,22 @@ def never_delivered(ops, served, clock, request):
     return ("--job", "report", "--time", "2026-11-29T02:40:00Z")
 
 
-def _waiting(served: Served, holder_time, run_time) -> tuple[threading.Event, threading.Thread]:
-    """Under overlap `wait`: the run at `holder_time` delivered on a thread, its body blocked until
-    the event returned is set; then the run at `run_time` delivered, answered 409 waiting for it."""
+@dataclass
+class Held:
+    """The 03:00 run of `report`, delivered under an overlap policy while the 02:50 run held the job
+    (its body blocked on a thread until `end`): the answer it got."""
+
+    answer: dict
+    release: threading.Event
+    holder: threading.Thread
+
+    def end(self) -> None:
+        """Let the 02:50 run's body end (it completes)."""
+        self.release.set()
+        self.holder.join(30)
+
+
+def _while_held(served: Served, overlap: str, request) -> Held:
     started, release = threading.Event(), threading.Event()
 
     def block() -> object:
@@ -73,30 +88,39 @@ def _waiting(served: Served, holder_time, run_time) -> tuple[threading.Event, th
         release.wait(30)
         return {"rows": 1}
 
-    served.overlap, served.behaviour = "wait", block
-    holder = threading.Thread(target=served.deliver, args=("report", holder_time))
+    served.overlap, served.behaviour = overlap, block
+    holder = threading.Thread(target=served.deliver, args=("report", SCHEDULED - timedelta(minutes=10)))
     holder.start()
+    held = Held({}, release, holder)
+    request.addfinalizer(held.end)
     assert started.wait(30), "the holder's body never started"
     served.behaviour = lambda: {"rows": 1}
-    answer = served.deliver("report", run_time)
-    assert (answer["status_code"], answer["outcome"]) == (409, "waiting"), answer
-    return release, holder
+    held.answer = served.deliver("report", SCHEDULED)
+    return held
 
 
 def waited_out(ops, served, clock, request):
     """A `wait` job's 03:00 run answered 409 while 02:50 held the job, which then completed; Scheduler's
     retries of 03:00 ran out (none came after), so it has a waiting note and no record."""
-    release, holder = _waiting(served, SCHEDULED - timedelta(minutes=10), SCHEDULED)
-    release.set()
-    holder.join(30)
+    held = _while_held(served, "wait", request)
+    assert (held.answer["status_code"], held.answer["outcome"]) == (409, "waiting"), held.answer
+    held.end()
     assert served.answers[-1]["outcome"] == "completed"
     return ("--job", "report", "--time", "2026-11-29T03:00:00Z")
 
 
 def waited_out_while_the_run_before_still_holds_the_job(ops, served, clock, request):
-    release, holder = _waiting(served, SCHEDULED - timedelta(minutes=10), SCHEDULED)
-    request.addfinalizer(lambda: (release.set(), holder.join(30)))
+    held = _while_held(served, "wait", request)
+    assert (held.answer["status_code"], held.answer["outcome"]) == (409, "waiting"), held.answer
     return ("--job", "report", "--time", "2026-11-29T03:00:00Z")
+
+
+def skipped_by_overlap(ops, served, clock, request):
+    """A `skip` job's 03:00 run delivered while 02:50 held the job: recorded skipped, never run."""
+    held = _while_held(served, "skip", request)
+    held.end()
+    assert (held.answer["status_code"], held.answer["outcome"]) == (200, "skipped"), held.answer
+    return (held.answer["run_key"],)
 
 
 def never_delivered_after_a_forced_run_of_the_interval(ops, served, clock, request):
@@ -194,6 +218,7 @@ STATES: list[tuple[Callable[..., tuple[str, ...]], list[str]]] = [
     (released, ["rerun"]),
     (completed, ["rerun"]),
     (failed, ["rerun"]),
+    (skipped_by_overlap, ["rerun"]),
     (forced_completed, []),
     (forced_failed_in_its_interval, []),
     (forced_failed_past_its_interval, ["gcloud"]),
@@ -203,6 +228,28 @@ STATES: list[tuple[Callable[..., tuple[str, ...]], list[str]]] = [
     (dead_letter_copy_replayed, ["runs"]),
     (dead_letter_replay_unconfirmed, ["runs", "replay"]),
 ]
+
+
+_VERBS = r"\b(runonce (show|runs|rerun|backfill|release|replay|dead-letters)|gcloud scheduler)\b"
+
+
+def commands_in(text: str) -> list[str]:
+    """The commands a text of `show` or `runs` names: each between backticks, none outside them."""
+    assert not re.search(_VERBS, re.sub(r"`[^`]*`", "", text)), f"a command outside backticks: {text}"
+    return [named for named in re.findall(r"`([^`]*)`", text) if named.split()[0] in ("runonce", "gcloud")]
+
+
+def parsed(command: str) -> None:
+    """Read `command` with the CLI's own parser (click raises on an unknown verb or option, a missing
+    required option or a value of the wrong type); a gcloud command must name the job's location
+    and project (running it is tested above, against the Scheduler stand-in)."""
+    words = shlex.split(command)
+    if words[0] == "gcloud":
+        assert words[1:4] == ["scheduler", "jobs", "run"], command
+        assert {word.split("=")[0] for word in words[5:]} == {"--location", "--project"}, command
+        return
+    assert words[0] == "runonce" and words[1] in cli.runonce.commands, command
+    cli.runonce.commands[words[1]].make_context(words[1], words[2:])
 
 
 def _verb(command: str) -> str:
@@ -222,6 +269,9 @@ def test_every_command_show_suggests_is_accepted_in_that_state(
     how = state(ops, served, clock, request)
     steps = _show(ops, *how)
     assert steps and all(step["why"] for step in steps)
+    for step in steps:  # every command it names, run now or after a wait, is one the tool parses
+        for named in [*commands_in(step["why"]), *([step["command"]] if step["command"] else [])]:
+            parsed(named)
     commands = [step["command"] for step in steps if step["command"]]
     assert [_verb(command) for command in commands] == dict(STATES)[state]
     if verb is None:
@@ -289,3 +339,21 @@ def test_show_of_a_never_delivered_run_older_than_the_jobs_retention_warns_its_r
     [old] = _show(ops, *how)
     assert recent["command"] == old["command"] and old["command"].startswith("runonce backfill")
     assert "retention" not in recent["why"] and "older than the job's retention" in old["why"]
+
+
+@pytest.mark.parametrize(
+    "state",
+    [lease_ended, rerun_delivery, skipped_by_overlap, waited_out, dead_letter_copy_new],
+    ids=lambda state: state.__name__,
+)
+def test_every_command_runs_names_is_one_the_cli_parses(ops, served, clock, request, monkeypatch, state):
+    monkeypatch.setenv("USER", "tester")
+    state(ops, served, clock, request)
+    listed = ops.run("runs", "--team", ops.team.name, "--since", "1h", "--json")
+    assert listed.exit_code == 0, listed.output
+    outcomes = [json.loads(line)["outcome"] for line in listed.stdout.splitlines()]
+    named = [command for outcome in outcomes for command in commands_in(outcome)]
+    for command in named:
+        parsed(command)
+    if state is not waited_out and state is not dead_letter_copy_new:  # each of these rows names `show`
+        assert named, outcomes
