@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import runonce
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,6 +17,8 @@ CHANGELOG = ROOT / "CHANGELOG.md"
 RELEASE = re.compile(r"## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})")
 KINDS = {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
 """Keep a Changelog 1.1.0's types of changes."""
+
+pytestmark = pytest.mark.fast
 
 
 def headings(level: str) -> list[str]:

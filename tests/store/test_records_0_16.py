@@ -166,6 +166,7 @@ def _recorded_by_0_16(store: Store, record: dict[str, Any]) -> None:
     assert store.read(RUN_KEY) == record
 
 
+@pytest.mark.fast
 def test_the_fixture_is_every_field_a_0_16_run_record_has():
     assert set(FAILED) - set(COMPLETED) == {"held_at", "held_reason", "previous_attempt_id", "error"}
     assert set(COMPLETED) - set(FAILED) == {"result_json", "result_stored"}
