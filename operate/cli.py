@@ -301,7 +301,7 @@ def runs_command(
             if isinstance(job, ScheduledJob):
                 rows += runs.scheduled_rows(store, team, job, start, end)
             else:
-                rows += runs.event_rows(store, job, start, end)
+                rows += runs.event_rows(store, team, job, start, end)
         rows = [row for row in rows if not statuses or row.status in statuses]
     if as_json:
         for row in rows:

@@ -38,6 +38,8 @@ class ScheduledJob:
     time_zone: str
     location: str
     """The Scheduler job's region (`Team.scheduler_region`), part of its run keys."""
+    retention_seconds: int
+    """How long its records are kept after their run finished (the team file's `retention_seconds`)."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ def view(team: Team) -> TeamView:
                 job.schedule,
                 job.time_zone,
                 team.scheduler_region(job.name),
+                job.retention_seconds,
             )
             for job in team.scheduled_views
         ),

@@ -4,4 +4,4 @@ It goes on every record the store writes and on every log line, so an operator c
 code claimed or finished a run and which wrote a line.
 """
 
-__version__ = "0.16.0"
+__version__ = "0.17.0"

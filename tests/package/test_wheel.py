@@ -1,7 +1,8 @@
 """The runonce wheel as a user installs it (built offline and installed into a fresh venv by
-tests/package/wheel.py): every file of the library is in it, each extra requires exactly the
-pinned packages it needs, every public module imports from the venv, and the venv's requirements
-hold together as `pip check` sees them."""
+tests/package/wheel.py): it is the source tree's version and writes that version on its records
+and log lines, every file of the library is in it, each extra requires exactly the pinned packages
+it needs, every public module imports from the venv, and the venv's requirements hold together as
+`pip check` sees them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import runonce
+from runonce.contract import VERSION_FIELD
 from tests.core.test_version_package import LOCK, NEEDS
 from tests.package.wheel import LIBRARY, ROOT, installed_environment, library_files
 
@@ -65,6 +67,27 @@ def test_the_venv_imports_runonce_from_the_installed_wheel_not_the_source_tree(i
     assert installed.is_relative_to(installed_runonce.parents[1]) and "site-packages" in installed.parts
     assert not installed.is_relative_to(ROOT)
     assert found[1] == runonce.__version__
+
+
+def test_the_installed_wheel_writes_its_own_version_on_records_and_log_lines(installed_runonce):
+    code = (
+        "import importlib.metadata, json, logging\n"
+        "from datetime import timedelta\n"
+        "from runonce._logs import log\n"
+        "from runonce.contract import VERSION_FIELD\n"
+        "from runonce.core.store import StoredResult\n"
+        "from runonce.store.memory import MemoryStore\n"
+        "store = MemoryStore(timedelta(seconds=60), timedelta(days=1))\n"
+        "claim = store.claim('run', {'job': 'nightly-report'})\n"
+        "claimed = store.read('run')[VERSION_FIELD]\n"
+        "store.complete(claim, StoredResult.of(1))\n"
+        "log(logging.INFO, 'a line')\n"
+        "finished = store.read('run')[VERSION_FIELD]\n"
+        "print(json.dumps([importlib.metadata.version('runonce'), claimed, finished]))\n"
+    )
+    line, found = in_venv(installed_runonce, "-c", code).splitlines()
+    assert found == json.dumps([runonce.__version__] * 3)
+    assert json.loads(line)[VERSION_FIELD] == runonce.__version__
 
 
 def test_the_wheel_holds_every_file_of_the_library(runonce_wheel):

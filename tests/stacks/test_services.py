@@ -12,6 +12,7 @@ from cdktf import Testing
 
 from runonce.scheduler.watchdog import Watch, parse_jobs
 from stacks.config.team_files import read_team_file
+from stacks.constructs.run_service import USER_MANAGED_ACCOUNT
 from stacks.team import AppEngineJob, Retry, Service, ServiceJob, Team
 from stacks.validate import find_problems
 from stacks.validate.quotas import usage
@@ -338,9 +339,10 @@ def test_the_existing_service_is_read_and_checked_at_plan_time(stack):
     # No depends_on on resources still to be created: the read happens at plan time.
     assert "depends_on" not in read
     conditions = [check["condition"] for check in read["lifecycle"]["postcondition"]]
+    # Evaluated by Terraform in tests/stacks/test_conditions.py.
     assert conditions == [
-        '${self.template[0].service_account != ""}',
-        '${self.ingress != "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"}',
+        f'${{can(regex("{USER_MANAGED_ACCOUNT}", self.template[0].service_account))}}',
+        '${self.uri != ""}',
         '${self.template[0].timeout == "900s"}',
     ]
 
@@ -412,10 +414,35 @@ def test_an_app_engine_job_without_a_version_goes_to_the_serving_one(stack):
 
 def test_the_app_engine_application_is_checked_and_never_created(stack):
     assert "google_app_engine_application" not in stack.document["resource"]
-    read = data(stack, "google_app_engine_default_service_account", "app-engine-default-account")
+    read = data(stack, "google_service_accounts", "app-engine-default-account")
+    assert (read["project"], read["regex"]) == ("acme-prod-1", r"^acme-prod-1@appspot\.gserviceaccount\.com$")
+    # Evaluated by Terraform in tests/stacks/test_conditions.py.
     (check,) = read["lifecycle"]["postcondition"]
-    assert check["condition"] == '${self.email != ""}'
+    assert check["condition"] == "${length(self.accounts) > 0}"
     assert "gcloud app create" in check["error_message"]
+
+
+def _waits_for_the_application_check(stack) -> dict[str, bool]:
+    check = "data.google_service_accounts.app-engine-default-account"
+    return {
+        name.split("_")[0]: check in job.get("depends_on", [])
+        for name, job in stack.resources("google_cloud_scheduler_job").items()
+        if "app_engine_http_target" in job
+    }
+
+
+def test_every_app_engine_job_waits_for_the_application_check(stack):
+    assert _waits_for_the_application_check(stack) == {"sweep-schedule": True, "archive-schedule": True}
+
+
+def test_app_engine_jobs_that_all_name_their_account_still_wait_for_the_application_check(archive_dir):
+    own = "worker-run@acme-prod-1.iam.gserviceaccount.com"
+    team = replace(TEAM, app_engine_jobs=[replace(job, service_account=own) for job in TEAM.app_engine_jobs])
+    assert find_problems([team]) == []
+    assert _waits_for_the_application_check(synthesize(team, archive_dir)) == {
+        "sweep-schedule": True,
+        "archive-schedule": True,
+    }
 
 
 def test_each_app_engine_account_gets_the_ledger_only(stack):
@@ -426,7 +453,7 @@ def test_each_app_engine_account_gets_the_ledger_only(stack):
     }
     assert members == {
         "app-engine-default-ledger": (
-            "${data.google_app_engine_default_service_account.app-engine-default-account.member}"
+            "${data.google_service_accounts.app-engine-default-account.accounts[0].member}"
         ),
         "app-engine-worker-run-ledger": "${data.google_service_account.app-engine-worker-run-account.member}",
     }
