@@ -420,7 +420,8 @@ class AppEngineJob:
     lets the default retries take over a run whose instance died."""
     service_account: str = ""
     """The email of the account the App Engine app runs as when app.yaml sets `service_account`;
-    "" (default): App Engine's default account (PROJECT@appspot.gserviceaccount.com), read at plan time."""
+    "" (default): App Engine's default account (PROJECT@appspot.gserviceaccount.com), read from the
+    project's accounts before the jobs are created (at plan time once the IAM API is on)."""
     time_zone: str = "Etc/UTC"
     """IANA time zone the schedule is evaluated in."""
     description: str = ""
