@@ -188,10 +188,11 @@ def test_two_teams_deriving_the_same_names_in_one_project_are_flagged(example):
     expected |= {("RO-SET-2", stack, "terraform_backend.local") for stack in ("example", "example-copy")}
     assert found == expected
     # Accounts: a runtime account per function (three scheduled, one event, the watchdog's) and
-    # the team's build and invoker accounts; the functions and Scheduler jobs with the watchdog's;
-    # the ledger and the watchdog's database; the event job's topic and dead-letter topic, its
-    # push and dead-letter subscriptions.
-    assert len(expected) == 2 * ((5 + 2) + 5 + 4 + 1 + 1 + 2 + 2 + 2) + 2
+    # for the deployed service, and the team's build and invoker accounts; the functions; the
+    # Scheduler jobs (three on functions, two on services, the watchdog's); the ledger and the
+    # watchdog's database; the event job's topic and dead-letter topic, its push and dead-letter
+    # subscriptions.
+    assert len(expected) == 2 * ((5 + 1 + 2) + 5 + 6 + 1 + 1 + 2 + 2 + 2) + 2
 
 
 def test_teams_in_different_projects_may_reuse_project_scoped_names_but_not_bucket_names(example):
@@ -306,6 +307,13 @@ def test_the_build_account_running_a_function_is_flagged(example):
     assert ("RO-IAM-4", "google_service_account.team-build-account") in flagged(stack)
 
 
+def _function_grant(grants: dict) -> tuple[str, dict]:
+    """The first invoker grant on a function's service (the example's services have grants too)."""
+    return next(
+        (name, grant) for name, grant in grants.items() if "service_config[0].service" in grant["name"]
+    )
+
+
 def _callers_of(stack: dict, grant: dict) -> set[tuple[str, str]]:
     """RO-IAM-11 findings for the Scheduler jobs calling the service an invoker grant is on."""
     uri = grant["name"].replace("service_config[0].service", "service_config[0].uri")
@@ -319,7 +327,7 @@ def _callers_of(stack: dict, grant: dict) -> set[tuple[str, str]]:
 def test_the_invoker_granted_run_invoker_on_the_project_is_flagged(example):
     stack = json.loads(example.json)
     grants = stack["resource"]["google_cloud_run_v2_service_iam_member"]
-    name, grant = next(iter(grants.items()))
+    name, grant = _function_grant(grants)
     callers = _callers_of(stack, grant)
     assert callers  # the jobs that called through the removed grant now wait for none
     del grants[name]
@@ -345,7 +353,7 @@ def test_the_invoker_granted_run_invoker_on_the_project_is_flagged(example):
 def test_run_invoker_on_a_service_the_stack_does_not_own_is_flagged(example):
     stack = json.loads(example.json)
     grants = stack["resource"]["google_cloud_run_v2_service_iam_member"]
-    name = next(iter(grants))
+    name, _ = _function_grant(grants)
     callers = _callers_of(stack, grants[name])
     assert callers  # the jobs of the function whose grant moved may no longer call it
     grants[name]["name"] = "payments-settle"  # another team's service, by its name
