@@ -301,7 +301,7 @@ def runs_command(
             if isinstance(job, ScheduledJob):
                 rows += runs.scheduled_rows(store, team, job, start, end)
             else:
-                rows += runs.event_rows(store, job, start, end)
+                rows += runs.event_rows(store, team, job, start, end)
         rows = [row for row in rows if not statuses or row.status in statuses]
     if as_json:
         for row in rows:
@@ -378,7 +378,7 @@ def _key(
         instant = parse_instant(schedule_time)
     except ValueError as exc:
         raise BadInput("--time", str(exc)) from None
-    return scheduled_key(job.scheduler_job, instant.utc, team.project, team.region), (job, instant.rfc3339())
+    return scheduled_key(job.scheduler_job, instant.utc, team.project, job.location), (job, instant.rfc3339())
 
 
 @runonce.command(name="release")

@@ -84,7 +84,7 @@ class Target:
             job.name,
             scheduler_job_name(team.name, job.name),
             team.project,
-            team.region,
+            team.scheduler_region(job.name),
             job.schedule,
             job.time_zone,
         )

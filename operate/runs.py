@@ -77,14 +77,14 @@ def scheduled_rows(
     """The expected runs of `job` in (start, end], recorded or not, and its forced runs last
     claimed in [start, end]."""
     keys = {
-        scheduled_key(job.scheduler_job, moment, team.project, team.region): moment
+        scheduled_key(job.scheduler_job, moment, team.project, job.location): moment
         for moment in _expected(job, start, end)
     }
     records = store.read_many(list(keys))
     unrecorded = [key for key in keys if key not in records]
     notes = store.read_many([waiting_note(key) for key in unrecorded]) if unrecorded else {}
     rows = [
-        row(job.name, key, records[key], now=end)
+        row(job.name, key, records[key], end, team.name)
         if key in records
         else _unrecorded(job.name, key, moment, notes.get(waiting_note(key)))
         for key, moment in keys.items()
@@ -92,7 +92,7 @@ def scheduled_rows(
     for key, record in store.find({"job": job.scheduler_job, "forced": True}).items():
         claimed = record.get("claimed_at")
         if isinstance(claimed, datetime) and start <= claimed <= end:
-            rows.append(row(job.name, key, record, now=end))
+            rows.append(row(job.name, key, record, end, team.name))
     return sorted(rows, key=lambda r: (r.time or end, r.key))
 
 
@@ -126,15 +126,15 @@ def _expected(job: ScheduledJob, start: datetime, end: datetime) -> list[datetim
     return times
 
 
-def event_rows(store: Store, job: EventJob, start: datetime, end: datetime) -> list[Row]:
+def event_rows(store: Store, team: TeamView, job: EventJob, start: datetime, end: datetime) -> list[Row]:
     """The events of `job` last claimed in [start, end]."""
     found = store.find(job.records, claimed_since=start)
-    rows = [row(job.name, key, record, now=end) for key, record in found.items()]
+    rows = [row(job.name, key, record, end, team.name) for key, record in found.items()]
     return sorted(rows, key=lambda r: (r.started or end, r.key))
 
 
-def row(job: str, key: str, record: dict[str, Any], now: datetime) -> Row:
-    """The row of one record."""
+def row(job: str, key: str, record: dict[str, Any], now: datetime, team: str) -> Row:
+    """The row of one record of `team`."""
     started, finished = record.get("claimed_at"), record.get("finished_at")
     event_id = record.get("event_id")
     schedule_time = _time(record.get("schedule_time"))
@@ -149,7 +149,7 @@ def row(job: str, key: str, record: dict[str, Any], now: datetime) -> Row:
         forced=record.get("forced"),
         status=str(record.get("status")),
         attempts=record.get("attempts"),
-        outcome=outcome(record, now),
+        outcome=outcome(record, now, key, team),
         started=started,
         finished=finished,
         duration_seconds=(finished - started).total_seconds() if started and finished else None,
@@ -166,21 +166,22 @@ def cause(record: dict[str, Any]) -> str:
     return "forced" if record.get("forced") else ""
 
 
-def outcome(record: dict[str, Any], now: datetime) -> str:
-    """What became of the run, in a phrase: its error, its lease, its dead letter."""
+def outcome(record: dict[str, Any], now: datetime, key: str, team: str) -> str:
+    """What became of run `key` of `team`, in a phrase: its error, its lease, its dead letter, and
+    for a run that wants a look the `runonce show` command that shows it."""
     status = record.get("status")
+    look = f"`runonce show {key[:SHORT_KEY]} --team {team}`"
     if status == RunStatus.IN_PROGRESS.value:
         lease = record.get("lease_expires")
         if lease is not None and lease > now:
             return f"held by attempt {record.get('attempts')} until {lease.astimezone(UTC).isoformat()}"
-        return "lease ended: its attempt died or its retries ran out (runonce show KEY)"
+        return f"lease ended: its attempt died or its retries ran out: {look}"
     if record.get(RERUN_OF_FIELD):
-        return f"carried the re-run of run {record[RERUN_OF_FIELD][:SHORT_KEY]} (runonce show it)"
+        rerun_of = record[RERUN_OF_FIELD][:SHORT_KEY]
+        return f"carried the re-run of run {rerun_of}: `runonce show {rerun_of} --team {team}`"
     if status == RunStatus.SKIPPED.value:
         holder = str(record.get(SKIPPED_FOR_FIELD) or "?")[:SHORT_KEY]
-        return (
-            f"skipped: run {holder} of the job was in progress (overlap skip; runonce show KEY to re-run it)"
-        )
+        return f"skipped: run {holder} of the job was in progress (overlap skip); to re-run it: {look}"
     parts = [str(record.get("error") or status)]
     if record.get("result_stored") is False:
         parts.append(f"result not stored: {record.get('result_dropped')}")

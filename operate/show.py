@@ -24,11 +24,12 @@ from runonce.contract import (
     ACTIONS_FIELD,
     DEAD_LETTER_FAILED_AT_FIELD,
     DEAD_LETTER_MESSAGE_ID_FIELD,
+    EXPIRE_AT_FIELD,
     HISTORY_FIELD,
     SKIPPED_FOR_FIELD,
     RunStatus,
 )
-from runonce.core.store import RERUN_OF_FIELD, Store
+from runonce.core.store import RERUN_OF_FIELD, Store, waiting_note
 from runonce.scheduler.expected import expected_times, next_time
 from runonce.store._records import lease_live, pending_request
 
@@ -82,6 +83,8 @@ class Situation:
     record: dict[str, Any] | None
     job: ScheduledJob | EventJob | None
     now: datetime
+    note: dict[str, Any] | None = None
+    """The run's waiting note, if it has no record but was answered 409 `waiting` (docs/overlap.md)."""
 
     @property
     def where(self) -> str:
@@ -90,7 +93,7 @@ class Situation:
     def target(self, job: ScheduledJob) -> Target:
         team = self.team
         return Target(
-            team.name, job.name, job.scheduler_job, team.project, team.region, job.schedule, job.time_zone
+            team.name, job.name, job.scheduler_job, team.project, job.location, job.schedule, job.time_zone
         )
 
     def busy(self, job: ScheduledJob) -> str | None:
@@ -118,17 +121,34 @@ class Situation:
             return Step(None, f"wait: {busy}; until then `{command}` is refused")
         return Step(command, why)
 
+    def backfill(self, job: ScheduledJob, schedule_time: str, why: str) -> Step:
+        """The `runonce backfill` of exactly this run (a window holding its schedule time alone),
+        if a forced delivery now would start it."""
+        command = self.backfill_command(job, schedule_time)
+        busy = self.busy(job)
+        if busy is not None:
+            return Step(None, f"wait: {busy}; until then `{command}` would not start the run")
+        return Step(command, why)
+
+    def backfill_command(self, job: ScheduledJob, schedule_time: str) -> str:
+        """`runonce backfill` of a window that holds the run at `schedule_time` alone."""
+        return f"runonce backfill {self.where} --job {job.name} --from {schedule_time} --to {schedule_time}"
+
     def force(self, job: ScheduledJob, why: str) -> Step:
         """Run the job now as a forced run (gcloud), if the delivery would run as one."""
-        command = (
-            f"gcloud scheduler jobs run {job.scheduler_job} --location={self.team.region} "
-            f"--project={self.team.project}"
-        )
+        command = self.gcloud_run(job)
         busy = self.busy(job)
         if busy is not None:
             return Step(None, f"wait: {busy}; until then `{command}` would not run the job")
         upcoming = next_time(job.schedule, job.time_zone, self.now).strftime("%Y-%m-%dT%H:%M:%SZ")
         return Step(command, f"{why} (the job then sees forced=true and ScheduleTime {upcoming})")
+
+    def gcloud_run(self, job: ScheduledJob) -> str:
+        """gcloud's "Force run" of the job, naming where it is."""
+        return (
+            f"gcloud scheduler jobs run {job.scheduler_job} --location={job.location} "
+            f"--project={self.team.project}"
+        )
 
 
 def next_steps(situation: Situation, schedule_time: str | None, copy: dict[str, Any] | None) -> list[Step]:
@@ -208,19 +228,47 @@ def _never_delivered(situation: Situation, schedule_time: str | None) -> list[St
         ]
     if moment > situation.now:
         return [Step(None, f"not due yet: the run is at {schedule_time}")]
-    return [
-        Step(
+    if situation.note is not None:
+        return [_waited_out(situation, job, schedule_time, situation.note)]
+    why = (
+        "no record: Scheduler never delivered this run, or not yet (it may still be retrying; check the "
+        "Scheduler job's logs: paused, deleted, its deliveries refused). If its work is still wanted, "
+        "backfill exactly this run: a forced delivery runs it under its own key (a late delivery of it "
+        "is then its duplicate)"
+    )
+    return [situation.backfill(job, schedule_time, why + _expired_caveat(job, moment, situation.now))]
+
+
+def _waited_out(situation: Situation, job: ScheduledJob, schedule_time: str, note: dict[str, Any]) -> Step:
+    """The step for a `wait` job's run answered 409 `waiting` until its retries ran out."""
+    holder = str(note.get("waiting_for") or "?")
+    why = (
+        f"waited out: each delivery of this run since {schedule_time} was answered 409 waiting for run "
+        f"{holder} of the job, until Scheduler's retries ran out; it never ran. Backfill exactly this run"
+    )
+    held = situation.store.read(holder) if note.get("waiting_for") else None
+    if (
+        held is not None
+        and held.get("status") == RunStatus.IN_PROGRESS.value
+        and lease_live(held, situation.now)
+    ):
+        command = situation.backfill_command(job, schedule_time)
+        return Step(
             None,
-            "no record: Scheduler never delivered this run, or not yet (it may still be retrying). "
-            "Check the Scheduler job's logs (paused, deleted, its deliveries refused). `runonce rerun` "
-            "cannot run it: a re-run reopens a record, and this run has none",
-        ),
-        situation.force(
-            job,
-            "if its work is still wanted, run the job now: a forced run under a key of its own, not this "
-            "run (which keeps no record); wait past this run's retries first, or a late delivery runs too",
-        ),
-    ]
+            f"wait: run {holder} still holds the job until {held.get('lease_expires')}, so a delivery of "
+            f"this run now is answered 409 waiting again; after it, `{command}`",
+        )
+    return situation.backfill(job, schedule_time, why)
+
+
+def _expired_caveat(job: ScheduledJob, moment: datetime, now: datetime) -> str:
+    """A warning for a run older than its job's retention, whose record may have expired."""
+    if now - moment <= timedelta(seconds=job.retention_seconds):
+        return ""
+    return (
+        f"; but it is older than the job's retention ({job.retention_seconds} s): had it run, its "
+        "record could have expired, so backfill it only if you know it did not run"
+    )
 
 
 def _in_progress(situation: Situation, scheduled: ScheduledJob | None) -> list[Step]:
@@ -270,8 +318,7 @@ def _forced_again(situation: Situation, job: ScheduledJob, record: dict[str, Any
             None,
             f"wait until {record['schedule_time']}, the next scheduled run: a forced run cannot be "
             "re-run, and another forced run before that time would be answered as this one's duplicate; "
-            "after it, "
-            f"`gcloud scheduler jobs run {job.scheduler_job}` runs the job as a new forced run",
+            f"after it, `{situation.gcloud_run(job)}` runs the job as a new forced run",
         )
     return situation.force(job, "run the job again as a new forced run (a forced run cannot be re-run)")
 
@@ -346,15 +393,34 @@ def detail(
     needed; `asked`: the job and schedule time the operator named it by, if they did)."""
     job = job_of(team, record) if record else (asked[0] if asked else None)
     copy = copy_of(subscriber, job, record) if isinstance(job, EventJob) and record else None
-    situation = Situation(team, store, key, record, job, now)
+    note = store.read(waiting_note(key)) if record is None and asked else None
+    situation = Situation(team, store, key, record, job, now, note)
     return {
         "key": key,
         "team": team.name,
         "job": job.name if job else None,
+        "status": _status(record, note),
         "cause": runs.cause(record) if record else None,
         "record": record,
+        "waited_out": _waiting(note, asked[1]) if note and asked else None,
         HISTORY_FIELD: (record or {}).get(HISTORY_FIELD) or [],
         ACTIONS_FIELD: (record or {}).get(ACTIONS_FIELD) or [],
         "dead_letter_copy": copy,
         "next": [step.json() for step in next_steps(situation, asked[1] if asked else None, copy)],
+    }
+
+
+def _status(record: dict[str, Any] | None, note: dict[str, Any] | None) -> str:
+    """The run's status as `runonce runs` lists it (`missing` or `waited_out` without a record)."""
+    if record is not None:
+        return str(record.get("status"))
+    return runs.WAITED_OUT if note is not None else runs.MISSING
+
+
+def _waiting(note: dict[str, Any], schedule_time: str) -> dict[str, Any]:
+    """What a waited-out run's note says: the run it waited for, since when, and when the note goes."""
+    return {
+        "waiting_for": note.get("waiting_for"),
+        "since": schedule_time,
+        "note_expires": note.get(EXPIRE_AT_FIELD),
     }

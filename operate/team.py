@@ -36,6 +36,10 @@ class ScheduledJob:
     """The Scheduler job id: the `job` field of its run records and part of their keys."""
     schedule: str
     time_zone: str
+    location: str
+    """The Scheduler job's region (`Team.scheduler_region`), part of its run keys."""
+    retention_seconds: int
+    """How long its records are kept after their run finished (the team file's `retention_seconds`)."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,12 @@ def view(team: Team) -> TeamView:
         collection=team.collection,
         jobs=tuple(
             ScheduledJob(
-                job.name, naming.scheduler_job_name(team.name, job.name), job.schedule, job.time_zone
+                job.name,
+                naming.scheduler_job_name(team.name, job.name),
+                job.schedule,
+                job.time_zone,
+                team.scheduler_region(job.name),
+                job.retention_seconds,
             )
             for job in team.scheduled_views
         ),

@@ -17,6 +17,13 @@ Read on 2026-11-30 from stored copies of these pages:
   (https://cloud.google.com/tasks/docs/locations), which Scheduler's have long matched. This is
   the least certain list: a region Google lists for Scheduler but missing here is rejected with
   a fix that says to add it.
+- App Engine: "App Engine locations", https://cloud.google.com/appengine/docs/standard/locations:
+  an application's region is fixed when it is created, and "two locations, which are called
+  `europe-west` and `us-central` in App Engine commands and in the Google Cloud console, are
+  called `europe-west1` and `us-central1`, respectively, elsewhere". A Scheduler job targeting
+  App Engine "can only be created in the project's App Engine region" (Scheduler overview,
+  "Supported regions by target", https://cloud.google.com/scheduler/docs/overview), so an
+  application's region that Scheduler offers is the only one an App Engine job can use.
 - Firestore: "Firestore locations", https://cloud.google.com/firestore/native/docs/locations
   (multi-regions eur3, nam5, nam7), and the regional locations the Firestore API lists under
   `projects.locations` (https://cloud.google.com/firestore/docs/reference/rest/v1/projects.locations/get).
@@ -111,6 +118,18 @@ SCHEDULER_REGIONS = frozenset(
 
 TEAM_REGIONS = FUNCTION_REGIONS & SCHEDULER_REGIONS
 """A team's functions and Scheduler jobs share one region, so it must offer both."""
+
+APP_ENGINE_NAMES = {"europe-west": "europe-west1", "us-central": "us-central1"}
+"""App Engine's own names (`gcloud app describe`'s locationId) of the two regions it names apart,
+and the names Scheduler and the rest of Google Cloud give them; every other App Engine location is
+named as its region is."""
+
+
+def app_engine_scheduler_region(location_id: str) -> str:
+    """The Scheduler region of an App Engine application in `location_id` (its locationId): where
+    Scheduler jobs targeting the application must be created."""
+    return APP_ENGINE_NAMES.get(location_id, location_id)
+
 
 FIRESTORE_MULTI_REGIONS = frozenset({"eur3", "nam5", "nam7"})
 """Firestore's multi-region locations."""

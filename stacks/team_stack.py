@@ -206,6 +206,7 @@ class TeamStack(TerraformStack):
         """The App Engine application's check and its accounts' ledger grants; None without App
         Engine jobs (`stacks.constructs.app_engine`)."""
         app_engine_grants = self.app_engine.ledger_grants if self.app_engine is not None else []
+        app_engine_checks = self.app_engine.checks if self.app_engine is not None else []
         # A proxy's account may start its target (and nothing else): granted before the proxy
         # exists, so that the grant has settled before its first run (a 403 is a permanent failure).
         self.target_grants = {
@@ -420,8 +421,11 @@ class TeamStack(TerraformStack):
                 path=service_job.path,
             )
         for app_engine_job in team.app_engine_jobs:
-            # No invoker: an App Engine target carries no token. After the ledger grants have settled.
-            self.jobs[app_engine_job.name].schedule_app_engine(app_engine_job, after=[self.iam_settled])
+            # No invoker: an App Engine target carries no token. After the ledger grants have settled
+            # and the application's check passed.
+            self.jobs[app_engine_job.name].schedule_app_engine(
+                app_engine_job, after=[self.iam_settled, *app_engine_checks]
+            )
         for name in pushes:
             after = [invoker_grants[name], *token_grants, self.invoker_settled]
             self.events[name].subscribe(self.functions[name], after=after)

@@ -20,7 +20,7 @@ APPS = Path(__file__).resolve().parent / "apps"
 JOB_ROUTE = "jobs/close"
 """Every app's `@deduplicated` route."""
 EVENT_ROUTE = "events/orders"
-"""The `@deduplicated_event` route of the apps that have one (Flask, FastAPI)."""
+"""Every app's `@deduplicated_event` route (Pub/Sub push)."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from runonce.contract import DEFAULT_COLLECTION, Overlap
 from stacks.config.state import GcsState
 from stacks.config.targets import Target
+from stacks.locations import app_engine_scheduler_region
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEAMS_DIR = REPO_ROOT / "teams"
@@ -501,6 +502,11 @@ class Team:
     unique across every job list of the team."""
     app_engine_jobs: list[AppEngineJob] = field(default_factory=list)
     """The team's scheduled jobs on its existing App Engine application (`AppEngineJob`); default none."""
+    app_engine_location: str = ""
+    """The App Engine application's location as App Engine names it, what `gcloud app describe
+    --format='value(locationId)'` prints (e.g. "europe-west", "us-central", "europe-west2");
+    required with `app_engine_jobs`, which Scheduler creates only in that region (the stack puts
+    them there, `app_engine_region`). "" (default): the team has no App Engine jobs."""
     database: str = "runonce"
     """Firestore database id for the run ledger (a dedicated database keeps IAM scoped to it)."""
     database_location: str = ""
@@ -590,6 +596,20 @@ class Team:
             or bool(self.service_jobs)
             or any(job.trigger != EVENTARC for job in self.event_jobs)
         )
+
+    @property
+    def app_engine_region(self) -> str:
+        """The region of the Scheduler jobs targeting the App Engine application: its location
+        under Scheduler's name (`stacks.locations.app_engine_scheduler_region`)."""
+        return app_engine_scheduler_region(self.app_engine_location)
+
+    def scheduler_region(self, job: str) -> str:
+        """The region of the Scheduler job of the scheduled job called `job`, which its run keys
+        hash and operators address it in: the App Engine application's for an App Engine job,
+        the team's for every other."""
+        if any(app_engine_job.name == job for app_engine_job in self.app_engine_jobs):
+            return self.app_engine_region
+        return self.region
 
     def service(self, name: str) -> Service | None:
         """The service of `services` with this name, or None."""

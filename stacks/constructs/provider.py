@@ -144,10 +144,10 @@ AT_FIRST_USE = {
     "CloudRunV2ServiceTemplateContainersEnv": _RUN_SERVICE,
     "CloudRunV2ServiceTemplateContainersResources": _RUN_SERVICE,
     "CloudRunV2ServiceTemplateScaling": _RUN_SERVICE,
-    "DataGoogleAppEngineDefaultServiceAccount": f"{PACKAGE}.data_google_app_engine_default_service_account",
     "DataGoogleCloudRunV2Service": f"{PACKAGE}.data_google_cloud_run_v2_service",
     "DataGoogleMonitoringNotificationChannel": f"{PACKAGE}.data_google_monitoring_notification_channel",
     "DataGoogleServiceAccount": f"{PACKAGE}.data_google_service_account",
+    "DataGoogleServiceAccounts": f"{PACKAGE}.data_google_service_accounts",
     "DataGoogleStorageBucket": f"{PACKAGE}.data_google_storage_bucket",
     "DataGoogleStorageProjectServiceAccount": f"{PACKAGE}.data_google_storage_project_service_account",
 }
@@ -163,14 +163,12 @@ if TYPE_CHECKING:
         CloudRunV2ServiceTemplateContainersResources,
         CloudRunV2ServiceTemplateScaling,
     )
-    from cdktf_cdktf_provider_google.data_google_app_engine_default_service_account import (
-        DataGoogleAppEngineDefaultServiceAccount,
-    )
     from cdktf_cdktf_provider_google.data_google_cloud_run_v2_service import DataGoogleCloudRunV2Service
     from cdktf_cdktf_provider_google.data_google_monitoring_notification_channel import (
         DataGoogleMonitoringNotificationChannel,
     )
     from cdktf_cdktf_provider_google.data_google_service_account import DataGoogleServiceAccount
+    from cdktf_cdktf_provider_google.data_google_service_accounts import DataGoogleServiceAccounts
     from cdktf_cdktf_provider_google.data_google_storage_bucket import DataGoogleStorageBucket
     from cdktf_cdktf_provider_google.data_google_storage_project_service_account import (
         DataGoogleStorageProjectServiceAccount,
@@ -213,11 +211,11 @@ __all__ = [
     "Cloudfunctions2FunctionEventTrigger",
     "Cloudfunctions2FunctionEventTriggerEventFilters",
     "Cloudfunctions2FunctionServiceConfig",
-    "DataGoogleAppEngineDefaultServiceAccount",
     "DataGoogleCloudRunV2Service",
     "DataGoogleMonitoringNotificationChannel",
     "DataGoogleProject",
     "DataGoogleServiceAccount",
+    "DataGoogleServiceAccounts",
     "DataGoogleStorageBucket",
     "DataGoogleStorageProjectServiceAccount",
     "FirestoreDatabase",

@@ -7,10 +7,11 @@ Scheduler in the same project counts as internal when it calls the default run.a
 nothing else), the request timeout, concurrency and scaling of the team file, and the RUNONCE_*
 variables. Existing: the `google_cloud_run_v2_service` data source, which fails the plan with
 "projects/P/locations/R/services/NAME not found" when there is no such service, and postconditions
-on what a plan can see (its runtime account, its ingress, its request timeout); its runtime
-account gets the ledger. Either way each Scheduler job's invoker gets `roles/run.invoker` on this
-service only (`ScheduledJob.grant_invoker`). Like `FunctionIdentity`, a plain class whose resources
-live in the stack, ids prefixed with the service's name.
+on what a plan can see (a runtime account of its own, a run.app URL, its request timeout); its
+runtime account gets the ledger. Any of its ingress settings admits Scheduler on the run.app URL
+(`INGRESS`). Either way each Scheduler job's invoker gets `roles/run.invoker` on this service only
+(`ScheduledJob.grant_invoker`). Like `FunctionIdentity`, a plain class whose resources live in the
+stack, ids prefixed with the service's name.
 """
 
 from __future__ import annotations
@@ -32,10 +33,15 @@ from stacks.constructs.required_apis import RequiredApis
 
 INGRESS = "INGRESS_TRAFFIC_INTERNAL_ONLY"
 """A deployed service's ingress: internal traffic and, from the same project on the run.app URL,
-Cloud Scheduler (Cloud Run, "Restrict network ingress")."""
-LOAD_BALANCER_ONLY = "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
-"""The ingress that admits only load balancers and internal traffic: not Cloud Scheduler on the
-run.app URL, so an existing service with it cannot be a job's target."""
+Cloud Scheduler (Cloud Run, "Restrict network ingress"). `INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER`
+admits all of that and Cloud Load Balancing too, `INGRESS_TRAFFIC_ALL` everyone: an existing
+service may have any of the three."""
+USER_MANAGED_ACCOUNT = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\\.iam\\.gserviceaccount\\.com$"
+"""A user-managed service account's email, `NAME@PROJECT.iam.gserviceaccount.com` (IAM, "Service
+account types"), as an RE2 pattern inside a Terraform string (backslashes doubled). The default
+accounts (`PROJECT_NUMBER-compute@developer.gserviceaccount.com`,
+`PROJECT@appspot.gserviceaccount.com`) do not match it; service agents
+(`service-PROJECT_NUMBER@gcp-sa-SERVICE.iam.gserviceaccount.com`) do."""
 
 
 def service_environment(team: Team, service: Service, retention_seconds: int) -> dict[str, str]:
@@ -131,6 +137,7 @@ class RunService:
     def _read_existing(self) -> provider.DataGoogleCloudRunV2Service:
         service, team = self.props.service, self.props.team
         where = f"Cloud Run service {service.name} ({team.project}, {team.region})"
+        account = "self.template[0].service_account"
         return provider.DataGoogleCloudRunV2Service(
             self.scope,
             f"{service.name}-service",
@@ -141,18 +148,24 @@ class RunService:
             # depends on resources still to be created is read only at apply time, not at plan time.
             lifecycle=TerraformResourceLifecycle(
                 postcondition=[
+                    # The API fills in an unset account with the Compute Engine default one, so
+                    # the account is never empty: refuse what is not an account of its own.
                     Postcondition(
-                        condition='${self.template[0].service_account != ""}',
-                        error_message=f"{where} runs as the Compute Engine default account: the stack "
-                        "would grant the ledger to every workload running as it. Deploy the service "
-                        "with its own account (gcloud run services update --service-account), then "
-                        "plan again.",
+                        condition=f'${{can(regex("{USER_MANAGED_ACCOUNT}", {account}))}}',
+                        error_message=f"{where} runs as ${{{account}}}, which is "
+                        "not a user-managed service account (NAME@PROJECT.iam.gserviceaccount.com) but a "
+                        "default one that other workloads share (Compute Engine's "
+                        "PROJECT_NUMBER-compute@developer.gserviceaccount.com, App Engine's "
+                        "PROJECT@appspot.gserviceaccount.com): the stack would grant the ledger to all of "
+                        f"them. Give the service an account of its own (gcloud run services update "
+                        f"{service.name} --region={team.region} --service-account=ACCOUNT), then plan again.",
                     ),
                     Postcondition(
-                        condition=f'${{self.ingress != "{LOAD_BALANCER_ONLY}"}}',
-                        error_message=f"{where} admits only load balancers: Cloud Scheduler calls its "
-                        "run.app URL and would be refused. Set its ingress to internal "
-                        "(gcloud run services update --ingress=internal) or all.",
+                        condition='${self.uri != ""}',
+                        error_message=f"{where} has no run.app URL (its default URL is disabled): Cloud "
+                        "Scheduler calls that URL, and Cloud Run admits it as internal traffic only there. "
+                        "Turn the service's default URL back on (defaultUriDisabled false), or remove the "
+                        "service's jobs.",
                     ),
                     Postcondition(
                         condition=f'${{self.template[0].timeout == "{service.timeout_seconds}s"}}',

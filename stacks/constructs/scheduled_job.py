@@ -64,7 +64,8 @@ class ScheduledJobProps:
     project: str
     """Project id of the Scheduler job (and of the function's service)."""
     region: str
-    """Region of the Scheduler job (and of the function's service)."""
+    """Region of the Scheduler job (and of the function's service): the team's, or for an App
+    Engine job the application's (`Team.scheduler_region`). Its run keys hash it."""
     name: str
     """The Scheduler job's name (`naming.scheduler_job_name`)."""
     schedule: str
@@ -91,7 +92,7 @@ class ScheduledJobProps:
         """The props of one job of the team."""
         return cls(
             project=team.project,
-            region=team.region,
+            region=team.scheduler_region(job.name),
             name=naming.scheduler_job_name(team.name, job.name),
             schedule=job.schedule,
             time_zone=job.time_zone,

@@ -15,6 +15,9 @@ the account and its grants (which the stack's IAM wait follows); `deploy` then m
 watched job's Scheduler job exists, a `time_static` per job recording when it was deployed (no
 run is expected before it; a changed schedule or time zone records a new time), the function,
 the invoker's grant on it, a wait for that grant, and the watchdog's own Scheduler job.
+
+A watched job is read and caught up in its Scheduler job's region: the team's, or for an App
+Engine job the application's, which its entry of the job list names as `location`.
 """
 
 from __future__ import annotations
@@ -82,6 +85,9 @@ class WatchedJobProps:
     catch_up_seconds: int = 0
     """How far back the watchdog starts a missed run itself (`Job.catch_up_seconds`; 0: it only
     reports)."""
+    location: str = ""
+    """Its Scheduler job's region when it is not the team's (an App Engine job's is the
+    application's, `Team.scheduler_region`); "" for the team's."""
 
     @classmethod
     def of(cls, team: Team, job: Job, grace: int) -> WatchedJobProps:
@@ -94,7 +100,16 @@ class WatchedJobProps:
             grace_seconds=grace,
             lookback_seconds=lookback_seconds(grace, job.retention_seconds),
             catch_up_seconds=job.catch_up_seconds,
+            location=team.scheduler_region(job.name)
+            if team.scheduler_region(job.name) != team.region
+            else "",
         )
+
+    @property
+    def located(self) -> dict[str, str]:
+        """`{"location": ...}` for a job whose Scheduler job is not in the team's region, else {}:
+        the jobs in the team's region keep the configuration they had without the field."""
+        return {"location": self.location} if self.location else {}
 
     @property
     def checked(self) -> bool:
@@ -280,6 +295,7 @@ class Watchdog(Construct):
                     "scheduler_job": job.scheduler_job,
                     "schedule": job.schedule,
                     "time_zone": job.time_zone,
+                    **job.located,
                 },
                 depends_on=[scheduled[job.job]],
             )
@@ -341,6 +357,7 @@ class Watchdog(Construct):
                 "lookback_seconds": job.lookback_seconds,
                 "catch_up_seconds": job.catch_up_seconds,
                 "since": self.since[job.job].rfc3339,
+                **job.located,
             }
             for job in props.jobs
         ]

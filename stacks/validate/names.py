@@ -75,7 +75,8 @@ def _derived_names(team: Team) -> Iterator[tuple[str | None, str, str, str]]:
             runtime = naming.account_id(team.name, service.name, naming.RUNTIME_ROLE)
             yield None, "service account", project, runtime
     for name in [*(job.name for job in team.service_jobs), *(job.name for job in team.app_engine_jobs)]:
-        yield name, "Scheduler job", region, naming.scheduler_job_name(team.name, name)
+        where = f"{team.project}/{team.scheduler_region(name)}"
+        yield name, "Scheduler job", where, naming.scheduler_job_name(team.name, name)
     for job in team.jobs:
         yield job.name, "Scheduler job", region, naming.scheduler_job_name(team.name, job.name)
         if team.keep_per_job_accounts:  # the old accounts, kept for one apply

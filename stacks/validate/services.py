@@ -10,7 +10,7 @@ import difflib
 import re
 from collections.abc import Iterator
 
-from stacks import naming
+from stacks import locations, naming
 from stacks.config.problem import Problem, ProblemAt
 from stacks.config.team import (
     APP_ENGINE_REQUEST_TIMEOUT_SECONDS,
@@ -184,4 +184,55 @@ def app_engine_job(job: AppEngineJob, problem: ProblemAt) -> Iterator[Problem]:
             f"{job.service_account!r} is not a service account email",
             'write the service_account of app.yaml ("NAME@PROJECT.iam.gserviceaccount.com"), or "" '
             "for App Engine's default account",
+        )
+
+
+DESCRIBE = "gcloud app describe --project={project} --format='value(locationId)'"
+"""The command that prints the App Engine application's location as `Team.app_engine_location` takes it."""
+
+
+def app_engine_location(team: Team, problem: ProblemAt) -> Iterator[Problem]:
+    """`Team.app_engine_location`: given with App Engine jobs (Scheduler creates them only in the
+    application's region), App Engine's own name of a region Scheduler offers, and not given
+    without them."""
+    where, describe = team.app_engine_location, DESCRIBE.format(project=team.project)
+    if not team.app_engine_jobs:
+        if where:
+            yield problem(
+                "app_engine_location",
+                "is set on a team without App Engine jobs, so it changes nothing",
+                "remove app_engine_location, or add AppEngineJob(...) to app_engine_jobs",
+            )
+        return
+    if not where:
+        yield problem(
+            "app_engine_location",
+            "is missing: the team has App Engine jobs, which Cloud Scheduler creates only in the "
+            "App Engine application's region (its API refuses any other: 400 Location must equal ...)",
+            f'set app_engine_location to what `{describe}` prints, e.g. "europe-west"',
+        )
+        return
+    app_engine_name = next(
+        (name for name, region in locations.APP_ENGINE_NAMES.items() if region == where), None
+    )
+    if app_engine_name is not None:
+        yield problem(
+            "app_engine_location",
+            f"{where!r} is Cloud Scheduler's name of the region App Engine calls {app_engine_name!r}: "
+            "the field takes App Engine's name, as `gcloud app describe` prints it",
+            f"write app_engine_location={app_engine_name!r} (the stack puts the App Engine jobs in {where})",
+        )
+    elif team.app_engine_region not in locations.SCHEDULER_REGIONS:
+        known = [
+            *locations.APP_ENGINE_NAMES,
+            *sorted(locations.SCHEDULER_REGIONS - set(locations.APP_ENGINE_NAMES.values())),
+        ]
+        close = difflib.get_close_matches(where, known, n=3, cutoff=0.6)
+        yield problem(
+            "app_engine_location",
+            f"{where!r} is not an App Engine location that offers Cloud Scheduler (pinned lists in "
+            "stacks/locations.py)",
+            f"write what `{describe}` prints"
+            + (f" (close: {', '.join(repr(name) for name in close)})" if close else "")
+            + f"; if Google lists it now ({locations.LOCATIONS_PAGES}), add it to stacks/locations.py",
         )

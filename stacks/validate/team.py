@@ -13,6 +13,7 @@ from stacks.config.problem import Problem, ProblemAt
 from stacks.config.team import Team
 from stacks.validate.functions import job_labels
 from stacks.validate.quotas import declared_problems
+from stacks.validate.services import app_engine_location
 
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 DATABASE_ID = re.compile(r"^[a-z][a-z0-9-]{2,61}[a-z0-9]$")
@@ -57,6 +58,7 @@ def team_fields(team: Team) -> Iterator[Problem]:
             f"set labels[{placeholder_labels[0]!r}] to your own value",
         )
     yield from region(team, problem)
+    yield from app_engine_location(team, problem)
     if not DATABASE_ID.match(team.database):
         yield problem(
             "database",

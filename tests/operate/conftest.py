@@ -24,6 +24,7 @@ from operate.cli import runonce
 from operate.rerun import SCHEDULER_URL_VARIABLE
 from operate.team import ScheduledJob, TeamView, resolve
 from runonce import _clock
+from runonce.contract import OVERLAP_HEADER
 from runonce.core.store import Claim, Store
 from runonce.scheduler.expected import next_time, scheduled_key
 from runonce.store.firestore import Ledger, LedgerStore
@@ -137,7 +138,7 @@ def scheduler_headers(team: TeamView, job: ScheduledJob, moment: datetime | None
         "X-CloudScheduler": "true",
         "X-CloudScheduler-JobName": job.scheduler_job,
         "X-Runonce-Project": team.project,
-        "X-Runonce-Location": team.region,
+        "X-Runonce-Location": job.location,
     }
     if moment is not None:
         headers["X-CloudScheduler-ScheduleTime"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -154,10 +155,12 @@ class Served:
     forced run (the job's next scheduled time) before it answers."""
 
     ops: Ops
-    app: Any
+    app: flask.Flask
     api: GoogleApisStandIn
     behaviour: Callable[[], object] = lambda: {"rows": 1}
     """How the job body ends (return a result, raise PermanentError...)."""
+    overlap: str | None = None
+    """The overlap policy the Scheduler jobs' headers carry (`wait`, `skip`), if any."""
     answers: list[dict[str, Any]] = field(default_factory=list)
     runs: list[library.Run] = field(default_factory=list)
 
@@ -165,7 +168,11 @@ class Served:
         """Deliver `job`'s run carrying ScheduleTime `moment` (None: no ScheduleTime); its answer."""
         scheduled = self.ops.team.job(job)
         assert isinstance(scheduled, ScheduledJob)
-        answer = self.app.post("/", headers=scheduler_headers(self.ops.team, scheduled, moment))
+        headers = scheduler_headers(self.ops.team, scheduled, moment)
+        if self.overlap is not None:
+            headers[OVERLAP_HEADER] = self.overlap
+        # A client per delivery: deliveries may run on several threads at once.
+        answer = self.app.test_client().post("/", headers=headers)
         body = {**(answer.json or {}), "status_code": answer.status_code}
         self.answers.append(body)
         return body
@@ -200,7 +207,10 @@ def served(ops, monkeypatch) -> Iterator[Served]:
     app = flask.Flask(f"served-{uuid.uuid4().hex[:6]}")
     app.add_url_rule("/", "handle", lambda: handler(flask.request._get_current_object()), methods=["POST"])
     api = GoogleApisStandIn().start()
-    served = Served(ops, app.test_client(), api)
+    for job in ops.team.jobs:  # `jobs.get`, which backfill reads: deployed long before the tests' runs
+        name = f"projects/{ops.team.project}/locations/{ops.team.region}/jobs/{job.scheduler_job}"
+        api._store({"name": name, "schedule": job.schedule, "userUpdateTime": "2026-01-01T00:00:00Z"})
+    served = Served(ops, app, api)
     holder.append(served)
     api.on_start = served.dispatched
     monkeypatch.setenv(SCHEDULER_URL_VARIABLE, api.url)

@@ -167,17 +167,15 @@ def test_show_by_job_and_time_gives_the_record_and_the_next_step(ops, clock):
     assert shown["next"][0]["command"] == f"runonce release {claim.key} --team {ops.team.name}"
 
 
-def test_show_of_a_run_with_no_record_says_it_was_never_delivered_and_how_to_run_the_job(ops):
+def test_show_of_a_run_with_no_record_says_it_was_never_delivered_and_gives_the_backfill_of_that_run(ops):
     result = ops.run("show", "--team", ops.team.name, "--job", "report", "--time", "2026-11-29T02:00:00Z")
     assert result.exit_code == 0
     shown = json.loads(result.stdout)
-    assert shown["record"] is None and "never delivered" in shown["next"][0]["why"]
-    assert "runonce rerun` cannot run it" in shown["next"][0]["why"]
-    job = ops.team.job("report").scheduler_job  # type: ignore[union-attr]
-    assert shown["next"][1]["command"] == (
-        f"gcloud scheduler jobs run {job} --location=europe-west1 --project={ops.team.project}"
-    )
-    assert "ScheduleTime 2026-11-29T03:10:00Z" in shown["next"][1]["why"]
+    assert (shown["record"], shown["status"], shown["waited_out"]) == (None, "missing", None)
+    [step] = shown["next"]
+    assert "never delivered" in step["why"]
+    window = "--from 2026-11-29T02:00:00Z --to 2026-11-29T02:00:00Z"
+    assert step["command"] == f"runonce backfill --team {ops.team.name} --job report {window}"
 
 
 def test_show_of_a_failed_scheduled_run_gives_its_rerun_command(ops):

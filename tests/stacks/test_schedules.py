@@ -201,6 +201,7 @@ def test_service_and_app_engine_jobs_policies_are_checked_on_their_scheduled_vie
         app_engine_jobs=[
             AppEngineJob(name="sweep", schedule="0 9 * * *", relative_uri="/s", overlap="pause")
         ],
+        app_engine_location="europe-west",
     )
     assert fields(find_problems([team])) == [("close", "catch_up_seconds"), ("sweep", "overlap")]
 

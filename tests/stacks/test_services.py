@@ -3,12 +3,16 @@ team file may say about them (validation), and what the stack builds (docs/stack
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import replace
 
 import pytest
 from cdktf import Testing
 
+from runonce.scheduler.watchdog import Watch, parse_jobs
 from stacks.config.team_files import read_team_file
+from stacks.constructs.run_service import USER_MANAGED_ACCOUNT
 from stacks.team import AppEngineJob, Retry, Service, ServiceJob, Team
 from stacks.validate import find_problems
 from stacks.validate.quotas import usage
@@ -50,6 +54,8 @@ TEAM = Team(
             service_account="worker-run@acme-prod-1.iam.gserviceaccount.com",
         ),
     ],
+    # The application is in London, the team's functions and services in Belgium.
+    app_engine_location="europe-west2",
 )
 
 
@@ -273,9 +279,10 @@ def test_the_existing_service_is_read_and_checked_at_plan_time(stack):
     # No depends_on on resources still to be created: the read happens at plan time.
     assert "depends_on" not in read
     conditions = [check["condition"] for check in read["lifecycle"]["postcondition"]]
+    # Evaluated by Terraform in tests/stacks/test_conditions.py.
     assert conditions == [
-        '${self.template[0].service_account != ""}',
-        '${self.ingress != "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"}',
+        f'${{can(regex("{USER_MANAGED_ACCOUNT}", self.template[0].service_account))}}',
+        '${self.uri != ""}',
         '${self.template[0].timeout == "900s"}',
     ]
 
@@ -336,7 +343,7 @@ def test_an_app_engine_job_routes_to_its_service_and_version(stack):
     target = job["app_engine_http_target"]
     assert target["relative_uri"] == "/jobs/archive"
     assert target["app_engine_routing"] == {"service": "default", "version": "v7"}
-    assert target["headers"] == {"X-Runonce-Project": "acme-prod-1", "X-Runonce-Location": "europe-west1"}
+    assert target["headers"] == {"X-Runonce-Project": "acme-prod-1", "X-Runonce-Location": "europe-west2"}
     assert job["attempt_deadline"] == "3600s"
 
 
@@ -347,10 +354,35 @@ def test_an_app_engine_job_without_a_version_goes_to_the_serving_one(stack):
 
 def test_the_app_engine_application_is_checked_and_never_created(stack):
     assert "google_app_engine_application" not in stack.document["resource"]
-    read = data(stack, "google_app_engine_default_service_account", "app-engine-default-account")
+    read = data(stack, "google_service_accounts", "app-engine-default-account")
+    assert (read["project"], read["regex"]) == ("acme-prod-1", r"^acme-prod-1@appspot\.gserviceaccount\.com$")
+    # Evaluated by Terraform in tests/stacks/test_conditions.py.
     (check,) = read["lifecycle"]["postcondition"]
-    assert check["condition"] == '${self.email != ""}'
+    assert check["condition"] == "${length(self.accounts) > 0}"
     assert "gcloud app create" in check["error_message"]
+
+
+def _waits_for_the_application_check(stack) -> dict[str, bool]:
+    check = "data.google_service_accounts.app-engine-default-account"
+    return {
+        name.split("_")[0]: check in job.get("depends_on", [])
+        for name, job in stack.resources("google_cloud_scheduler_job").items()
+        if "app_engine_http_target" in job
+    }
+
+
+def test_every_app_engine_job_waits_for_the_application_check(stack):
+    assert _waits_for_the_application_check(stack) == {"sweep-schedule": True, "archive-schedule": True}
+
+
+def test_app_engine_jobs_that_all_name_their_account_still_wait_for_the_application_check(archive_dir):
+    own = "worker-run@acme-prod-1.iam.gserviceaccount.com"
+    team = replace(TEAM, app_engine_jobs=[replace(job, service_account=own) for job in TEAM.app_engine_jobs])
+    assert find_problems([team]) == []
+    assert _waits_for_the_application_check(synthesize(team, archive_dir)) == {
+        "sweep-schedule": True,
+        "archive-schedule": True,
+    }
 
 
 def test_each_app_engine_account_gets_the_ledger_only(stack):
@@ -361,12 +393,89 @@ def test_each_app_engine_account_gets_the_ledger_only(stack):
     }
     assert members == {
         "app-engine-default-ledger": (
-            "${data.google_app_engine_default_service_account.app-engine-default-account.member}"
+            "${data.google_service_accounts.app-engine-default-account.accounts[0].member}"
         ),
         "app-engine-worker-run-ledger": "${data.google_service_account.app-engine-worker-run-account.member}",
     }
     read = data(stack, "google_service_account", "app-engine-worker-run-account")
     assert read["account_id"] == "worker-run@acme-prod-1.iam.gserviceaccount.com"
+
+
+# --- App Engine's region: Scheduler creates an App Engine job only there ---
+
+
+def test_app_engine_jobs_need_the_applications_location():
+    (problem,) = find_problems([replace(TEAM, app_engine_location="")])
+    assert (problem.job, problem.field) == (None, "app_engine_location")
+    assert "Location must equal" in problem.message
+    assert "gcloud app describe --project=acme-prod-1 --format='value(locationId)'" in problem.fix
+
+
+@pytest.mark.parametrize(
+    ("given", "app_engine"), [("europe-west1", "europe-west"), ("us-central1", "us-central")]
+)
+def test_schedulers_name_of_an_app_engine_location_is_refused_naming_both(given, app_engine):
+    (problem,) = find_problems([replace(TEAM, app_engine_location=given)])
+    assert problem.field == "app_engine_location"
+    assert repr(given) in problem.message and repr(app_engine) in problem.message
+    assert f"app_engine_location={app_engine!r}" in problem.fix
+
+
+def test_an_unknown_app_engine_location_is_refused_with_the_closest_names():
+    (problem,) = find_problems([replace(TEAM, app_engine_location="europe-wets2")])
+    assert problem.field == "app_engine_location"
+    assert "'europe-wets2' is not an App Engine location" in problem.message
+    assert "'europe-west2'" in problem.fix and "stacks/locations.py" in problem.fix
+
+
+def test_an_app_engine_location_without_app_engine_jobs_is_reported():
+    team = replace(TEAM, app_engine_jobs=[], app_engine_location="europe-west")
+    assert problems(team) == [(None, "app_engine_location")]
+
+
+@pytest.mark.parametrize(
+    ("location", "region"),
+    [("europe-west", "europe-west1"), ("us-central", "us-central1"), ("asia-northeast1", "asia-northeast1")],
+)
+def test_app_engines_location_names_schedulers_region(location, region):
+    team = replace(TEAM, app_engine_location=location)
+    assert find_problems([team]) == []
+    assert (team.scheduler_region("archive"), team.scheduler_region("close")) == (region, "europe-west1")
+
+
+def test_app_engine_jobs_are_created_and_keyed_in_the_applications_region(stack):
+    for name in ("sweep", "archive"):
+        job = resource(stack, "google_cloud_scheduler_job", f"{name}-schedule")
+        assert job["region"] == "europe-west2"
+        assert job["app_engine_http_target"]["headers"]["X-Runonce-Location"] == "europe-west2"
+    close = resource(stack, "google_cloud_scheduler_job", "close-schedule")
+    assert close["region"] == "europe-west1"
+    assert close["http_target"]["headers"]["X-Runonce-Location"] == "europe-west1"
+
+
+def test_the_watchdog_reads_and_catches_up_app_engine_jobs_in_their_region(stack):
+    (function,) = [
+        config
+        for config in stack.resources("google_cloudfunctions2_function").values()
+        if config["name"] == "acme-watchdog"
+    ]
+    text = function["service_config"]["environment_variables"]["RUNONCE_WATCHDOG_JOBS"]
+    assert {job["job"]: job.get("location") for job in json.loads(text)} == {
+        "close": None,
+        "reopen": None,
+        "invoice": None,
+        "sweep": "europe-west2",
+        "archive": "europe-west2",
+    }
+    # A moved Scheduler job is a new one: its runs are expected from its own deployment.
+    assert resource(stack, "time_static", "watchdog_archive-since")["triggers"]["location"] == "europe-west2"
+    assert "location" not in resource(stack, "time_static", "watchdog_close-since")["triggers"]
+    resolved = re.sub(r"\$\{time_static\.[^}]+\.rfc3339\}", "2026-12-02T01:30:07Z", text)
+    watch = Watch("acme", "acme-prod-1", "europe-west1", parse_jobs(resolved, "RUNONCE_WATCHDOG_JOBS"))
+    assert [watch.scheduler_job(job) for job in watch.jobs if job.job in ("close", "archive")] == [
+        "projects/acme-prod-1/locations/europe-west1/jobs/acme-close",
+        "projects/acme-prod-1/locations/europe-west2/jobs/acme-archive",
+    ]
 
 
 def test_the_service_and_app_engine_jobs_are_valid_terraform_json(stack):

@@ -17,7 +17,7 @@ import pytest
 from runonce.contract import MissedRun
 from runonce.core.errors import ConfigError
 from runonce.core.store import CAUSE_BY_FIELD, CAUSE_FIELD, REQUEST_STATE_FIELD, Claim, StoredResult
-from runonce.scheduler.expected import forced_key, next_time
+from runonce.scheduler.expected import forced_key, next_time, scheduled_key
 from runonce.scheduler.keys import rerun_slot
 from runonce.scheduler.watchdog import CATCH_UP_PREFIX, Watch, check, parse_jobs
 from tests.watchdog.conftest import watchdog_lines
@@ -104,6 +104,17 @@ def test_a_missed_run_within_the_window_is_started_once_and_a_second_tick_does_n
     third, lines = tick(stores, clock, scheduler, at(41.5), capsys)
     assert third == {"jobs": 1, "missed": 0, "reported": 0, "caught_up": 0} and lines == []
     assert len(scheduler.runs) == 2
+
+
+def test_a_job_in_a_region_of_its_own_is_caught_up_there(stores, clock, scheduler, capsys):
+    london = replace(CATCHING, location="europe-west2")
+    scheduler.deliver = False
+    summary, _ = tick(stores, clock, scheduler, at(31), capsys, job=london)
+    assert summary["caught_up"] == 1
+    assert scheduler.runs == [f"projects/{PROJECT}/locations/europe-west2/jobs/{SYNC.scheduler_job}"]
+    request = stores.ledger.read(rerun_slot(PROJECT, "europe-west2", SYNC.scheduler_job))
+    assert request["rerun_key"] == scheduled_key(SYNC.scheduler_job, at(0), PROJECT, "europe-west2")
+    assert stores.ledger.read(SLOT) is None
 
 
 def test_a_retried_out_run_is_caught_up_under_its_key(stores, clock, scheduler, capsys):

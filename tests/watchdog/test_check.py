@@ -78,6 +78,21 @@ def test_a_gap_in_the_ledger_is_reported_as_never_delivered(stores, clock, capsy
     assert summary == {"jobs": 1, "missed": 2, "reported": 2}
 
 
+def test_a_job_in_a_region_of_its_own_is_judged_by_the_keys_of_that_region(stores, clock, capsys):
+    # An App Engine job's Scheduler job is in the application's region, which its run keys hash.
+    london = replace(SYNC, location="europe-west2")
+    for minute in (0, 10, 20):
+        run = scheduled_key(SYNC.scheduler_job, at(minute), PROJECT, "europe-west2")
+        completed(stores.ledger, run, clock, at(minute) + timedelta(seconds=3))
+    completed(stores.ledger, key(at(30)), clock, at(30) + timedelta(seconds=3))  # the team's region
+    clock.current = at(55)
+    summary = check(watch(london), stores.ledger, stores.claims)
+    lines = watchdog_lines(capsys.readouterr().out)
+    assert times(lines) == ["2026-11-29T00:30:00Z"]
+    assert lines[0]["run_key"] == scheduled_key(SYNC.scheduler_job, at(30), PROJECT, "europe-west2")
+    assert summary == {"jobs": 1, "missed": 1, "reported": 1}
+
+
 def test_a_run_that_waited_for_the_run_before_it_until_its_retries_ran_out_is_waited_out(
     stores, clock, capsys
 ):

@@ -55,6 +55,14 @@ def test_the_stacks_settings_read_as_a_watch():
     )
 
 
+def test_a_job_in_a_region_of_its_own_names_it():
+    environ = {**ENVIRON, "RUNONCE_WATCHDOG_JOBS": json.dumps([{**JOB, "location": "europe-west2"}])}
+    watch = watch_settings(environ).watch
+    (job,) = watch.jobs
+    assert (job.location, watch.location_of(job)) == ("europe-west2", "europe-west2")
+    assert watch.scheduler_job(job) == "projects/acme-prod/locations/europe-west2/jobs/orders-close"
+
+
 def test_every_missing_variable_is_named():
     environ = {k: v for k, v in ENVIRON.items() if k not in ("RUNONCE_WATCHDOG_TEAM", "GOOGLE_CLOUD_PROJECT")}
     with pytest.raises(ConfigError, match="RUNONCE_WATCHDOG_TEAM, GOOGLE_CLOUD_PROJECT set"):
@@ -76,6 +84,8 @@ def test_every_missing_variable_is_named():
         (json.dumps([{**JOB, "schedule": "61 * * * *"}]), r"schedule '61 \* \* \* \*' is not a cron"),
         (json.dumps([{**JOB, "time_zone": "Mars/Olympus"}]), r"time_zone 'Mars/Olympus' is not an IANA"),
         (json.dumps([{**JOB, "time_zone": "../etc"}]), r"time_zone '../etc' is not an IANA"),
+        (json.dumps([{**JOB, "location": ""}]), r"job 'close'\): location, when given, must be a non-empty"),
+        (json.dumps([{**JOB, "location": 2}]), r"job 'close'\): location, when given, must be a non-empty"),
     ],
 )
 def test_a_wrong_job_entry_names_the_job_and_the_field(text, message):

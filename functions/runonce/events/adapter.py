@@ -44,7 +44,8 @@ from ..core.handler import claim_failed, misconfigured, rejected, run_once, serv
 from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
 from ..core.store import Claim
-from ..hosts.flask import read_response, request_of
+from ..hosts import host_of
+from ..hosts.flask import read_response
 from ..store.connection import Connection, Setup
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
 from .parse import (
@@ -315,11 +316,15 @@ def _respond(
     arguments: tuple[Any, ...],
     overrides: Mapping[str, Any],
 ) -> Any:
-    """A request's answer (functions-framework's http, a Flask view), or a CloudEvent's result
-    (EventRetry to have it delivered again)."""
+    """A request's answer (functions-framework's http, a Flask or Django view) in its host's response
+    type, or a CloudEvent's result (EventRetry to have it delivered again)."""
     if not (arguments and _is_cloud_event(arguments[0])):
-        request = request_of(arguments)
-        return answer_http(job, connection, request.headers, request.get_data, request, overrides)
+        host = host_of(arguments)
+        request = host.request_of(arguments)
+        answer = answer_http(
+            job, connection, request.headers, lambda: host.body_of(request), request, overrides
+        )
+        return host.respond(answer)
     argument = arguments[0]
     answer = serve(
         lambda attempt: _handle_event(
@@ -366,7 +371,7 @@ def deduplicated_event(
 ) -> Callable[..., Any]:
     """Run an event function exactly once per event: `def handle(event)` receives an `Event`.
 
-    Place it under `@functions_framework.http` or a Flask route for a Pub/Sub push subscription
+    Place it under `@functions_framework.http`, a Flask route or a Django view for a Pub/Sub push subscription
     (the request body is the push envelope; the key is subscription + messageId) or for
     CloudEvents over HTTP (Eventarc to a Cloud Run service: read by the cloudevents SDK's
     `from_http`), or under `@functions_framework.cloud_event` for a CloudEvent (the key is

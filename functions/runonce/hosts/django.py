@@ -16,6 +16,16 @@ from ..core.host import Incoming, response_body
 from ..core.outcomes import Answer
 
 
+def request_of(arguments: tuple[Any, ...]) -> Any:
+    """The view's request: Django passes it first."""
+    return arguments[0]
+
+
+def body_of(request: Any) -> bytes:
+    """The request's raw body (`HttpRequest.body`)."""
+    return bytes(request.body)
+
+
 def incoming(job: Callable[..., Any], arguments: tuple[Any, ...], keywords: dict[str, Any]) -> Incoming:
     """The view's request (`arguments[0]`) and its headers; the job gets the view's arguments."""
     request = arguments[0]

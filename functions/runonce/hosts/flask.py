@@ -28,6 +28,11 @@ def request_of(arguments: tuple[Any, ...]) -> Any:
     return importlib.import_module("flask").request
 
 
+def body_of(request: Any) -> bytes:
+    """The request's raw body (werkzeug's `Request.get_data`)."""
+    return bytes(request.get_data())
+
+
 def incoming(job: Callable[..., Any], arguments: tuple[Any, ...], keywords: dict[str, Any]) -> Incoming:
     """The request functions-framework passed, or a Flask view's (its URL values as keywords)."""
     request = request_of(arguments)

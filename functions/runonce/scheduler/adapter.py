@@ -9,10 +9,8 @@ its first use; the host turns the core's answer into its framework's response.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from .. import _clock as clock
@@ -29,6 +27,7 @@ from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
 from ..core.run import Run
 from ..core.store import Claim, JobLock, Store
+from ..hosts import host_of
 from ..store.connection import Connection
 from .delivery import BadDelivery, Delivery, job_overlap, parse_delivery
 from .keys import job_lock, rerun_slot, run_key
@@ -182,22 +181,6 @@ def _forced(request: Incoming, store: Store, delivery: Delivery, key: str, attem
     run = _occurrence(target, rerun.key)
     answer = _run_once(store, run, request, attempt, rerun.claim)
     return Answer({**answer.body, "rerun_delivery": key}, answer.status)
-
-
-def host_of(arguments: tuple[Any, ...]) -> ModuleType:
-    """The host module of a view called with `arguments`, by the framework of its request's type:
-    Django's, Starlette's, else werkzeug's (functions-framework; a Flask view gets no request)."""
-    if arguments:
-        frameworks = {kind.__module__.partition(".")[0] for kind in type(arguments[0]).__mro__}
-        if "django" in frameworks:
-            return importlib.import_module("runonce.hosts.django")
-        if "starlette" in frameworks:
-            return importlib.import_module("runonce.hosts.starlette")
-    # Imported as written so that the stacks' requirement check follows it to werkzeug, which a
-    # function needs; Django and Starlette are a service's own dependencies.
-    from ..hosts import flask
-
-    return flask
 
 
 def _respond(job: Callable[..., Any], connection: Connection, *arguments: Any, **keywords: Any) -> Any:

@@ -130,6 +130,9 @@ class WatchedJob:
     catch_up: timedelta = timedelta(0)
     """Its catch-up window: a run missed less than this after its schedule time is started once
     (never delivered or retried out); 0 reports only."""
+    location: str = ""
+    """Its Scheduler job's region when it is not the watch's `location` (an App Engine job is in
+    the application's region); "" for the watch's."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,16 @@ class Watch:
     team: str
     project: str
     location: str
+    """The team's region: where its Scheduler jobs are, unless a job names its own."""
     jobs: tuple[WatchedJob, ...]
+
+    def location_of(self, job: WatchedJob) -> str:
+        """The region of `job`'s Scheduler job, which its run keys hash and `jobs.run` names."""
+        return job.location or self.location
+
+    def scheduler_job(self, job: WatchedJob) -> str:
+        """The full name of `job`'s Scheduler job, projects/P/locations/L/jobs/J."""
+        return f"projects/{self.project}/locations/{self.location_of(job)}/jobs/{job.scheduler_job}"
 
 
 @dataclass(frozen=True)
@@ -228,7 +240,7 @@ def missed_runs(watch: Watch, ledger: Store, now: datetime) -> Iterator[Missed]:
     not finish, oldest first per job. Records are read `READERS` at a time (a day of a job every
     two minutes is 720 reads). StoreError from the ledger reaches the caller."""
     expected = [
-        (job, time, scheduled_key(job.scheduler_job, time, watch.project, watch.location))
+        (job, time, scheduled_key(job.scheduler_job, time, watch.project, watch.location_of(job)))
         for job in watch.jobs
         for time in _window(job, now)
     ]
@@ -358,10 +370,8 @@ class CatchUp:
         when the job's slot holds another request (nothing was tried)."""
         from ..core.requests import RequestPending, RunChanged
 
-        name = (
-            f"projects/{self.watch.project}/locations/{self.watch.location}/jobs/{missed.job.scheduler_job}"
-        )
-        slot = rerun_slot(self.watch.project, self.watch.location, missed.job.scheduler_job)
+        name = self.watch.scheduler_job(missed.job)
+        slot = rerun_slot(self.watch.project, self.watch.location_of(missed.job), missed.job.scheduler_job)
         fields: dict[str, Any] = {
             "by": CATCH_UP_BY,
             "schedule_time": missed.rfc3339,
@@ -516,6 +526,9 @@ def _job(entry: Any, index: int, variable: str) -> WatchedJob:
     catch_up = entry.get("catch_up_seconds", 0)
     if isinstance(catch_up, bool) or not isinstance(catch_up, int) or catch_up < 0:
         raise ConfigError(f"{where}: catch_up_seconds must be a whole number of seconds, at least 0")
+    location = entry.get("location", "")
+    if not isinstance(location, str) or ("location" in entry and not location):
+        raise ConfigError(f"{where}: location, when given, must be a non-empty region name")
     return WatchedJob(
         job=entry["job"],
         scheduler_job=entry["scheduler_job"],
@@ -525,4 +538,5 @@ def _job(entry: Any, index: int, variable: str) -> WatchedJob:
         lookback=timedelta(seconds=entry["lookback_seconds"]),
         since=since,
         catch_up=timedelta(seconds=catch_up),
+        location=location,
     )

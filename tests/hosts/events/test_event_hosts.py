@@ -1,7 +1,7 @@
-"""`@deduplicated_event` in a service: a Flask view and FastAPI/Starlette routes receiving Pub/Sub
-push, and CloudEvents over HTTP (Eventarc to a Cloud Run service, read by the cloudevents SDK's
-`from_http`), answered by status as functions-framework's push endpoint is, with the same records
-and dead-letter copies."""
+"""`@deduplicated_event` in a service: a Flask view, a Django view and FastAPI/Starlette routes
+receiving Pub/Sub push, and CloudEvents over HTTP (Eventarc to a Cloud Run service, read by the
+cloudevents SDK's `from_http`), answered by status as functions-framework's push endpoint is, with
+the same records and dead-letter copies."""
 
 from __future__ import annotations
 
@@ -24,10 +24,18 @@ from runonce.contract import DEAD_LETTER_REASON_ATTRIBUTE
 from runonce.events import adapter
 from runonce.events import asgi as events_asgi
 from tests.events.conftest import MemoryEventConnection, envelope
+from tests.hosts import django_urls
 
 pytestmark = pytest.mark.both_stores
 
-HOSTS = ["functions-framework", "flask-view", "fastapi-def", "fastapi-async", "starlette-async"]
+HOSTS = [
+    "functions-framework",
+    "flask-view",
+    "django-view",
+    "fastapi-def",
+    "fastapi-async",
+    "starlette-async",
+]
 
 
 class Client(NamedTuple):
@@ -100,6 +108,30 @@ def _flask_client(app) -> Client:
     return Client(post)
 
 
+def _django_view(probe, options) -> Client:
+    from django.test import Client as DjangoClient
+    from django.urls import clear_url_caches, path
+
+    @runonce.deduplicated_event(**options)
+    def on_event(event):
+        return probe(event)
+
+    django_urls.urlpatterns[:] = [path("events", on_event)]
+    clear_url_caches()
+    client = DjangoClient()
+
+    def post(headers, body):
+        # Django's test client takes the body's type apart from the other headers.
+        kind = {name: value for name, value in headers.items() if name.lower() != "content-type"}
+        content_type = next(
+            (v for n, v in headers.items() if n.lower() == "content-type"), "application/json"
+        )
+        response = client.post("/events", data=body, content_type=content_type, headers=kind)
+        return response.status_code, response.json()
+
+    return Client(post)
+
+
 def _asgi_job(probe, awaited: bool):
     if awaited:
 
@@ -137,6 +169,7 @@ def _asgi_client(app) -> Client:
 BUILDERS = {
     "functions-framework": _functions_framework,
     "flask-view": _flask_view,
+    "django-view": _django_view,
     "fastapi-def": _fastapi(awaited=False),
     "fastapi-async": _fastapi(awaited=True),
     "starlette-async": _starlette,
