@@ -360,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"  {each.name}/{service_job.name}: not served (path {service_job.path}: "
                         "the local services serve /jobs/close)"
                     )
+            for app_engine_job in each.app_engine_jobs:
+                print(
+                    f"  {each.name}/{app_engine_job.name}: not served (App Engine: the demo has none locally)"
+                )
         for (team, job), runs in sim.runs().items():
             if not runs:
                 print(f"  {team}/{job}: no run scheduled in this window")

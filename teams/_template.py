@@ -12,7 +12,7 @@ with the file, the team, the job, the field and how to fix it, and so are the pl
 below ("my-team", "my-gcp-project") until you replace them. STACK may also be the file's name.
 """
 
-from stacks.team import Job, Retry, Team  # and Overlap, Service, ServiceJob for the options below
+from stacks.team import Job, Retry, Team  # and AppEngineJob, Overlap, Service, ServiceJob for options below
 
 team = Team(
     name="my-team",  # set: lowercase, hyphens, at most 20 characters; names the stack
@@ -39,8 +39,8 @@ team = Team(
             env={},
         ),
     ],
-    # Jobs whose @deduplicated handler lives in a Cloud Run service instead of a function
-    # (docs/stacks/services.md; teams/example.py has both kinds):
+    # Jobs whose @deduplicated handler lives in a Cloud Run service or on App Engine instead of a
+    # function (docs/stacks/services.md; teams/example.py has every kind):
     # services=[
     #     # deployed by the stack from your image (`make service-image IMAGE=...` builds examples/service)
     #     Service(name="closer", image="europe-west1-docker.pkg.dev/my-gcp-project/jobs/closer:1"),
@@ -50,5 +50,9 @@ team = Team(
     # service_jobs=[
     #     ServiceJob(name="books-close", schedule="0 1 * * *", service="closer", path="/jobs/close"),
     #     ServiceJob(name="billing-close", schedule="0 2 * * *", service="billing-api", path="/jobs/close"),
+    # ],
+    # app_engine_location="europe-west",  # as `gcloud app describe` prints it: Scheduler runs the jobs there
+    # app_engine_jobs=[
+    #     AppEngineJob(name="sweep", schedule="0 4 * * *", relative_uri="/jobs/sweep"),  # its handler's path
     # ],
 )

@@ -1,6 +1,6 @@
 """The example team: copy this file (or teams/_template.py) to teams/<your-team>.py and edit."""
 
-from stacks.team import EventJob, Job, PushRetry, Retry, Service, ServiceJob, Team
+from stacks.team import AppEngineJob, EventJob, Job, PushRetry, Retry, Service, ServiceJob, Team
 
 team = Team(
     name="example",
@@ -102,6 +102,19 @@ team = Team(
             # The existing service's 300 s timeout gives a 360 s lease: the fourth retry, 450 s
             # after the first attempt, takes over a run whose instance died.
             retry=Retry(retry_count=4, min_backoff_seconds=30),
+        ),
+    ],
+    # A job on the project's existing App Engine application (docs/stacks/services.md): its handler
+    # is @deduplicated at /jobs/sweep of the default service. Scheduler creates App Engine jobs only
+    # in the application's region: its location as `gcloud app describe` prints it ("europe-west",
+    # Scheduler's europe-west1), which the team file states because no data source reads it.
+    app_engine_location="europe-west",
+    app_engine_jobs=[
+        AppEngineJob(
+            name="sweep",
+            description="Sweep expired carts every thirty minutes",
+            schedule="*/30 * * * *",
+            relative_uri="/jobs/sweep",
         ),
     ],
 )

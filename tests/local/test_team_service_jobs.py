@@ -121,6 +121,7 @@ def test_the_demo_plays_every_service_job_of_the_example_team_file_on_its_servic
     assert (views["books-close"].max_instances, views["billing-close"].max_instances) == (2, 3)
     runs = served.runs()
     assert len(runs[("example", "books-close")]) == 8 and len(runs[("example", "billing-close")]) == 6
+    assert ("example", "sweep") not in runs  # an App Engine job: there is no local App Engine
 
 
 def test_each_service_job_gets_a_row_and_every_run_took_effect_once(played):

@@ -226,8 +226,9 @@ def test_functions_are_created_sixty_seconds_after_every_grant_of_the_build_and_
     # The team's build account has four grants, each function's runtime account one, the event
     # job's dead-letter topic two (its runtime account and the Pub/Sub service agent), the Pub/Sub
     # service agent's own role, the watchdog's account two (its own database, and the ledger
-    # read only), and each service's runtime account the ledger (closer's and billing-api's).
-    assert len(grants) == 4 + len(EXAMPLE_FUNCTIONS) + 2 + 1 + 2 + 2
+    # read only), each service's runtime account the ledger (closer's and billing-api's), and so
+    # does the App Engine application's (the sweep job's).
+    assert len(grants) == 4 + len(EXAMPLE_FUNCTIONS) + 2 + 1 + 2 + 2 + 1
     for config in example.resources("google_cloudfunctions2_function").values():
         assert "time_sleep.iam-settled" in config["depends_on"]
 

@@ -232,7 +232,9 @@ def test_a_stack_with_shared_functions_builds_one_function_and_account_per_group
     (report_id,) = [name for name, config in functions.items() if config["name"] == "example-report"]
     uri = f"${{google_cloudfunctions2_function.{report_id}.service_config[0].uri}}"
     jobs = synth.resources("google_cloud_scheduler_job")
-    calling = sorted(config["name"] for config in jobs.values() if config["http_target"]["uri"] == uri)
+    calling = sorted(
+        config["name"] for config in jobs.values() if config.get("http_target", {}).get("uri") == uri
+    )
     assert calling == ["example-report", "example-report-eu", "example-report-us"]
     accounts = sorted(config["account_id"] for config in synth.resources("google_service_account").values())
     assert accounts == sorted(

@@ -53,7 +53,7 @@ def test_the_template_is_valid_except_for_its_placeholders():
     assert all("placeholder" in p.message for p in problems)
 
 
-def test_the_templates_services_and_service_jobs_are_valid_once_uncommented(tmp_path):
+def test_the_templates_services_service_jobs_and_app_engine_jobs_are_valid_once_uncommented(tmp_path):
     lines = (TEAMS_DIR / "_template.py").read_text().splitlines()
     start = next(n for n, line in enumerate(lines) if line.strip().startswith("# services=["))
     end = lines.index(")", start)
@@ -61,7 +61,7 @@ def test_the_templates_services_and_service_jobs_are_valid_once_uncommented(tmp_
     uncommented = [*lines[:start], *(line.replace("# ", "", 1) for line in lines[start:end]), *lines[end:]]
     text = "\n".join(uncommented).replace(
         "from stacks.team import Job, Retry, Team",
-        "from stacks.team import Job, Retry, Service, ServiceJob, Team",
+        "from stacks.team import AppEngineJob, Job, Retry, Service, ServiceJob, Team",
     )
     (tmp_path / "uncommented.py").write_text(text)
     team = load_team_file(tmp_path / "uncommented.py")
@@ -73,6 +73,8 @@ def test_the_templates_services_and_service_jobs_are_valid_once_uncommented(tmp_
         ("books-close", "closer"),
         ("billing-close", "billing-api"),
     ]
+    assert [job.name for job in team.app_engine_jobs] == ["sweep"]
+    assert team.app_engine_location == "europe-west"
     assert {problem.field for problem in find_problems([team])} == {"name", "project", "labels"}
 
 

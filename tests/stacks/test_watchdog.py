@@ -150,6 +150,7 @@ def test_the_jobs_value_reads_back_as_the_watchdog_parses_it(example):
         "example-ledger-close",
         "example-books-close",
         "example-billing-close",
+        "example-sweep",
     ]
 
 
@@ -204,7 +205,7 @@ def test_a_team_can_go_without_a_watchdog(archive_dir):
 
 def test_a_team_with_event_jobs_only_has_no_watchdog(archive_dir):
     example = load_team_file(TEAMS_DIR / "example.py")
-    team = replace(example, jobs=[], services=[], service_jobs=[])
+    team = replace(example, jobs=[], services=[], service_jobs=[], app_engine_jobs=[], app_engine_location="")
     assert not team.watched
     synth = synthesize(team, archive_dir)
     assert "time_static" not in synth.document["resource"]
