@@ -56,7 +56,7 @@ from localscheduler.demos.services import render as render_services
 from localscheduler.demos.simulation import Result, Simulation
 from localscheduler.demos.watch import FirestoreSettings, watch_missed_runs
 from localscheduler.folder_file import FolderFileError
-from localscheduler.hosts.service import installed_python, services
+from localscheduler.hosts.service import Service, TeamServices, installed_python, services
 from localscheduler.picture import Lane, lanes, save
 from localscheduler.scheduler.faults import FaultMix
 from localscheduler.scheduler.misses import PlannedMisses
@@ -201,6 +201,13 @@ def _timeline(result: Result, sim: Simulation, args: argparse.Namespace, schedul
         return f"timeline not written: {exc} (--timeline PATH picks another place)"
 
 
+def _served_as(service: Service | None) -> str:
+    """How a job's instances run, for the start-up lines: nothing for a function."""
+    if service is None:
+        return ""
+    return f" of {service.source.relative_to(REPO_ROOT)} on {type(service.host).__name__.lower()}"
+
+
 def _watch(sim: Simulation, result: Result) -> bool:
     """Run the watchdog of every team whose scheduled jobs were served (localscheduler.demos.watch);
     whether each reported exactly its team's planned misses, once."""
@@ -271,18 +278,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot run the demo: {exc}", file=sys.stderr)
         return 2
     start = datetime.fromisoformat(args.start)
+    wall = timedelta(hours=args.hours).total_seconds() / args.rate
+    print(
+        f"runonce demo: {args.hours:g} h of schedule from {start:%Y-%m-%d %H:%M} UTC at {args.rate:g}x "
+        f"(about {wall:.0f} s), seed {args.seed}, faults {args.faults}"
+    )
     emulator = FirestoreEmulator()
+    log_dir = Path(tempfile.mkdtemp(prefix="runonce-demo-"))
+    print("building runonce's wheel and installing it in a fresh venv, for the services ...", flush=True)
+    python = installed_python(log_dir / "services")
     sim = Simulation(
         load_teams(args.teams),
         start,
         timedelta(hours=args.hours),
         args.rate,
         faults,
-        Path(tempfile.mkdtemp(prefix="runonce-demo-")),
+        log_dir,
         PROJECT,
         emulator.host,
         args.instances,
         misses,
+        team_services=TeamServices(python),
     )
     pubsub = PubSubEmulator()
     try:
@@ -312,11 +328,6 @@ def main(argv: list[str] | None = None) -> int:
     atexit.register(stop_everything)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
-    wall = timedelta(hours=args.hours).total_seconds() / args.rate
-    print(
-        f"runonce demo: {args.hours:g} h of schedule from {start:%Y-%m-%d %H:%M} UTC at {args.rate:g}x "
-        f"(about {wall:.0f} s), seed {args.seed}, faults {args.faults}"
-    )
     outcome: list[Result | BaseException] = []
     event_outcome: list[list[EventResult]] = []
     proxy_outcome: list[ProxyResult] = []
@@ -334,13 +345,25 @@ def main(argv: list[str] | None = None) -> int:
         print("starting the Firestore emulator ...", flush=True)
         emulator.start()
         os.environ.update(FIRESTORE_EMULATOR_HOST=emulator.host, GOOGLE_CLOUD_PROJECT=PROJECT)
-        print("starting functions-framework instances ...", flush=True)
+        print("starting functions-framework instances, and the service jobs' servers ...", flush=True)
         sim.start_instances()
+        hosts = {(team.name, job.name): _served_as(service) for team, job, service in sim.served()}
         for (team, job), pool in sim.pools.items():
             print(
-                f"  {team}/{job}: {len(pool.instances)} instances, run lease "
+                f"  {team}/{job}: {len(pool.instances)} instances{hosts[(team, job)]}, run lease "
                 f"{pool.env[contract.LEASE_VARIABLE]} s of schedule ({sim.clock_file.parent})"
             )
+        for each in sim.teams:
+            for service_job in each.service_jobs:
+                if (each.name, service_job.name) not in hosts:
+                    print(
+                        f"  {each.name}/{service_job.name}: not served (path {service_job.path}: "
+                        "the local services serve /jobs/close)"
+                    )
+            for app_engine_job in each.app_engine_jobs:
+                print(
+                    f"  {each.name}/{app_engine_job.name}: not served (App Engine: the demo has none locally)"
+                )
         for (team, job), runs in sim.runs().items():
             if not runs:
                 print(f"  {team}/{job}: no run scheduled in this window")
@@ -377,7 +400,6 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             work = sim.log_dir / "services"
-            python = installed_python(work)
             service_harnesses.extend(
                 ServiceHarness(service, PROJECT, emulator.host, work, SERVICE_RUNS, args.seed)
                 for service in services(python)

@@ -12,7 +12,7 @@ with the file, the team, the job, the field and how to fix it, and so are the pl
 below ("my-team", "my-gcp-project") until you replace them. STACK may also be the file's name.
 """
 
-from stacks.team import Job, Retry, Team  # and Overlap, for overlap= below
+from stacks.team import Job, Retry, Team  # and AppEngineJob, Overlap, Service, ServiceJob for options below
 
 team = Team(
     name="my-team",  # set: lowercase, hyphens, at most 20 characters; names the stack
@@ -39,9 +39,20 @@ team = Team(
             env={},
         ),
     ],
-    # Jobs whose handler lives in a Cloud Run service or on App Engine instead of a function
-    # (docs/stacks/services.md): services=[Service(name="api", image="...")] (deployed by the
-    # stack) or [Service(name="api")] (an existing service), then
-    # service_jobs=[ServiceJob(name=..., schedule=..., service="api", path="/jobs/close")];
-    # app_engine_jobs=[AppEngineJob(name=..., schedule=..., relative_uri="/jobs/close")].
+    # Jobs whose @deduplicated handler lives in a Cloud Run service or on App Engine instead of a
+    # function (docs/stacks/services.md; teams/example.py has every kind):
+    # services=[
+    #     # deployed by the stack from your image (`make service-image IMAGE=...` builds examples/service)
+    #     Service(name="closer", image="europe-west1-docker.pkg.dev/my-gcp-project/jobs/closer:1"),
+    #     # a service that exists already: the stack reads it and grants its account the ledger
+    #     Service(name="billing-api"),
+    # ],
+    # service_jobs=[
+    #     ServiceJob(name="books-close", schedule="0 1 * * *", service="closer", path="/jobs/close"),
+    #     ServiceJob(name="billing-close", schedule="0 2 * * *", service="billing-api", path="/jobs/close"),
+    # ],
+    # app_engine_location="europe-west",  # as `gcloud app describe` prints it: Scheduler runs the jobs there
+    # app_engine_jobs=[
+    #     AppEngineJob(name="sweep", schedule="0 4 * * *", relative_uri="/jobs/sweep"),  # its handler's path
+    # ],
 )

@@ -1,6 +1,6 @@
 """The example team: copy this file (or teams/_template.py) to teams/<your-team>.py and edit."""
 
-from stacks.team import EventJob, Job, PushRetry, Retry, Team
+from stacks.team import AppEngineJob, EventJob, Job, PushRetry, Retry, Service, ServiceJob, Team
 
 team = Team(
     name="example",
@@ -63,6 +63,58 @@ team = Team(
             retry_window_seconds=24 * 3600,
             max_event_age_seconds=24 * 3600,
             retention_seconds=2 * 24 * 3600,
+        ),
+    ],
+    # Cloud Run services whose own code runs scheduled jobs (docs/stacks/services.md).
+    services=[
+        # Deployed by the stack: examples/service (FastAPI, a @deduplicated job at /jobs/close),
+        # the image `make service-image IMAGE=...` builds and pushes.
+        Service(
+            name="closer",
+            image="europe-west1-docker.pkg.dev/runonce-example/jobs/closer:1",
+            timeout_seconds=120,
+            max_instances=2,
+        ),
+        # A service that exists already (no image): the stack only reads it and grants its runtime
+        # account the ledger; the team sets the RUNONCE_* variables on it (docs/stacks/services.md).
+        Service(name="billing-api"),
+    ],
+    service_jobs=[
+        ServiceJob(
+            name="books-close",
+            description="Close the books every fifteen minutes",
+            schedule="*/15 * * * *",
+            service="closer",
+            path="/jobs/close",
+            attempt_deadline_seconds=60,
+            # Retries 30, 90 and 210 s after the first attempt: the last after the 180 s lease
+            # (timeout + 60 s) of an attempt whose instance died, and all over before the next run.
+            retry=Retry(retry_count=3, min_backoff_seconds=30),
+        ),
+        ServiceJob(
+            name="billing-close",
+            description="Close the billing period every twenty minutes",
+            schedule="*/20 * * * *",
+            time_zone="Europe/Berlin",
+            service="billing-api",
+            path="/jobs/close",
+            attempt_deadline_seconds=60,
+            # The existing service's 300 s timeout gives a 360 s lease: the fourth retry, 450 s
+            # after the first attempt, takes over a run whose instance died.
+            retry=Retry(retry_count=4, min_backoff_seconds=30),
+        ),
+    ],
+    # A job on the project's existing App Engine application (docs/stacks/services.md): its handler
+    # is @deduplicated at /jobs/sweep of the default service. Scheduler creates App Engine jobs only
+    # in the application's region: its location as `gcloud app describe` prints it ("europe-west",
+    # Scheduler's europe-west1), which the team file states because no data source reads it.
+    app_engine_location="europe-west",
+    app_engine_jobs=[
+        AppEngineJob(
+            name="sweep",
+            description="Sweep expired carts every thirty minutes",
+            schedule="*/30 * * * *",
+            relative_uri="/jobs/sweep",
         ),
     ],
 )

@@ -1,7 +1,8 @@
 """One simulation: instance pools for a set of teams, the scheduler on an accelerated clock, and
 the verdict from the store. The demo and the chaos suites both run one. The instances serve each
 job's own folder on functions-framework, or one service's app on its server (`service`: any of
-`localscheduler.hosts.service`).
+`localscheduler.hosts.service`); with `team_services`, the teams' service jobs too, each on the
+local app standing in for its Cloud Run service, delivered and judged like any job.
 
 The lease is the one setting the simulation chooses instead of the team file: in production it
 is the function timeout plus a margin, minutes that an accelerated clock would turn into seconds
@@ -15,7 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from localscheduler.clock import CLOCK_FILE_VARIABLE, AcceleratedClock
 from localscheduler.demos.proxy import proxy_env
 from localscheduler.hosts.apps.job import ATTEMPT_ID_FIELD, RUN_KEY_FIELD
 from localscheduler.hosts.pool import InstancePool
-from localscheduler.hosts.service import Service
+from localscheduler.hosts.service import Service, TeamServices
 from localscheduler.scheduler.cloud_scheduler import LocalScheduler, Trigger, triggers
 from localscheduler.scheduler.faults import FaultMix
 from localscheduler.scheduler.journal import Journal, Sent
@@ -113,28 +114,44 @@ class Simulation:
     service: Service | None = None
     """The app every job runs on, a Cloud Run service (`localscheduler.hosts.service`: Flask or
     Django on gunicorn, FastAPI on uvicorn); None: each job's own folder on functions-framework."""
+    team_services: TeamServices | None = None
+    """How the teams' service jobs are served (each as the `Job` its Scheduler settings are
+    checked as, `ServiceJob.scheduled`); None: they are not played."""
     pools: dict[tuple[str, str], InstancePool] = field(default_factory=dict)
     scheduler: LocalScheduler | None = None
     stand_in: GoogleApisStandIn | None = None
     """The Google APIs stand-in the proxies of jobs with a `target` call (started if any)."""
     _stopped: threading.Event = field(default_factory=threading.Event)
 
+    def served(self) -> list[tuple[Team, Job, Service | None]]:
+        """Every job played, with the service its instances run (None: its own folder): the
+        function jobs, then the service jobs `team_services` serves."""
+        served = [(team, job, self.service) for team in self.teams for job in team.jobs]
+        if self.team_services is None:
+            return served
+        for team in self.teams:
+            for job in team.service_jobs:
+                service = team.service(job.service)
+                if service is not None and self.team_services.serves(job):
+                    view = job.scheduled(service.timeout_seconds)
+                    if service.deployed:  # its instances are the team file's to bound
+                        view = replace(view, max_instances=service.max_instances)
+                    served.append((team, view, self.team_services.local(team, service)))
+        return served
+
     def runs(self) -> dict[tuple[str, str], list[PlannedRun]]:
-        """Every job's scheduled runs in the span (an empty list for a job with none)."""
+        """Every played job's scheduled runs in the span (an empty list for a job with none)."""
         return {
             (team.name, job.name): planned_runs(team, job, self.start, self.start + self.span)
-            for team in self.teams
-            for job in team.jobs
+            for team, job, _ in self.served()
         }
 
     def start_instances(self) -> None:
         """Start every job's instance pool and wait until all serve."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         runs = self.runs()
-        for team in self.teams:
-            for job in team.jobs:
-                if not runs[(team.name, job.name)]:
-                    continue
+        for team, job, service in self.served():
+            if runs[(team.name, job.name)]:
                 env = {
                     **job.env,
                     contract.PROJECT_VARIABLE: self.project,
@@ -148,8 +165,8 @@ class Simulation:
                 name = f"{team.name}-{job.name}"
                 self.pools[(team.name, job.name)] = (
                     InstancePool(name, job.source_dir / "main.py", job.entry_point, size, env, self.log_dir)
-                    if self.service is None
-                    else self.service.pool(name, size, env, self.log_dir)
+                    if service is None
+                    else service.pool(name, size, env, self.log_dir)
                 )
         threads = [threading.Thread(target=pool.start) for pool in self.pools.values()]
         for thread in threads:
@@ -198,6 +215,16 @@ class Simulation:
             self.scheduler.stop()
         self.scheduler.run(plan)
         journal.close()
+        return self.judged(plan, journal)
+
+    def judged(self, plan: list[Trigger], journal: Journal) -> Result:
+        """Judge every run of a played `plan` from the store, the instance logs and `journal`, as
+        they are now."""
+        if self.scheduler is None:
+            raise RuntimeError("judged() reads what run() played: call run() first")
+        leases = {key: int(pool.env[contract.LEASE_VARIABLE]) for key, pool in self.pools.items()}
+        client = firestore.Client(project=self.project)
+        clock = self.scheduler.clock
         declared = self.declared_effects()
         view = StoreView.read(client, declared.values())
         bodies = read_bodies(self.log_dir, clock)
@@ -223,19 +250,18 @@ class Simulation:
         stand-in started for a job with a target, else what its folder declares (jobs whose folder
         declares nothing are left out)."""
         declared: dict[tuple[str, str], Effects] = {}
-        for team in self.teams:
-            for job in team.jobs:
-                if (team.name, job.name) not in self.pools:
-                    continue
-                effects: Effects | None = (
-                    FirestoreEffects(self.service.outbox, RUN_KEY_FIELD, ATTEMPT_ID_FIELD)
-                    if self.service is not None
-                    else StartedAtStandIn(self.stand_in)
-                    if job.target is not None and self.stand_in is not None
-                    else declared_effects(job.source_dir)
-                )
-                if effects is not None:
-                    declared[(team.name, job.name)] = effects
+        for team, job, service in self.served():
+            if (team.name, job.name) not in self.pools:
+                continue
+            effects: Effects | None = (
+                FirestoreEffects(service.outbox, RUN_KEY_FIELD, ATTEMPT_ID_FIELD)
+                if service is not None
+                else StartedAtStandIn(self.stand_in)
+                if job.target is not None and self.stand_in is not None
+                else declared_effects(job.source_dir)
+            )
+            if effects is not None:
+                declared[(team.name, job.name)] = effects
         return declared
 
     def stop(self) -> None:

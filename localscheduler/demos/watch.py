@@ -1,13 +1,13 @@
 """The demo's last act, per team: its watchdog on the demo's ledger, then `runonce runs` for the
 job of the runs lost on purpose.
 
-The team's `Watch` is the one the stack would deploy for the jobs the demo served (Scheduler job
-ids, schedules, time zones; the project and region the X-Runonce headers carry, which the run
-keys hash), with two demo settings: the grace is the job's retry window plus the lease its local
-instances ran with (the demo cuts the lease, see `simulation`), and the runs checked start after
-the played window's start. The watchdog reads the demo's ledger through the Firestore `Store`,
-and keeps its claims of the runs it reports in a collection of its own on the same emulator, as
-the deployed one keeps them in its own database.
+The team's `Watch` is the one the stack would deploy for the jobs the demo served, on functions
+and on services (Scheduler job ids, schedules, time zones; the project and region the X-Runonce
+headers carry, which the run keys hash), with two demo settings: the grace is the job's retry
+window plus the lease its local instances ran with (the demo cuts the lease, see `simulation`),
+and the runs checked start after the played window's start. The watchdog reads the demo's ledger
+through the Firestore `Store`, and keeps its claims of the runs it reports in a collection of its
+own on the same emulator, as the deployed one keeps them in its own database.
 
 It ticks twice at the end of the played window, not at the simulated clock's time: that clock
 runs on through the event part of the demo, and there the watchdog would expect scheduled runs
@@ -80,7 +80,7 @@ def watch_of(team: Team, leases: Mapping[str, int], start: datetime, now: dateti
             lookback=now - start,
             since=start,
         )
-        for job in team.jobs
+        for job in team.scheduled_views
         if job.name in leases
     )
     return Watch(team.name, team.project, team.region, jobs)

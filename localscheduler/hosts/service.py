@@ -1,6 +1,7 @@
-"""The local Cloud Run services: an app of localscheduler/hosts/apps (Flask, Django, FastAPI) on
-its server (`gunicorn`, `uvicorn`), as a pool of instances serving one of its routes. The
-services demo and the chaos simulation on a server host both start them from here.
+"""The local Cloud Run services: an app of localscheduler/hosts/apps (Flask, Django, FastAPI, and
+the example service of examples/service) on its server (`gunicorn`, `uvicorn`), as a pool of
+instances serving one of its routes. The services demo, the chaos simulation on a server host and
+the team files' service jobs (`TeamServices`) all start them from here.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from localscheduler.hosts.apps.job import SERVICES_OUTBOX_VARIABLE
 from localscheduler.hosts.gunicorn import Gunicorn
 from localscheduler.hosts.pool import Host, InstancePool
 from localscheduler.hosts.uvicorn import Uvicorn
+from stacks.team import Service as TeamService
+from stacks.team import ServiceJob, Team
 
 APPS = Path(__file__).resolve().parent / "apps"
 JOB_ROUTE = "jobs/close"
@@ -53,6 +56,32 @@ def services(python: Path | None = None) -> tuple[Service, ...]:
         Service("gunicorn-django", Gunicorn(python), APPS / "django_app.py", "application"),
         Service("uvicorn-fastapi", Uvicorn(python), APPS / "fastapi_app.py", "app"),
     )
+
+
+def example_service(python: Path | None = None) -> Service:
+    """examples/service/main.py on uvicorn, as its Dockerfile serves it, with the demo's fault knobs
+    (localscheduler/hosts/apps/example_service.py)."""
+    return Service("example-service", Uvicorn(python), APPS / "example_service.py", "app")
+
+
+@dataclass(frozen=True)
+class TeamServices:
+    """How the demo serves the Cloud Run services of the team files, for their `ServiceJob`s: a
+    service the stack deploys (it has an image) as the example service, the image `make
+    service-image` builds; an existing one as the Flask app on gunicorn. Both serve their
+    `@deduplicated` job at /jobs/close only, so a job on another path is not served."""
+
+    python: Path | None = None
+    """The interpreter of the instances (see `services`)."""
+
+    def serves(self, job: ServiceJob) -> bool:
+        """Whether a local app has the job's path."""
+        return job.path == f"/{JOB_ROUTE}"
+
+    def local(self, team: Team, service: TeamService) -> Service:
+        """The local service standing in for the team's `service`; its outbox is its own."""
+        stand_in = example_service(self.python) if service.deployed else services(self.python)[0]
+        return replace(stand_in, name=f"{team.name}-{service.name}")
 
 
 def installed_python(work: Path) -> Path:

@@ -22,6 +22,9 @@ EXAMPLE_FUNCTIONS = [*EXAMPLE_JOBS, *EXAMPLE_EVENT_JOBS]
 function is never shared."""
 DEPLOYED_FUNCTIONS = [*EXAMPLE_FUNCTIONS, naming.WATCHDOG]
 """Every function the example deploys: its jobs' and its watchdog's (stacks/constructs/watchdog.py)."""
+EXAMPLE_SERVICE_JOBS = ["books-close", "billing-close"]
+"""The example's jobs on Cloud Run services: one on `closer`, which the stack deploys, one on
+`billing-api`, which exists already."""
 EXAMPLE_APIS = (*defaults.REQUIRED_APIS, defaults.API_PUBSUB)
 """The APIs the example team enables: its event job needs Pub/Sub."""
 
@@ -215,13 +218,17 @@ def test_functions_are_created_sixty_seconds_after_every_grant_of_the_build_and_
     iam_settled = example.resources("time_sleep")["iam-settled"]
     assert iam_settled["create_duration"] == "60s"
     # Adding or removing a function changes the trigger, so the sleep is re-created and waits again.
-    assert iam_settled["triggers"] == {"functions": "ledger-close,orders,report,sync,watchdog"}
+    assert iam_settled["triggers"] == {
+        "functions": "ledger-close,orders,report,sync,watchdog",
+        "services": "closer",
+    }
     assert sorted(iam_settled["depends_on"]) == sorted(grants)
     # The team's build account has four grants, each function's runtime account one, the event
     # job's dead-letter topic two (its runtime account and the Pub/Sub service agent), the Pub/Sub
-    # service agent's own role, and the watchdog's account two (its own database, and the ledger
-    # read only).
-    assert len(grants) == 4 + len(EXAMPLE_FUNCTIONS) + 2 + 1 + 2
+    # service agent's own role, the watchdog's account two (its own database, and the ledger
+    # read only), each service's runtime account the ledger (closer's and billing-api's), and so
+    # does the App Engine application's (the sweep job's).
+    assert len(grants) == 4 + len(EXAMPLE_FUNCTIONS) + 2 + 1 + 2 + 2 + 1
     for config in example.resources("google_cloudfunctions2_function").values():
         assert "time_sleep.iam-settled" in config["depends_on"]
 
@@ -348,8 +355,14 @@ def test_each_function_has_a_runtime_account_and_the_team_one_build_and_one_invo
     ids = sorted(config["account_id"] for config in example.resources("google_service_account").values())
     # The example's three scheduled jobs differ in their timeouts, so each has a function of its
     # own, and so has its event job.
+    # The deployed service `closer` has its own runtime account too; the existing one has its own.
     assert ids == sorted(
-        ["example-build", "example-call", *(f"example-{job}-run" for job in DEPLOYED_FUNCTIONS)]
+        [
+            "example-build",
+            "example-call",
+            "example-closer-run",
+            *(f"example-{job}-run" for job in DEPLOYED_FUNCTIONS),
+        ]
     )
     assert all(
         config["project"] == "runonce-example"
@@ -568,13 +581,16 @@ def test_the_invoker_holds_run_invoker_on_the_teams_services_and_nothing_else(ex
         for config in example.resources(kind).values()
         if config["member"] == invoker
     ]
+    services = [
+        ref(example, "google_cloud_run_v2_service", "name", name="closer"),
+        "${data.google_cloud_run_v2_service.billing-api-service.name}",
+    ]
     assert sorted(grants) == sorted(
-        (
-            "google_cloud_run_v2_service_iam_member",
-            "roles/run.invoker",
-            function_ref(example, job, "service_config[0].service"),
-        )
-        for job in DEPLOYED_FUNCTIONS
+        ("google_cloud_run_v2_service_iam_member", "roles/run.invoker", service)
+        for service in [
+            *(function_ref(example, job, "service_config[0].service") for job in DEPLOYED_FUNCTIONS),
+            *services,
+        ]
     )
 
 
@@ -593,7 +609,7 @@ def test_scheduler_jobs_are_created_or_repointed_two_minutes_after_every_invoker
     settled = example.resources("time_sleep")["invoker-settled"]
     # IAM: policy changes "typically propagate in 2 minutes" (docs/stacks.md, First deploy).
     assert settled["create_duration"] == "120s"
-    assert settled["triggers"] == {"functions": "ledger-close,orders,report,sync"}
+    assert settled["triggers"] == {"functions": "billing-api,closer,ledger-close,orders,report,sync"}
     assert sorted(settled["depends_on"]) == sorted([*grants, token_creator, agent_role])
     for job in EXAMPLE_JOBS:
         listed = depends_on(example, "google_cloud_scheduler_job", name=f"example-{job}")

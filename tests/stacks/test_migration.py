@@ -37,9 +37,18 @@ def before(name: str) -> dict:
 def example(twins: bool = False, **changes):
     """The example team; with twins, two more jobs with report's settings (they will share its
     function once sharing is on, and had functions of their own before)."""
-    # The recorded state is of the example before it had an event job or a watchdog; the
-    # migration concerns only the scheduled jobs' accounts, so the team is compared without them.
-    team = replace(load_team_file(TEAMS_DIR / "example.py"), event_jobs=[], watchdog=False)
+    # The recorded state is of the example before it had an event job, a watchdog, services or an
+    # App Engine job; the migration concerns only the function jobs' accounts, so the team is
+    # compared without them.
+    team = replace(
+        load_team_file(TEAMS_DIR / "example.py"),
+        event_jobs=[],
+        watchdog=False,
+        services=[],
+        service_jobs=[],
+        app_engine_jobs=[],
+        app_engine_location="",
+    )
     if twins:
         report = team.jobs[0]
         team = replace(

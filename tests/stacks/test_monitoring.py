@@ -69,9 +69,11 @@ def function_names(synth: Synthesized, jobs: list[str]) -> set[str]:
 def test_the_answers_metric_counts_the_answers_of_every_function_of_the_team(example):
     metric = by_name(example, "google_logging_metric", "name")["runonce-example-answers"]
     assert scoped(example, metric["filter"]) == set(resources(example, "google_cloudfunctions2_function"))
+    # The functions' and services' answers on Cloud Run, or the App Engine job's service's.
     assert metric["filter"].startswith(
-        'resource.type="cloud_run_revision" AND (resource.labels.service_name='
+        '((resource.type="cloud_run_revision" AND (resource.labels.service_name='
     )
+    assert ' OR (resource.type="gae_app" AND (resource.labels.module_id="default"))) AND ' in metric["filter"]
     assert 'jsonPayload.logger="runonce"' in metric["filter"]
     assert "jsonPayload.latency_ms:*" in metric["filter"]
     assert metric["label_extractors"] == {
@@ -101,7 +103,10 @@ def test_the_missed_run_metric_counts_the_watchdogs_lines_about_the_teams_schedu
     assert metric["filter"] == (
         'jsonPayload.logger="runonce.watchdog" AND jsonPayload.missed_run:* AND '
         '(jsonPayload.scheduler_job="example-report" OR jsonPayload.scheduler_job="example-sync" '
-        'OR jsonPayload.scheduler_job="example-ledger-close")'
+        'OR jsonPayload.scheduler_job="example-ledger-close" '
+        'OR jsonPayload.scheduler_job="example-books-close" '
+        'OR jsonPayload.scheduler_job="example-billing-close" '
+        'OR jsonPayload.scheduler_job="example-sweep")'
     )
     assert metric["label_extractors"] == {
         "job": "EXTRACT(jsonPayload.job)",
@@ -196,9 +201,10 @@ def test_the_sustained_alert_counts_each_outcome_over_the_sustained_window(examp
     assert config["combiner"] == "OR"
     for condition, outcome in zip(config["conditions"], ("misconfigured", "store_unavailable"), strict=True):
         threshold = condition["condition_threshold"]
+        # No resource type: the answers come from Cloud Run and from App Engine (the sweep job).
         assert threshold["filter"] == (
             'metric.type="logging.googleapis.com/user/runonce-example-answers" AND '
-            f'resource.type="cloud_run_revision" AND metric.labels.outcome="{outcome}"'
+            f'metric.labels.outcome="{outcome}"'
         )
         assert (threshold["comparison"], threshold["threshold_value"], threshold["duration"]) == (
             "COMPARISON_GT",
@@ -333,7 +339,12 @@ def test_the_dashboards_latency_chart_shows_every_function(example):
     assert {found for text in filters for found in scoped(example, text)} == set(
         resources(example, "google_cloudfunctions2_function")
     )
-    assert all(text.startswith('metric.type="run.googleapis.com/request_latencies"') for text in filters)
+    *cloud_run, app_engine = filters
+    assert all(text.startswith('metric.type="run.googleapis.com/request_latencies"') for text in cloud_run)
+    assert app_engine == (
+        'metric.type="appengine.googleapis.com/http/server/response_latencies" AND resource.type="gae_app" '
+        'AND resource.labels.module_id="default"'
+    )
 
 
 def as_alert_policy(config: dict[str, Any]) -> Any:

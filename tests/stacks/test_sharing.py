@@ -232,23 +232,26 @@ def test_a_stack_with_shared_functions_builds_one_function_and_account_per_group
     (report_id,) = [name for name, config in functions.items() if config["name"] == "example-report"]
     uri = f"${{google_cloudfunctions2_function.{report_id}.service_config[0].uri}}"
     jobs = synth.resources("google_cloud_scheduler_job")
-    calling = sorted(config["name"] for config in jobs.values() if config["http_target"]["uri"] == uri)
+    calling = sorted(
+        config["name"] for config in jobs.values() if config.get("http_target", {}).get("uri") == uri
+    )
     assert calling == ["example-report", "example-report-eu", "example-report-us"]
     accounts = sorted(config["account_id"] for config in synth.resources("google_service_account").values())
     assert accounts == sorted(
         [
             "example-build",
             "example-call",
+            "example-closer-run",  # the runtime account of the service `closer`, which the stack deploys
             *(
                 naming.account_id("example", f, "run")
                 for f in ("report", "sync", "ledger-close", "orders", naming.WATCHDOG)
             ),
         ]
     )
-    # One invoker grant per function (the event job's and the watchdog's included), never two for
-    # the same binding.
+    # One invoker grant per function (the event job's and the watchdog's included) and per service
+    # job's service (closer, billing-api), never two for the same binding.
     grants = synth.resources("google_cloud_run_v2_service_iam_member")
-    assert len(grants) == 5 and len({config["name"] for config in grants.values()}) == 5
+    assert len(grants) == 5 + 2 and len({config["name"] for config in grants.values()}) == 5 + 2
     assert synth.stack.function_of["report-us"] is synth.stack.functions["report"]
 
 

@@ -54,6 +54,31 @@ def test_the_template_is_valid_except_for_its_placeholders():
     assert all("placeholder" in p.message for p in problems)
 
 
+def test_the_templates_services_service_jobs_and_app_engine_jobs_are_valid_once_uncommented(tmp_path):
+    lines = (TEAMS_DIR / "_template.py").read_text().splitlines()
+    start = next(n for n, line in enumerate(lines) if line.strip().startswith("# services=["))
+    end = lines.index(")", start)
+    assert all(line.strip().startswith("#") for line in lines[start:end])
+    uncommented = [*lines[:start], *(line.replace("# ", "", 1) for line in lines[start:end]), *lines[end:]]
+    text = "\n".join(uncommented).replace(
+        "from stacks.team import Job, Retry, Team",
+        "from stacks.team import AppEngineJob, Job, Retry, Service, ServiceJob, Team",
+    )
+    (tmp_path / "uncommented.py").write_text(text)
+    team = load_team_file(tmp_path / "uncommented.py")
+    assert [(service.name, service.deployed) for service in team.services] == [
+        ("closer", True),
+        ("billing-api", False),
+    ]
+    assert [(job.name, job.service) for job in team.service_jobs] == [
+        ("books-close", "closer"),
+        ("billing-close", "billing-api"),
+    ]
+    assert [job.name for job in team.app_engine_jobs] == ["sweep"]
+    assert team.app_engine_location == "europe-west"
+    assert {problem.field for problem in find_problems([team])} == {"name", "project", "labels"}
+
+
 def test_a_good_team_has_no_problem():
     assert find_problems([GOOD_TEAM]) == []
 

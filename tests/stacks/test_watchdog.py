@@ -111,8 +111,9 @@ def test_every_scheduled_job_is_watched_from_when_its_scheduler_job_was_deployed
     _, config = watchdog_function(example)
     jobs = json.loads(config["service_config"]["environment_variables"]["RUNONCE_WATCHDOG_JOBS"])
     statics = example.resources("time_static")
-    assert [job["job"] for job in jobs] == [job.name for job in example.team.jobs]
-    for job, watched in zip(example.team.jobs, jobs, strict=True):
+    # Every Scheduler job: the function jobs', then the service jobs' (`Team.scheduled_views`).
+    assert [job["job"] for job in jobs] == [job.name for job in example.team.scheduled_views]
+    for job, watched in zip(example.team.scheduled_views, jobs, strict=True):
         assert watched["scheduler_job"] == naming.scheduler_job_name("example", job.name)
         assert (watched["schedule"], watched["time_zone"]) == (job.schedule, job.time_zone)
         assert watched["grace_seconds"] == grace_seconds(job)
@@ -147,6 +148,9 @@ def test_the_jobs_value_reads_back_as_the_watchdog_parses_it(example):
         "example-report",
         "example-sync",
         "example-ledger-close",
+        "example-books-close",
+        "example-billing-close",
+        "example-sweep",
     ]
 
 
@@ -201,7 +205,7 @@ def test_a_team_can_go_without_a_watchdog(archive_dir):
 
 def test_a_team_with_event_jobs_only_has_no_watchdog(archive_dir):
     example = load_team_file(TEAMS_DIR / "example.py")
-    team = replace(example, jobs=[])
+    team = replace(example, jobs=[], services=[], service_jobs=[], app_engine_jobs=[], app_engine_location="")
     assert not team.watched
     synth = synthesize(team, archive_dir)
     assert "time_static" not in synth.document["resource"]

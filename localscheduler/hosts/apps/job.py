@@ -26,8 +26,9 @@ import json
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from google.api_core.exceptions import AlreadyExists
 from google.cloud import firestore
@@ -46,6 +47,7 @@ RUN_KEY_FIELD = "run_key"
 ATTEMPT_ID_FIELD = "attempt_id"
 RUNONCE_FIELD = "runonce"
 """Where the instance imported runonce from (its __init__.py): the installed wheel or the source tree."""
+T = TypeVar("T")
 
 
 @functools.cache
@@ -115,14 +117,19 @@ def _write(run: Run | EventRun, host: str) -> bool:
     return True
 
 
-def effect(run: Run | EventRun, knobs: Knobs, host: str) -> dict[str, object]:
-    """The run's one effect (created once), with the faults around it."""
+def faulted(knobs: Knobs, write: Callable[[], T]) -> T:
+    """`write`, a run's effect, with the instance deaths the delivery asks for around it."""
     if knobs.die_before_effect:
         _die()
-    written = _write(run, host)
+    written = write()
     if knobs.die_after_effect:
         _die()
-    return {"effect": run.key, "written": written}
+    return written
+
+
+def effect(run: Run | EventRun, knobs: Knobs, host: str) -> dict[str, object]:
+    """The run's one effect (created once), with the faults around it."""
+    return {"effect": run.key, "written": faulted(knobs, lambda: _write(run, host))}
 
 
 def close(run: Run | EventRun, knobs: Knobs, host: str) -> dict[str, object]:
