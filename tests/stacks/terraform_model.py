@@ -75,7 +75,12 @@ def model(document: Mapping[str, Any]) -> dict[str, Any]:
     for kind, group in document["resource"].items():
         for name, config in group.items():
             config = {key: value for key, value in config.items() if key != "//"}
-            depends_on = [modelled(*address.split(".", 1)) for address in config.pop("depends_on", [])]
+            # Data sources are not modelled (a reference to one reads as "0"), so neither is waiting for one.
+            depends_on = [
+                modelled(*address.split(".", 1))
+                for address in config.pop("depends_on", [])
+                if not address.startswith("data.")
+            ]
             lifecycle = config.pop("lifecycle", None)
             forced = REPLACE.get(kind, {"name"})
             replaces = {k: v for k, v in config.items() if kind.endswith("_iam_member") or k in forced}

@@ -143,3 +143,16 @@ def test_step_two_removes_the_old_accounts_and_merged_functions_once_nothing_use
 def test_the_direct_move_of_a_team_whose_jobs_merge_is_a_cycle_too(workspace, archive_dir):
     workspace.apply(before("example-with-twins.json"))
     assert "Cycle" in workspace.plan(after(example(twins=True), archive_dir)).cycle
+
+
+def test_the_whole_example_stack_plans_on_the_model_from_an_empty_state(workspace, example):
+    """Every resource of today's example, its App Engine job included (which waits for a data
+    source: the model drops that wait, as it reads data sources as constants), plans as one first
+    apply with no cycle; the model used to refuse the stack ("Invalid depends_on reference")."""
+    plan = workspace.plan(example.document)
+    assert not plan.cycle
+    assert plan.changed("create") == {
+        f"{kind}.{name}" for kind, group in example.document["resource"].items() for name in group
+    }
+    jobs = {address for address in plan.actions if address.startswith("google_cloud_scheduler_job.")}
+    assert any("sweep" in address for address in jobs)
