@@ -128,7 +128,7 @@ test-sandbox: $(STAMP)
 bench-synth: $(STAMP)
 	$(PY) -m benchmarks.synth
 
-## make demo: the team files' jobs on the Firestore emulator, delivered by the local Cloud
+## make demo: the team files' jobs (functions, and service jobs on local stand-ins of their services) on the Firestore emulator, delivered by the local Cloud
 ## Scheduler with faults on an accelerated clock (one run never delivered and one claim left stuck
 ## on purpose), then an event job pushed by the Pub/Sub emulator with faults, each ending with a
 ## verdict table, then Flask and Django on gunicorn and FastAPI on uvicorn under the same faults, a
