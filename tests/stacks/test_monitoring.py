@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shlex
 from dataclasses import replace
 from typing import Any
 
@@ -485,3 +486,29 @@ def test_an_email_keeps_its_channel_when_the_list_is_reordered(example, archive_
         name: config["labels"]["email_address"]
         for name, config in resources(reordered, "google_monitoring_notification_channel").items()
     }
+
+
+PLACEHOLDER_VALUES = {"SCHEDULE_TIME": "2026-12-01T00:00:00Z", "TIME": "2026-12-01T00:00:00Z"}
+
+
+@pytest.mark.parametrize("stack", ["example", "payments"])
+def test_every_runonce_command_an_alert_names_is_one_the_tool_accepts(stack, request):
+    """Each `runonce ...` between backticks in an alert's documentation, its placeholders (JOB,
+    SCHEDULE_TIME, KEY, ...) filled in, is read by the CLI's own parser: an operator who pastes it
+    is not refused for a verb, an option or a missing --team (the missed-run runbook once named
+    `gcloud scheduler jobs run` where `runonce backfill` runs exactly the run)."""
+    from operate import cli
+
+    texts = [
+        config["documentation"]["content"] for config in policies(request.getfixturevalue(stack)).values()
+    ]
+    assert not any("gcloud scheduler jobs run" in text for text in texts)
+    commands = [command for text in texts for command in re.findall(r"`(runonce [^`]*)`", text)]
+    assert any(command.startswith("runonce backfill") for command in commands)
+    for command in commands:
+        words = [
+            re.sub(r"\b[A-Z][A-Z_]+\b", lambda found: PLACEHOLDER_VALUES.get(found.group(), "x"), word)
+            for word in shlex.split(command)
+        ]
+        assert words[1] in cli.runonce.commands, command
+        cli.runonce.commands[words[1]].make_context(words[1], words[2:])

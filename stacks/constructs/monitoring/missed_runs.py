@@ -38,11 +38,11 @@ def alert_missed(alerting: Alerting, scheduler_jobs: Sequence[str]) -> None:
         f"(`lease_expires` in show: rerun and release are refused until then), then follow "
         f"what show prints; retried_out: `runonce rerun --team {team} --job JOB --time "
         f"SCHEDULE_TIME`; "
-        f"never_delivered: no record to re-run; look at the Scheduler job, and if the work is "
-        f"still wanted run the `gcloud scheduler jobs run` command `show` prints (a forced run); "
-        f"waited_out (a `wait` job's run whose retries ran out while the run before it held the "
-        f"job): if still wanted, `runonce backfill --team {team} --job JOB --from SCHEDULE_TIME "
-        f"--to SCHEDULE_TIME` runs it once.",
+        f"never_delivered (no record to re-run: look at the Scheduler job first) or waited_out "
+        f"(a `wait` job's run whose retries ran out while the run before it held the job): if "
+        f"the work is still wanted, `runonce backfill --team {team} --job JOB --from "
+        f"SCHEDULE_TIME --to SCHEDULE_TIME` (the command `show` prints) runs exactly that run, "
+        f"once.",
     )
 
 
