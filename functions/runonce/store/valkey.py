@@ -1,0 +1,516 @@
+"""The run store on Valkey or Redis 7 (Memorystore for Valkey): the core's `Store`, each operation
+one call of a server-side function (`valkey.lua` beside this file, loaded with FUNCTION LOAD).
+
+Claim, claim with the job lock, take lock, complete, fail, release, hold, note and annotate are
+each decided and written by one function on the server, under the server's clock (`TIME`): no
+decision is taken in this process between a read and a write. Every write of a record moves its
+fencing token (`Claim.update_time` here is that token as an instant), strictly increasing, and a
+finishing write lands only if the record still has the claim's attempt and token. A record's key
+expires at its `expire_at`. Listing (`find`) reads an index the functions keep (one sorted set
+per job and one of every record, scored by claim time), pruned of expired records as it is read.
+
+The operators' and re-run verbs (amend, release_held, request_rerun, withdraw_rerun, take_rerun)
+decide with the shared record code (`_records`, `_requests`) as an optimistic transaction: one
+call reads the records with their tokens and the server's clock, and one call writes only if no
+token moved since (else it reads again), recognising its own write when an answer was lost.
+
+What a record holds is `_records`' business, as for every store: this module builds the fields
+with `now` standing for the server's clock (`_NOW`), and the function adds the clock to them.
+Import this module only when the Valkey store is chosen: it loads the `valkey` client (the extra).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import valkey
+
+from .._logs import log
+from .._text import MAX_ERROR_CHARS, clip, describe, type_name
+from ..contract import EXPIRE_AT_FIELD, RunStatus
+from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
+from ..core.store import Claim, Decision, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
+from . import _records
+from ._records import finish_fields, held, hold_fields, lease_fields, lock_record, release_decision
+
+if TYPE_CHECKING:
+    from ..core.requests import RerunRequest
+
+_T = TypeVar("_T")
+
+_TEMPLATE = (Path(__file__).with_name("valkey.lua")).read_text()
+LIBRARY_VERSION = hashlib.sha256(_TEMPLATE.encode()).hexdigest()[:12]
+"""The function library's digest: its name and every function's carry it, so two versions of
+runonce can serve side by side while a deploy rolls out."""
+LIBRARY = _TEMPLATE.replace("__V__", LIBRARY_VERSION)
+"""The function library's text, as FUNCTION LOAD takes it."""
+
+EVICTION_SETTING = "maxmemory-policy"
+"""The server setting that must be `noeviction`: any other policy may delete a run's record."""
+LOST_ANSWER_TRIES = 3
+"""Calls of one function with the same arguments when the connection fails: every function
+recognises its own earlier write, so a call whose answer was lost is answered as it landed."""
+CONTENDED_TRIES = 8
+"""Optimistic transactions tried when each finds a record changed since it read it."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+class _Now(datetime):
+    """`now` in the fields a function writes: every instant computed from it (datetime keeps the
+    subclass through arithmetic) is sent as an offset, and the function adds its clock."""
+
+
+_NOW = _Now(2000, 1, 1, tzinfo=UTC)
+
+
+def _microseconds(instant: datetime) -> int:
+    return (instant - _EPOCH) // _MICROSECOND
+
+
+def _instant(value: Any) -> dict[str, int]:
+    if isinstance(value, _Now):
+        return {"$rel": (value - _NOW) // _MICROSECOND}
+    if isinstance(value, datetime):
+        return {"$dt": _microseconds(value)}
+    raise TypeError(f"a record field holds {type_name(value)}, which the Valkey store cannot keep")
+
+
+def _encode(value: Any) -> str:
+    """A field's value as stored: JSON text, an instant as {"$dt": microseconds since 1970}."""
+    return json.dumps(value, default=_instant, separators=(",", ":"), allow_nan=False)
+
+
+def _decoded_instant(value: dict[str, Any]) -> Any:
+    if len(value) == 1 and isinstance(value.get("$dt"), int):
+        return _EPOCH + value["$dt"] * _MICROSECOND
+    return value
+
+
+def _decode(text: str) -> Any:
+    return json.loads(text, object_hook=_decoded_instant)
+
+
+def _record(flat: Sequence[str]) -> dict[str, Any] | None:
+    """A record from a hash's fields and values (None for no fields); `.fence`, `.txn` left out."""
+    if not flat:
+        return None
+    pairs = zip(flat[::2], flat[1::2], strict=True)
+    return {name: _decode(value) for name, value in pairs if not name.startswith(".")}
+
+
+def _section(fields: Mapping[str, Any]) -> list[str]:
+    """`fields` as a function reads them: their count, then each name and stored value."""
+    return [str(len(fields)), *(item for name, value in fields.items() for item in (name, _encode(value)))]
+
+
+def _fence(token: Any) -> datetime:
+    return _EPOCH + int(token) * _MICROSECOND
+
+
+def _token(claim: Claim) -> str:
+    return str(_microseconds(claim.update_time))
+
+
+def _problem(exc: Exception) -> str:
+    if isinstance(exc, (valkey.ConnectionError, valkey.TimeoutError)):
+        return f"the store was unavailable ({type_name(exc)}: {describe(exc, 500)})"
+    return f"the store rejected it ({type_name(exc)}: {describe(exc, 500)})"
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except (valkey.AuthenticationError, valkey.exceptions.NoPermissionError) as exc:
+        raise StoreDenied(
+            f"{_problem(exc)}; check the server's address, its AUTH password or IAM token, and that "
+            "this identity may run FUNCTION LOAD, FCALL and the commands they call"
+        ) from exc
+    except (valkey.ConnectionError, valkey.TimeoutError) as exc:
+        raise StoreUnavailable(_problem(exc)) from exc
+    except valkey.ValkeyError as exc:
+        raise StoreRejected(_problem(exc)) from exc
+
+
+def check_eviction(client: valkey.Valkey) -> str | None:
+    """StoreDenied if the server may evict records (its `maxmemory-policy` is not `noeviction`);
+    the policy read, or None where the server does not let a client read its configuration."""
+    with _translated():
+        try:
+            answer = client.execute_command("CONFIG GET", EVICTION_SETTING)
+        except valkey.ResponseError as exc:
+            log(
+                logging.WARNING,
+                f"runonce cannot read the Valkey server's {EVICTION_SETTING} ({describe(exc, 200)}): make "
+                "sure it is noeviction, or a full server deletes runs' records",
+            )
+            return None
+    policy = dict(answer).get(EVICTION_SETTING)  # the client answers CONFIG GET as a dict
+    if policy != "noeviction":
+        raise StoreDenied(
+            f"the Valkey server's {EVICTION_SETTING} is {policy!r}: it may delete runs' records to free "
+            f"memory (every record has an expiry), so runonce will not use it; set {EVICTION_SETTING} "
+            "to noeviction (Memorystore: the instance's engine configuration)"
+        )
+    return policy
+
+
+class ValkeyStore:
+    """Runs claimed under `lease` and kept `retention` after each write, in the records under
+    `prefix` of the server `client` talks to (a `valkey.Valkey` with decode_responses=True).
+
+    Refuses a server whose eviction policy may delete records (`check_eviction`). `clock` is for
+    tests only: it replaces the server's clock in every decision (instants the test controls);
+    the fencing tokens still follow the server's.
+    """
+
+    def __init__(
+        self,
+        client: valkey.Valkey,
+        prefix: str,
+        lease: timedelta,
+        retention: timedelta,
+        clock: Callable[[], datetime] | None = None,
+    ):
+        self._client = client
+        self._prefix = prefix
+        self._lease = lease
+        self._retention = retention
+        self._clock = clock
+        check_eviction(client)
+
+    def claim(self, key: str, fields: dict[str, Any]) -> Claim | Held:
+        """See `Store.claim`."""
+        claimed = self._claim(key, fields, None)
+        assert not isinstance(claimed, Overlapped)  # only a lock is ever overlapped
+        return claimed
+
+    def claim_locked(self, key: str, fields: dict[str, Any], lock: JobLock) -> Claim | Held | Overlapped:
+        """See `Store.claim_locked`."""
+        return self._claim(key, fields, lock)
+
+    def _claim(self, key: str, fields: dict[str, Any], lock: JobLock | None) -> Claim | Held | Overlapped:
+        attempt_id = uuid.uuid4().hex
+        lease = lease_fields(attempt_id, _NOW, self._lease, self._retention)
+        templates = [
+            {**fields, **lease, "attempts": 1},
+            lease,
+            lock_record(key, lease, _NOW) if lock is not None else {},
+            _records.skipped_record(fields, "", _NOW, self._retention),
+            _records.skipped_fields("", _NOW, self._retention),
+        ]
+        keys = [self._key(key)] + ([self._key(lock.id)] if lock is not None else [])
+        policy = lock.policy.value if lock is not None else ""
+        args = [_encode(key), _encode(attempt_id), policy, *(item for t in templates for item in _section(t))]
+        answer = self._call("claim", keys, args)
+        if answer[0] == "claim":
+            locked = lock.id if lock is not None and int(answer[4]) else None
+            return Claim(key, attempt_id, int(answer[2]), _fence(answer[1]), bool(int(answer[3])), locked)
+        if answer[0] == "overlap":
+            assert lock is not None
+            return self._overlapped(key, lock, answer)
+        record = _record(answer[1:])
+        assert record is not None
+        return held(key, RunStatus(record["status"]), record)
+
+    def take_lock(self, claim: Claim, lock: JobLock) -> Claim | Held | Overlapped:
+        """See `Store.take_lock`."""
+        unset = {"attempt_id": "", "lease_expires": _NOW, EXPIRE_AT_FIELD: _NOW}  # the run's, on the server
+        templates = [
+            _records.lock_taken_fields(_NOW),
+            lock_record(claim.key, unset, _NOW),
+            _records.skipped_fields("", _NOW, self._retention),
+            _records.released_fields(_NOW),
+        ]
+        args = [
+            _encode(claim.key),
+            _encode(claim.attempt_id),
+            _token(claim),
+            lock.policy.value,
+            *(item for t in templates for item in _section(t)),
+        ]
+        answer = self._call("take_lock", [self._key(claim.key), self._key(lock.id)], args)
+        if answer[0] == "claim":
+            return claim._replace(update_time=_fence(answer[1]), lock=lock.id)
+        if answer[0] == "overlap":
+            return self._overlapped(claim.key, lock, answer)
+        return Held(claim.key, RunStatus.IN_PROGRESS)
+
+    def exists(self, key: str) -> bool:
+        """See `Store.exists`."""
+        with _translated():
+            return bool(self._client.exists(self._key(key)))
+
+    def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
+        """See `Store.complete`."""
+        done = self._finish(claim, RunStatus.COMPLETED, stored.fields())
+        return stored if done else None
+
+    def fail(self, claim: Claim, error: str) -> bool:
+        """See `Store.fail`."""
+        return self._finish(claim, RunStatus.FAILED, {"error": clip(error, MAX_ERROR_CHARS)})
+
+    def release(self, claim: Claim) -> bool:
+        """See `Store.release`. A record already gone counts as released."""
+        if claim.reopened:
+            return self._guarded(claim, _records.released_fields(_NOW), RunStatus.IN_PROGRESS, "free")
+        args = [_encode(claim.attempt_id), _token(claim)]
+        return bool(self._call("release", self._claim_keys(claim), args))
+
+    def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
+        """See `Store.hold`: the job lock the claim holds is held as long."""
+        return self._guarded(claim, hold_fields(_NOW, seconds, reason), RunStatus.IN_PROGRESS, "keep")
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        """See `Store.read`."""
+        with _translated():
+            return _record(self._flat(self._client.execute_command("HGETALL", self._key(key))))
+
+    def annotate(self, key: str, fields: dict[str, Any]) -> None:
+        """See `Store.annotate`; StoreRejected if the run has no record."""
+        if not self._call("annotate", [self._key(key)], _section(fields)):
+            raise StoreRejected(f"the store rejected it: no record of run {key!r} to annotate")
+
+    def note(self, key: str, fields: dict[str, Any]) -> None:
+        """See `Store.note`."""
+        self._call("note", [self._key(key)], _section({**fields, EXPIRE_AT_FIELD: _NOW + self._retention}))
+
+    def read_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """See `Store.read_many`: one round trip."""
+        with _translated():
+            pipeline = self._client.pipeline(transaction=False)
+            for key in keys:
+                pipeline.hgetall(self._key(key))
+            answers = pipeline.execute()
+        found = {key: _record(self._flat(answer)) for key, answer in zip(keys, answers, strict=True)}
+        return {key: record for key, record in found.items() if record is not None}
+
+    def find(
+        self, equal: Mapping[str, Any], claimed_since: datetime | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """See `Store.find`: the index of the job `equal` names (else of every record), read from
+        `claimed_since`, then filtered by the other fields."""
+        index = f"{self._prefix}:job:{_encode(equal['job'])}" if "job" in equal else f"{self._prefix}:index"
+        since = "-inf" if claimed_since is None else str(_microseconds(claimed_since))
+        answer = self._call("find", [index], [since])
+        found: dict[str, dict[str, Any]] = {}
+        at = 0
+        while at < len(answer):
+            name, count = answer[at], int(answer[at + 1])
+            record = _record(answer[at + 2 : at + 2 + count])
+            at += 2 + count
+            if record is not None and all(n in record and record[n] == v for n, v in equal.items()):
+                found[name] = record
+        return found
+
+    def amend(self, key: str, decide: Decision) -> dict[str, Any] | Refusal:
+        """See `Store.amend`: an optimistic transaction."""
+        return self._amend(key, lambda now: decide)
+
+    def release_held(
+        self, key: str, attempt_id: str, action: Mapping[str, Any], force: bool = False
+    ) -> dict[str, Any] | Refusal:
+        """See `Store.release_held`: decided on the server's clock as read with the record."""
+        return self._amend(key, lambda now: release_decision(attempt_id, action, force, now))
+
+    def _amend(self, key: str, decision: Callable[[datetime], Decision]) -> dict[str, Any] | Refusal:
+        """The record of `key` changed as the decision made at the transaction's `now` says."""
+
+        def step(tx: _Transaction) -> Callable[[datetime | None], dict[str, Any] | Refusal]:
+            (record,) = tx.read(key)
+            decided = decision(tx.now)(copy.deepcopy(record))
+            if isinstance(decided, Refusal):
+                return lambda _: decided
+            written = {**(record or {}), **decided}
+            tx.write(key, decided)
+            return lambda _: copy.deepcopy(written)
+
+        return self._transact(step)
+
+    # The re-run verbs (docs/rerun.md): each one optimistic transaction.
+
+    def request_rerun(
+        self, slot: str, key: str, fields: dict[str, Any], insist: bool, ttl: timedelta
+    ) -> RerunRequest:
+        """See `Store.request_rerun`."""
+        from . import _requests
+
+        def step(tx: _Transaction) -> Callable[[datetime | None], RerunRequest]:
+            record, request = tx.read(key, slot)
+            _requests.refuse(key, record, request, insist, tx.now, fields)
+            written = _requests.request_record(uuid.uuid4().hex, key, fields, tx.now, ttl, self._retention)
+            tx.write(slot, written, replace=True)
+            return lambda _: _requests.request_of(slot, written)
+
+        return self._transact(step)
+
+    def withdraw_rerun(self, slot: str, request_id: str) -> bool:
+        """See `Store.withdraw_rerun`."""
+        from . import _requests
+
+        def step(tx: _Transaction) -> Callable[[datetime | None], bool]:
+            (request,) = tx.read(slot)
+            if request is None or not _requests.withdrawable(request, request_id):
+                return lambda _: False
+            tx.write(slot, _requests.withdrawn_fields(tx.now))
+            return lambda _: True
+
+        return self._transact(step)
+
+    def take_rerun(self, slot: str, key: str, fields: dict[str, Any]) -> Rerun | None:
+        """See `Store.take_rerun`."""
+
+        def step(tx: _Transaction) -> Callable[[datetime | None], Rerun | None]:
+            now = tx.now
+            delivered, request = tx.read(key, slot)
+            told = _records.told_rerun(delivered) if delivered is not None else None
+            if not _records.may_consume(delivered, request, now):
+                return lambda _: told
+            assert request is not None
+            if told is not None and not _records.finished(tx.read(told.key)[0]):
+                return lambda _: told  # the run it carried may still need this very delivery (a retry)
+            (target,) = tx.read(request["rerun_key"])
+            if not _records.takeable(target, request, now):
+                tx.write(slot, _records.void_fields(now, key))
+                return lambda _: told
+            lease = lease_fields(uuid.uuid4().hex, now, self._lease, self._retention)
+            reopened = _records.taken_record(target, request, lease, fields, key, now)
+            tx.write(request["rerun_key"], reopened, replace=True)
+            marker = _records.marker_record(fields, request, now, self._retention, delivered)
+            tx.write(key, marker, replace=True)
+            tx.write(slot, _records.consumed_fields(now, key))
+
+            def claimed(written_at: datetime | None) -> Rerun:
+                assert written_at is not None
+                return _records.rerun_claim(request, reopened, written_at)
+
+            return claimed
+
+        return self._transact(step)
+
+    # One operation, one function call.
+
+    def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any]) -> bool:
+        return self._guarded(claim, finish_fields(status, fields, _NOW, self._retention), status, "free")
+
+    def _guarded(self, claim: Claim, update: dict[str, Any], status: RunStatus, lock_mode: str) -> bool:
+        """Write `update` if `claim` still holds the run, freeing the job lock it holds with it
+        (`lock_mode` free) or holding it as long as the new lease (keep); else whether the record
+        is already this attempt's with `status` (a write of its own landed, its answer lost)."""
+        args = [_encode(claim.attempt_id), _token(claim), _encode(status.value), lock_mode, *_section(update)]
+        return bool(self._call("finish", self._claim_keys(claim), args))
+
+    def _overlapped(self, key: str, lock: JobLock, answer: Sequence[str]) -> Overlapped:
+        lease_expires = _decode(answer[2]) if answer[2] else None
+        return _records.overlapped(key, lock, _decode(answer[1]), {"lease_expires": lease_expires})
+
+    def _claim_keys(self, claim: Claim) -> list[str]:
+        return [self._key(claim.key)] + ([self._key(claim.lock)] if claim.lock is not None else [])
+
+    def _key(self, key: str) -> str:
+        return f"{self._prefix}:run:{key}"
+
+    @staticmethod
+    def _flat(mapping: Mapping[str, str]) -> list[str]:
+        return [item for pair in mapping.items() for item in pair]
+
+    def _now(self) -> str:
+        """The `now` a function decides on: '' for the server's clock, else the test's clock's."""
+        return "" if self._clock is None else str(_microseconds(self._clock()))
+
+    def _call(self, function: str, keys: list[str], args: list[str]) -> Any:
+        """FCALL `function`, loading the library when the server does not have it (a new server,
+        a failover to a replica without it, FUNCTION FLUSH), calling again when the answer is lost."""
+        name = f"runonce_{LIBRARY_VERSION}_{function}"
+        with _translated():
+            for attempt in range(1, LOST_ANSWER_TRIES + 1):
+                try:
+                    return self._fcall(name, keys, args)
+                except valkey.ResponseError as exc:
+                    if "function not found" not in str(exc).lower():
+                        raise
+                    self._client.function_load(LIBRARY, replace=True)
+                    return self._fcall(name, keys, args)
+                except valkey.AuthenticationError:
+                    raise
+                except (valkey.ConnectionError, valkey.TimeoutError):
+                    if attempt == LOST_ANSWER_TRIES:
+                        raise
+        raise AssertionError("a call returns or raises")
+
+    def _fcall(self, name: str, keys: list[str], args: list[str]) -> Any:
+        return self._client.execute_command("FCALL", name, len(keys), *keys, self._prefix, self._now(), *args)
+
+    def _transact(self, step: Callable[[_Transaction], Callable[[datetime | None], _T]]) -> _T:
+        """`step` run in fresh optimistic transactions until one commits: it reads through the
+        transaction, stages its writes and returns what to answer given the write's fence."""
+        for _ in range(CONTENDED_TRIES):
+            tx = _Transaction(self)
+            answer = step(tx)
+            if not tx.writes:
+                return answer(None)
+            written_at = tx.commit()
+            if written_at is not None:
+                return answer(written_at)
+        raise StoreUnavailable(f"the transaction kept losing to others ({CONTENDED_TRIES} tries)")
+
+
+class _Transaction:
+    """One optimistic transaction: records read with their tokens and the server's clock, and
+    writes committed in one call that lands only if no record read has changed since."""
+
+    def __init__(self, store: ValkeyStore):
+        self._store = store
+        self._seen: dict[str, str] = {}
+        self._records: dict[str, dict[str, Any] | None] = {}
+        self._now: datetime | None = None
+        self.writes: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        self._id = uuid.uuid4().hex
+
+    @property
+    def now(self) -> datetime:
+        """The server's clock when the transaction first read (the test's clock where it has one)."""
+        if self._now is None:
+            self.read()
+        assert self._now is not None
+        return self._now
+
+    def read(self, *keys: str) -> list[dict[str, Any] | None]:
+        """The records of `keys` (None: none), copies; those not read yet in one call."""
+        new = [key for key in dict.fromkeys(keys) if key not in self._records]
+        if new or self._now is None:
+            answer = self._store._call("snapshot", [self._store._key(key) for key in new], [])
+            self._now = self._now or _EPOCH + int(answer[0]) * _MICROSECOND
+            at = 1
+            for key in new:
+                count = int(answer[at])
+                flat = answer[at + 1 : at + 1 + count]
+                at += 1 + count
+                self._seen[key] = dict(zip(flat[::2], flat[1::2], strict=True)).get(".fence", "")
+                self._records[key] = _record(flat)
+        return [copy.deepcopy(self._records[key]) for key in keys]
+
+    def write(self, key: str, fields: Mapping[str, Any], replace: bool = False) -> None:
+        """Stage `fields` for `key`: the whole record (`replace`), or added to it."""
+        self.writes[key] = ("replace" if replace else "merge", fields)
+
+    def commit(self) -> datetime | None:
+        """Write what is staged; its fence, or None if a record read has changed since."""
+        keys = list(dict.fromkeys([*self._seen, *self.writes]))
+        args = [self._id]
+        for key in keys:
+            action, fields = self.writes.get(key, ("", {}))
+            args += [self._seen.get(key, "*"), action, *_section(fields)]
+        answer = self._store._call("commit", [self._store._key(key) for key in keys], args)
+        return _fence(answer[1]) if answer[0] == "done" else None

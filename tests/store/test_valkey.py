@@ -1,0 +1,208 @@
+"""What the Valkey store is beyond the conformance suite, on a real server: the fencing token on
+every record, leases judged on the server's clock, the key's own expiry at `expire_at`, a server
+that may evict refused, the function library loaded again when the server lost it, and a cold
+start that loads no Valkey client unless the store is chosen."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from runonce.core.errors import StoreDenied
+from runonce.core.store import Claim, Held, StoredResult
+from tests.conftest import ManualClock
+from tests.store.valkey_server import ValkeyServer
+
+LEASE = timedelta(seconds=120)
+RETENTION = timedelta(days=7)
+KEY = "nightly-report-2026-11-29T03:00:00Z"
+FIELDS = {"job": "nightly-report", "schedule_time": "2026-11-29T03:00:00Z", "forced": False}
+
+
+def _claim(store, key: str = KEY) -> Claim:
+    claim = store.claim(key, dict(FIELDS))
+    assert isinstance(claim, Claim), claim
+    return claim
+
+
+def _fence(store, key: str = KEY) -> int:
+    return int(store._client.hget(store._key(key), ".fence"))
+
+
+def _server_now(store) -> datetime:
+    seconds, microseconds = store._client.time()
+    return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=microseconds)
+
+
+# Fencing: a token on every record, strictly increasing on every write of it.
+
+
+def test_every_write_of_a_record_moves_its_token_forward_and_the_claim_carries_it(valkey_store):
+    store = valkey_store(LEASE, RETENTION)
+    claim = _claim(store)
+    tokens = [_fence(store)]
+    assert store.hold(claim, 600, "the outcome is unknown")
+    tokens.append(_fence(store))
+    store.annotate(KEY, {"checked": True})
+    tokens.append(_fence(store))
+    assert tokens == sorted(set(tokens))  # strictly increasing
+    assert claim.update_time == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=tokens[0])
+
+
+def test_the_token_increases_even_when_the_servers_clock_is_behind_it(valkey_store):
+    store = valkey_store(LEASE, RETENTION)
+    claim = _claim(store)
+    ahead = _fence(store) + 3_600_000_000  # as if written by a server whose clock ran an hour ahead
+    store._client.hset(store._key(KEY), ".fence", str(ahead))
+    forged = claim._replace(update_time=datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ahead))
+    assert store.hold(forged, 600, "the outcome is unknown")
+    assert _fence(store) == ahead + 1
+
+
+def test_a_finishing_write_with_the_runs_token_but_another_attempt_is_refused(valkey_store):
+    store = valkey_store(LEASE, RETENTION)
+    claim = _claim(store)
+    before = store.read(KEY)
+    impostor = claim._replace(attempt_id="another-attempt")
+    assert store.complete(impostor, StoredResult.of("stolen")) is None
+    assert not store.fail(impostor, "stolen")
+    assert not store.release(impostor)
+    assert store.read(KEY) == before
+    assert store.complete(claim, StoredResult.of("ok")) is not None
+
+
+# Leases on the server's clock.
+
+
+def test_a_lease_is_judged_on_the_servers_clock_not_the_processs(valkey_store, clock: ManualClock):
+    store = valkey_store(LEASE, RETENTION)  # no clock given: the server's
+    before = _server_now(store)
+    claim = _claim(store)
+    after = _server_now(store)
+    record = store.read(KEY)
+    assert before <= record["claimed_at"] <= after
+    assert record["lease_expires"] == record["claimed_at"] + LEASE
+    clock.advance(LEASE.total_seconds() * 10)  # runonce's clock in this process: far past the lease
+    held = store.claim(KEY, dict(FIELDS))
+    assert isinstance(held, Held) and held.lease_expires == record["lease_expires"]
+    assert store.complete(claim, StoredResult.of("ok")) is not None
+
+
+def test_a_lease_ends_when_the_servers_clock_passes_it_and_the_next_attempt_takes_over(valkey_store):
+    store = valkey_store(timedelta(milliseconds=200), RETENTION)
+    stale = _claim(store)
+    lease_expires = store.read(KEY)["lease_expires"]
+    deadline = time.monotonic() + 10
+    while _server_now(store) <= lease_expires and time.monotonic() < deadline:
+        time.sleep(0.05)
+    fresh = _claim(store)
+    assert fresh.attempt == 2 and store.read(KEY)["previous_attempt_id"] == stale.attempt_id
+    assert store.complete(stale, StoredResult.of("late")) is None
+
+
+# The key's own expiry: `expire_at`.
+
+
+def test_the_keys_expiry_is_the_records_expire_at_and_moves_with_each_write(valkey_store):
+    store = valkey_store(LEASE, RETENTION)
+    claim = _claim(store)
+    record = store.read(KEY)
+    expires_in = timedelta(milliseconds=store._client.pttl(store._key(KEY)))
+    assert abs(record["expire_at"] - (_server_now(store) + expires_in)) < timedelta(seconds=2)
+    time.sleep(0.01)
+    assert store.complete(claim, StoredResult.of("ok")) is not None
+    finished = store.read(KEY)
+    assert finished["expire_at"] == finished["finished_at"] + RETENTION > record["expire_at"]
+    expires_in = timedelta(milliseconds=store._client.pttl(store._key(KEY)))
+    assert abs(finished["expire_at"] - (_server_now(store) + expires_in)) < timedelta(seconds=2)
+
+
+def test_an_expired_record_is_gone_and_the_listing_prunes_it_from_its_index(valkey_store):
+    store = valkey_store(LEASE, timedelta(milliseconds=300))
+    _claim(store)
+    index = f'{store._prefix}:job:"{FIELDS["job"]}"'
+    assert store._client.zscore(index, KEY) is not None
+    deadline = time.monotonic() + 10
+    while store.exists(KEY) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.read(KEY) is None
+    assert store.find({"job": FIELDS["job"]}) == {}
+    assert store._client.zscore(index, KEY) is None
+
+
+# Eviction: a server that may delete records to free memory is refused.
+
+
+@pytest.mark.parametrize("policy", ["volatile-lru", "allkeys-lru", "volatile-ttl"])
+def test_a_server_that_may_evict_is_refused_naming_the_setting_and_the_fix(valkey_server, policy):
+    import valkey
+
+    from runonce.store.valkey import ValkeyStore
+
+    server = ValkeyServer("--maxmemory-policy", policy)
+    try:
+        client = valkey.Valkey(port=server.port, decode_responses=True)
+        with pytest.raises(StoreDenied) as refused:
+            ValkeyStore(client, "evicting", LEASE, RETENTION)
+        client.close()
+    finally:
+        server.stop()
+    assert f"maxmemory-policy is '{policy}'" in str(refused.value)
+    assert "set maxmemory-policy to noeviction" in str(refused.value)
+
+
+def test_a_server_that_hides_its_configuration_is_served_with_a_warning_naming_the_setting(
+    valkey_server, capsys
+):
+    import valkey
+
+    from runonce.store.valkey import ValkeyStore
+
+    server = ValkeyServer("--rename-command", "CONFIG", "")
+    try:
+        client = valkey.Valkey(port=server.port, decode_responses=True)
+        store = ValkeyStore(client, "hidden", LEASE, RETENTION)
+        assert store.complete(_claim(store), StoredResult.of("ok")) is not None
+        client.close()
+    finally:
+        server.stop()
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["severity"] for line in lines] == ["WARNING"]
+    assert "maxmemory-policy" in lines[0]["message"] and "noeviction" in lines[0]["message"]
+
+
+# The function library: loaded again whenever the server has lost it.
+
+
+def test_the_library_is_loaded_again_after_function_flush_and_the_claim_still_finishes(valkey_store):
+    from runonce.store.valkey import LIBRARY_VERSION
+
+    store = valkey_store(LEASE, RETENTION)
+    claim = _claim(store)
+    store._client.function_flush()
+    assert store._client.function_list() == []
+    assert store.complete(claim, StoredResult.of("ok")) is not None
+    libraries = [dict(zip(entry[::2], entry[1::2], strict=True)) for entry in store._client.function_list()]
+    assert [library["library_name"] for library in libraries] == [f"runonce_{LIBRARY_VERSION}"]
+    assert store.read(KEY)["status"] == "completed"
+
+
+# Cold start: the Valkey client is loaded only with the store.
+
+
+@pytest.mark.fast
+def test_importing_runonce_and_its_stores_package_loads_no_valkey_client():
+    script = (
+        "import sys; import runonce, runonce.store, runonce.core.handler, runonce.store.memory; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'valkey'))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "functions")}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
+    assert run.stdout.strip() == "[]"
