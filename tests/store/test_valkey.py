@@ -158,16 +158,25 @@ def test_a_server_that_may_evict_is_refused_naming_the_setting_and_the_fix(valke
     assert "set maxmemory-policy to noeviction" in str(refused.value)
 
 
+@pytest.mark.parametrize("hidden", ["renamed", "denied"])
 def test_a_server_that_hides_its_configuration_is_served_with_a_warning_naming_the_setting(
-    valkey_server, capsys
+    valkey_server, capsys, hidden
 ):
+    """Memorystore answers CONFIG GET with NOPERM (its supported commands list CONFIG HELP alone);
+    a self-run server may rename CONFIG away."""
     import valkey
 
     from runonce.store.valkey import ValkeyStore
 
-    server = ValkeyServer("--rename-command", "CONFIG", "")
+    server = ValkeyServer("--rename-command", "CONFIG", "") if hidden == "renamed" else ValkeyServer()
     try:
-        client = valkey.Valkey(port=server.port, decode_responses=True)
+        login: dict[str, str] = {}
+        if hidden == "denied":
+            admin = valkey.Valkey(port=server.port, decode_responses=True)
+            admin.execute_command("ACL", "SETUSER", "runner", "on", ">secret", "~*", "&*", "+@all", "-config")
+            admin.close()
+            login = {"username": "runner", "password": "secret"}
+        client = valkey.Valkey(port=server.port, decode_responses=True, **login)
         store = ValkeyStore(client, "hidden", LEASE, RETENTION)
         assert store.complete(_claim(store), StoredResult.of("ok")) is not None
         client.close()
