@@ -125,7 +125,7 @@ def test_the_keys_expiry_is_the_records_expire_at_and_moves_with_each_write(valk
 
 
 def test_an_expired_record_is_gone_and_the_listing_prunes_it_from_its_index(valkey_store):
-    store = valkey_store(LEASE, timedelta(milliseconds=300))
+    store = valkey_store(LEASE, timedelta(seconds=3))  # long enough to see the index list it
     _claim(store)
     index = f'{store._prefix}:job:"{FIELDS["job"]}"'
     assert store._client.zscore(index, KEY) is not None

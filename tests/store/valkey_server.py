@@ -4,7 +4,9 @@
 functions) where Valkey is not installed, on a free loopback port, with no persistence and
 `noeviction`; `make test` installs redis-server when neither is on PATH. `ReplyDropper` sits
 between a client and the server: `lose_next_answer()` lets the next command reach the server and
-drops its reply, closing the connection, as a network that fails after the write would.
+drops its reply, closing the connection, as a network that fails after the write would; `freeze()`
+holds everything sent either way, as a replication link that lags does (freezing the replica's
+process would not: what the primary sent is already in the replica's socket buffer).
 """
 
 from __future__ import annotations
@@ -60,6 +62,11 @@ class ValkeyServer:
         """What the server printed."""
         return Path(self._folder.name, "server.log").read_text(errors="replace")
 
+    def kill(self) -> None:
+        """End the server at once (SIGKILL), as a crashed primary ends."""
+        self._process.kill()
+        self._process.wait(10)
+
     def stop(self) -> None:
         """End the server and remove its folder."""
         if self._process.poll() is None:
@@ -83,6 +90,8 @@ class ReplyDropper:
         self.port = self._listener.getsockname()[1]
         self.calls: Counter[str] = Counter()
         self._armed = False
+        self._thawed = threading.Event()
+        self._thawed.set()
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -91,6 +100,10 @@ class ReplyDropper:
         """The next command reaches the server; its answer is dropped and the connection closed."""
         with self._lock:
             self._armed = True
+
+    def freeze(self) -> None:
+        """Hold whatever either side sends from here on: nothing reaches the other side."""
+        self._thawed.clear()
 
     def writes(self) -> int:
         """How many calls of the functions that write went through (reads and snapshots not)."""
@@ -102,6 +115,7 @@ class ReplyDropper:
         with self._lock:
             for sock in self._open:
                 sock.close()
+        self._thawed.set()  # a held chunk meets a closed socket, and its thread ends
 
     def _accept(self) -> None:
         while True:
@@ -123,6 +137,7 @@ class ReplyDropper:
                 if self._armed:
                     self._armed = False
                     doomed.set()
+            self._thawed.wait()
             try:
                 server.sendall(chunk)
             except OSError:
@@ -133,6 +148,7 @@ class ReplyDropper:
         while chunk := _receive(server):
             if doomed.is_set():
                 break  # the command landed; its answer is lost with the connection
+            self._thawed.wait()
             try:
                 client.sendall(chunk)
             except OSError:

@@ -16,6 +16,10 @@ token moved since (else it reads again), recognising its own write when an answe
 
 What a record holds is `_records`' business, as for every store: this module builds the fields
 with `now` standing for the server's clock (`_NOW`), and the function adds the clock to them.
+With `replicas`, each claim and completion sends WAIT in the same round trip: a claim the replicas
+did not acknowledge is released and raised as StoreUnavailable, so nothing runs on a record that
+a failover could lose (docs/library.md, "The Valkey store").
+
 Import this module only when the Valkey store is chosen: it loads the `valkey` client (the extra).
 """
 
@@ -37,7 +41,7 @@ import valkey
 from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
 from ..contract import EXPIRE_AT_FIELD, RunStatus
-from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
+from ..core.errors import ConfigError, StoreDenied, StoreRejected, StoreUnavailable
 from ..core.store import Claim, Decision, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
 from . import _records
 from ._records import finish_fields, held, hold_fields, lease_fields, lock_record, release_decision
@@ -166,11 +170,26 @@ def check_eviction(client: valkey.Valkey) -> str | None:
     return policy
 
 
+def _check_wait(client: valkey.Valkey, replicas: int) -> None:
+    """StoreDenied if the server refuses WAIT, which `replicas` needs."""
+    try:
+        with _translated():
+            client.execute_command("WAIT", 0, 0)
+    except StoreRejected as exc:
+        raise StoreDenied(
+            f"{exc.problem}: the store is set to wait for {replicas} replicas and the server refuses "
+            "WAIT; set replicas=0 (a failover may then lose acknowledged claims)"
+        ) from exc
+
+
 class ValkeyStore:
     """Runs claimed under `lease` and kept `retention` after each write, in the records under
     `prefix` of the server `client` talks to (a `valkey.Valkey` with decode_responses=True).
 
-    Refuses a server whose eviction policy may delete records (`check_eviction`). `clock` is for
+    Refuses a server whose eviction policy may delete records (`check_eviction`). `replicas`: the
+    replicas a claim and a completion wait for (WAIT, in the same round trip); a claim fewer
+    acknowledged within `replica_wait` is released and raised as StoreUnavailable (nothing ran),
+    a completion is kept and logged (the body ran; a retry could not undo it). `clock` is for
     tests only: it replaces the server's clock in every decision (instants the test controls);
     the fencing tokens still follow the server's.
     """
@@ -182,13 +201,21 @@ class ValkeyStore:
         lease: timedelta,
         retention: timedelta,
         clock: Callable[[], datetime] | None = None,
+        replicas: int = 0,
+        replica_wait: timedelta = timedelta(seconds=1),
     ):
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+            raise ConfigError(f"replicas is {replicas!r}: give the replicas a claim waits for, 0 or more")
         self._client = client
         self._prefix = prefix
         self._lease = lease
         self._retention = retention
         self._clock = clock
+        self._replicas = replicas
+        self._replica_wait_ms = max(1, round(replica_wait.total_seconds() * 1000))
         check_eviction(client)
+        if replicas:
+            _check_wait(client, replicas)
 
     def claim(self, key: str, fields: dict[str, Any]) -> Claim | Held:
         """See `Store.claim`."""
@@ -213,10 +240,18 @@ class ValkeyStore:
         keys = [self._key(key)] + ([self._key(lock.id)] if lock is not None else [])
         policy = lock.policy.value if lock is not None else ""
         args = [_encode(key), _encode(attempt_id), policy, *(item for t in templates for item in _section(t))]
-        answer = self._call("claim", keys, args)
+        answer, acknowledged = self._call_replicated("claim", keys, args)
         if answer[0] == "claim":
             locked = lock.id if lock is not None and int(answer[4]) else None
-            return Claim(key, attempt_id, int(answer[2]), _fence(answer[1]), bool(int(answer[3])), locked)
+            claim = Claim(key, attempt_id, int(answer[2]), _fence(answer[1]), bool(int(answer[3])), locked)
+            if acknowledged < self._replicas:
+                self.release(claim)
+                raise StoreUnavailable(
+                    f"the claim of run {key} was acknowledged by {acknowledged} of the {self._replicas} "
+                    f"replicas it waits for within {self._replica_wait_ms} ms (a failover could lose it): "
+                    "released, nothing ran; a retry may claim it"
+                )
+            return claim
         if answer[0] == "overlap":
             assert lock is not None
             return self._overlapped(key, lock, answer)
@@ -253,24 +288,24 @@ class ValkeyStore:
             return bool(self._client.exists(self._key(key)))
 
     def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
-        """See `Store.complete`."""
+        """See `Store.complete`: waits for the replicas as a claim does (logged if they lag)."""
         done = self._finish(claim, RunStatus.COMPLETED, stored.fields())
         return stored if done else None
 
     def fail(self, claim: Claim, error: str) -> bool:
-        """See `Store.fail`."""
+        """See `Store.fail`: waits for the replicas as a claim does (logged if they lag)."""
         return self._finish(claim, RunStatus.FAILED, {"error": clip(error, MAX_ERROR_CHARS)})
 
     def release(self, claim: Claim) -> bool:
         """See `Store.release`. A record already gone counts as released."""
         if claim.reopened:
-            return self._guarded(claim, _records.released_fields(_NOW), RunStatus.IN_PROGRESS, "free")
+            return self._guarded(claim, _records.released_fields(_NOW), RunStatus.IN_PROGRESS, "free")[0]
         args = [_encode(claim.attempt_id), _token(claim)]
         return bool(self._call("release", self._claim_keys(claim), args))
 
     def hold(self, claim: Claim, seconds: float, reason: str) -> bool:
         """See `Store.hold`: the job lock the claim holds is held as long."""
-        return self._guarded(claim, hold_fields(_NOW, seconds, reason), RunStatus.IN_PROGRESS, "keep")
+        return self._guarded(claim, hold_fields(_NOW, seconds, reason), RunStatus.IN_PROGRESS, "keep")[0]
 
     def read(self, key: str) -> dict[str, Any] | None:
         """See `Store.read`."""
@@ -402,14 +437,35 @@ class ValkeyStore:
     # One operation, one function call.
 
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any]) -> bool:
-        return self._guarded(claim, finish_fields(status, fields, _NOW, self._retention), status, "free")
+        update = finish_fields(status, fields, _NOW, self._retention)
+        done, acknowledged = self._guarded(claim, update, status, "free", replicated=True)
+        if done and acknowledged < self._replicas:
+            log(
+                logging.WARNING,
+                f"run {claim.key} is recorded {status.value}, acknowledged by {acknowledged} of the "
+                f"{self._replicas} replicas waited for within {self._replica_wait_ms} ms: a failover "
+                "before they copy it loses the record, and a later delivery runs the run again",
+            )
+        return done
 
-    def _guarded(self, claim: Claim, update: dict[str, Any], status: RunStatus, lock_mode: str) -> bool:
+    def _guarded(
+        self,
+        claim: Claim,
+        update: dict[str, Any],
+        status: RunStatus,
+        lock_mode: str,
+        replicated: bool = False,
+    ) -> tuple[bool, int]:
         """Write `update` if `claim` still holds the run, freeing the job lock it holds with it
         (`lock_mode` free) or holding it as long as the new lease (keep); else whether the record
-        is already this attempt's with `status` (a write of its own landed, its answer lost)."""
+        is already this attempt's with `status` (a write of its own landed, its answer lost). With
+        the replicas that acknowledged it, when `replicated` (else as many as are waited for)."""
         args = [_encode(claim.attempt_id), _token(claim), _encode(status.value), lock_mode, *_section(update)]
-        return bool(self._call("finish", self._claim_keys(claim), args))
+        keys = self._claim_keys(claim)
+        if replicated:
+            answer, acknowledged = self._call_replicated("finish", keys, args)
+            return bool(answer), acknowledged
+        return bool(self._call("finish", keys, args)), self._replicas
 
     def _overlapped(self, key: str, lock: JobLock, answer: Sequence[str]) -> Overlapped:
         lease_expires = _decode(answer[2]) if answer[2] else None
@@ -430,18 +486,38 @@ class ValkeyStore:
         return "" if self._clock is None else str(_microseconds(self._clock()))
 
     def _call(self, function: str, keys: list[str], args: list[str]) -> Any:
-        """FCALL `function`, loading the library when the server does not have it (a new server,
-        a failover to a replica without it, FUNCTION FLUSH), calling again when the answer is lost."""
+        """FCALL `function` (see `_sent`)."""
         name = f"runonce_{LIBRARY_VERSION}_{function}"
+        return self._sent(lambda: self._fcall(name, keys, args))
+
+    def _call_replicated(self, function: str, keys: list[str], args: list[str]) -> tuple[Any, int]:
+        """FCALL `function` and, in the same round trip, WAIT for the replicas (if any): its
+        answer, and how many replicas acknowledged the write."""
+        if not self._replicas:
+            return self._call(function, keys, args), 0
+        name = f"runonce_{LIBRARY_VERSION}_{function}"
+
+        def send() -> tuple[Any, int]:
+            pipeline = self._client.pipeline(transaction=False)
+            pipeline.execute_command("FCALL", name, len(keys), *keys, self._prefix, self._now(), *args)
+            pipeline.execute_command("WAIT", self._replicas, self._replica_wait_ms)
+            answer, acknowledged = pipeline.execute()
+            return answer, int(acknowledged)
+
+        return self._sent(send)
+
+    def _sent(self, send: Callable[[], _T]) -> _T:
+        """`send()`, after loading the library when the server does not have it (a new server, a
+        failover to a replica without it, FUNCTION FLUSH), again when the answer is lost."""
         with _translated():
             for attempt in range(1, LOST_ANSWER_TRIES + 1):
                 try:
-                    return self._fcall(name, keys, args)
+                    return send()
                 except valkey.ResponseError as exc:
                     if "function not found" not in str(exc).lower():
                         raise
                     self._client.function_load(LIBRARY, replace=True)
-                    return self._fcall(name, keys, args)
+                    return send()
                 except valkey.AuthenticationError:
                     raise
                 except (valkey.ConnectionError, valkey.TimeoutError):
