@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from runonce.contract import ACTIONS_FIELD
 from runonce.core.errors import StoreDenied
 from runonce.core.store import Claim, Held, StoredResult
 from tests.conftest import ManualClock
@@ -185,6 +186,39 @@ def test_a_server_that_hides_its_configuration_is_served_with_a_warning_naming_t
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["severity"] for line in lines] == ["WARNING"]
     assert "maxmemory-policy" in lines[0]["message"] and "noeviction" in lines[0]["message"]
+
+
+# Answers lost on the way back, beyond the conformance suite's: a transaction's commit, a lock taken.
+
+
+def test_a_transaction_whose_commit_answer_was_lost_is_recognised_as_landed_not_written_twice(
+    valkey_store, valkey_proxy, clock
+):
+    store = valkey_store(LEASE, RETENTION, clock)
+    claim = _claim(store)
+    action = {"action": "release", "by": "operator@example.com", "at": clock(), "detail": {}}
+    valkey_proxy.lose_next_answer("commit")
+    written = store.release_held(KEY, claim.attempt_id, action, force=True)
+    assert valkey_proxy.calls["commit"] == 2  # the commit that landed, and the one sent again
+    assert isinstance(written, dict) and written[ACTIONS_FIELD] == [action]
+    assert store.read(KEY)[ACTIONS_FIELD] == [action]
+
+
+def test_a_lock_taken_whose_answer_was_lost_is_recognised_as_taken(valkey_store, valkey_proxy):
+    from runonce.contract import Overlap
+    from runonce.core.store import JobLock
+    from runonce.store._records import LOCK_ATTEMPT_FIELD
+
+    store = valkey_store(LEASE, RETENTION)
+    claim = _claim(store)
+    lock = JobLock("lock-nightly-report", Overlap.SKIP)
+    valkey_proxy.lose_next_answer("take_lock")
+    taken = store.take_lock(claim, lock)
+    assert valkey_proxy.calls["take_lock"] == 2
+    assert isinstance(taken, Claim) and taken.lock == lock.id
+    assert store.read(lock.id)[LOCK_ATTEMPT_FIELD] == claim.attempt_id
+    assert store.complete(taken, StoredResult.of("ok")) is not None
+    assert store.read(lock.id) is None
 
 
 # The function library: loaded again whenever the server has lost it.

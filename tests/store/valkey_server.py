@@ -89,17 +89,18 @@ class ReplyDropper:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self.calls: Counter[str] = Counter()
-        self._armed = False
+        self._armed: str | bool = False
         self._thawed = threading.Event()
         self._thawed.set()
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def lose_next_answer(self) -> None:
-        """The next command reaches the server; its answer is dropped and the connection closed."""
+    def lose_next_answer(self, function: str | None = None) -> None:
+        """The next command (or the next call of runonce's `function`) reaches the server; its
+        answer is dropped and the connection closed."""
         with self._lock:
-            self._armed = True
+            self._armed = function or True
 
     def freeze(self) -> None:
         """Hold whatever either side sends from here on: nothing reaches the other side."""
@@ -133,8 +134,9 @@ class ReplyDropper:
     def _requests(self, client: socket.socket, server: socket.socket, doomed: threading.Event) -> None:
         while chunk := _receive(client):
             with self._lock:
-                self.calls.update(name.decode() for name in _FCALL.findall(chunk))
-                if self._armed:
+                called = [name.decode() for name in _FCALL.findall(chunk)]
+                self.calls.update(called)
+                if self._armed is True or self._armed in called:
                     self._armed = False
                     doomed.set()
             self._thawed.wait()
