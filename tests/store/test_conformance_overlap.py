@@ -200,6 +200,16 @@ def test_a_run_whose_own_lease_ended_overlaps_the_run_that_took_the_lock(store, 
         assert record["attempt_id"] == before["attempt_id"]
 
 
+def test_a_run_skipped_over_its_own_ended_claim_fences_that_claim_out(store, clock):
+    stale = _claim(store, Overlap.SKIP)
+    clock.advance(LEASE.total_seconds())
+    assert isinstance(store.claim_locked(SECOND, dict(SECOND_FIELDS), _lock(Overlap.SKIP)), Claim)
+    assert isinstance(store.claim_locked(FIRST, dict(FIELDS), _lock(Overlap.SKIP)), Overlapped)
+    skipped = store.read(FIRST)
+    assert store.complete(stale, StoredResult.of("late")) is None
+    assert store.read(FIRST) == skipped
+
+
 def at_once(calls: list[Callable[[], object]]) -> list[object]:
     """Every call started at the same moment, each on its thread; what each returned (or raised,
     kept so that an assertion names it), in the order they ended."""

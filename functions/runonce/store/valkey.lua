@@ -148,13 +148,14 @@ local function write(prefix, key, fields, replace, fence, now, txn)
   if replace then
     redis.call('DEL', key)
   end
-  local flat = { FENCE, number(fence) }
-  if txn then
-    flat[3], flat[4] = TXN, txn
-  end
+  local flat = {}
   for name, value in pairs(fields) do
     flat[#flat + 1] = name
     flat[#flat + 1] = value
+  end
+  flat[#flat + 1], flat[#flat + 2] = FENCE, number(fence) -- last, so no field given can set it
+  if txn then
+    flat[#flat + 1], flat[#flat + 2] = TXN, txn
   end
   redis.call('HSET', key, unpack(flat))
   keep(prefix, key, now)
@@ -216,7 +217,7 @@ local function claim(keys, argv)
     if rival then
       if policy == 'skip' then
         local fence = fence_after(server, { run })
-        local base = record == nil and skipped_new or merged(record, skipped)
+        local base = record == nil and skipped_new or skipped
         write(prefix, run, merged(timed(base, now), { skipped_for = rival }), record == nil, fence, now)
       end
       return overlapped(rival, lockrecord)
