@@ -188,14 +188,15 @@ local function overlapped(rival, lockrecord)
   return { 'overlap', rival, lockrecord.lease_expires or '' }
 end
 
--- claim: KEYS run [lock]; ARGV prefix now run attempt policy, then the templates: the new
--- record, a takeover's fields, the lock's record, a skipped new record, a skipped record's fields.
+-- claim: KEYS run [lock]; ARGV prefix now run attempt policy, then the templates: the run's
+-- fields, a claim's lease fields, the lock's record, and under `skip` a skipped record (a new one
+-- is the run's fields and these) and the fields that record a run skipped over its record.
 local function claim(keys, argv)
   local prefix, run_key, attempt, policy = argv[1], argv[3], argv[4], argv[5]
   local now, server = clock(argv[2])
-  local fresh, takeover, lockfields, skipped_new, skipped, from
-  fresh, from = section(argv, 6)
-  takeover, from = section(argv, from)
+  local fields, lease, lockfields, skipped_new, skipped, from
+  fields, from = section(argv, 6)
+  lease, from = section(argv, from)
   lockfields, from = section(argv, from)
   skipped_new, from = section(argv, from)
   skipped = section(argv, from)
@@ -217,7 +218,7 @@ local function claim(keys, argv)
     if rival then
       if policy == 'skip' then
         local fence = fence_after(server, { run })
-        local base = record == nil and skipped_new or skipped
+        local base = record == nil and merged(fields, skipped_new) or skipped
         write(prefix, run, merged(timed(base, now), { skipped_for = rival }), record == nil, fence, now)
       end
       return overlapped(rival, lockrecord)
@@ -226,12 +227,12 @@ local function claim(keys, argv)
   local fence = fence_after(server, { run, lock })
   local attempts, reopened = 1, 0
   if record == nil then
-    write(prefix, run, timed(fresh, now), true, fence, now)
+    write(prefix, run, timed(merged(fields, lease, { attempts = '1' }), now), true, fence, now)
   else
     attempts = tonumber(record.attempts or '0') + 1
     reopened = record.history and 1 or 0
     local taken = { attempts = number(attempts), previous_attempt_id = record.attempt_id or 'null' }
-    write(prefix, run, merged(timed(takeover, now), taken), false, fence, now)
+    write(prefix, run, merged(timed(lease, now), taken), false, fence, now)
   end
   if lock then
     write(prefix, lock, timed(lockfields, now), true, fence, now)

@@ -40,7 +40,7 @@ import valkey
 
 from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
-from ..contract import EXPIRE_AT_FIELD, RunStatus
+from ..contract import EXPIRE_AT_FIELD, Overlap, RunStatus
 from ..core.errors import ConfigError, StoreDenied, StoreRejected, StoreUnavailable
 from ..core.store import Claim, Decision, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
 from . import _records
@@ -230,12 +230,13 @@ class ValkeyStore:
     def _claim(self, key: str, fields: dict[str, Any], lock: JobLock | None) -> Claim | Held | Overlapped:
         attempt_id = uuid.uuid4().hex
         lease = lease_fields(attempt_id, _NOW, self._lease, self._retention)
+        skips = lock is not None and lock.policy is Overlap.SKIP
         templates = [
-            {**fields, **lease, "attempts": 1},
+            fields,
             lease,
             lock_record(key, lease, _NOW) if lock is not None else {},
-            _records.skipped_record(fields, "", _NOW, self._retention),
-            _records.skipped_fields("", _NOW, self._retention),
+            _records.skipped_record({}, "", _NOW, self._retention) if skips else {},
+            _records.skipped_fields("", _NOW, self._retention) if skips else {},
         ]
         keys = [self._key(key)] + ([self._key(lock.id)] if lock is not None else [])
         policy = lock.policy.value if lock is not None else ""
