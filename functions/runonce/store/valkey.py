@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import valkey
 
@@ -145,6 +146,55 @@ def _translated() -> Iterator[None]:
         raise StoreUnavailable(_problem(exc)) from exc
     except valkey.ValkeyError as exc:
         raise StoreRejected(_problem(exc)) from exc
+
+
+SCHEMES = ("valkey", "valkeys")
+"""A store URL's schemes: `valkey://` over TCP, `valkeys://` over TLS."""
+STORE_OPTIONS = ("replicas", "replica_wait_ms")
+"""The store's own options in a URL's query; every other one goes to the client."""
+SOCKET_SECONDS = 5.0
+"""How long a call waits to connect, and for an answer, unless the URL says otherwise."""
+
+
+def connect(url: str, prefix: str, lease: timedelta, retention: timedelta) -> ValkeyStore:
+    """The store `url` names, its records under `prefix`:
+    `valkey://[USER:PASSWORD@]HOST:PORT[/DB][?replicas=N&replica_wait_ms=M]`, or `valkeys://` for
+    TLS (`ssl_ca_certs=PATH`: the server's CA, as Memorystore's in-transit encryption gives it).
+    Other query options are the client's (`socket_timeout=2`). ConfigError naming the URL (its
+    password hidden), the part that is wrong and the fix."""
+    parts = urlsplit(url)
+    shown = urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
+    if parts.scheme not in SCHEMES:
+        raise ConfigError(
+            f"the store URL {shown!r} is not valkey://HOST:PORT or valkeys://HOST:PORT (TLS); give the "
+            "server's address in one of those forms"
+        )
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    options = dict(pair for pair in query if pair[0] in STORE_OPTIONS)
+    replicas = _count(shown, "replicas", options.get("replicas", "0"), 0)
+    wait_ms = _count(shown, "replica_wait_ms", options.get("replica_wait_ms", "1000"), 1)
+    rest = urlencode([pair for pair in query if pair[0] not in STORE_OPTIONS])
+    try:
+        if not parts.hostname:
+            raise ValueError("it names no host")
+        client = valkey.Valkey.from_url(
+            urlunsplit(parts._replace(query=rest)),
+            decode_responses=True,
+            socket_timeout=SOCKET_SECONDS,  # the URL's own socket_timeout wins
+            socket_connect_timeout=SOCKET_SECONDS,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"the store URL {shown!r} cannot be used: {describe(exc, 200)}") from None
+    replica_wait = timedelta(milliseconds=wait_ms)
+    return ValkeyStore(client, prefix, lease, retention, replicas=replicas, replica_wait=replica_wait)
+
+
+def _count(shown: str, name: str, value: str, least: int) -> int:
+    if not (value.isascii() and value.isdigit()) or int(value) < least:
+        raise ConfigError(
+            f"the store URL {shown!r} has {name}={value!r}: give a whole number, {least} or more"
+        )
+    return int(value)
 
 
 def check_eviction(client: valkey.Valkey) -> str | None:
