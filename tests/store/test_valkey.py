@@ -142,7 +142,9 @@ def test_an_expired_record_is_gone_and_the_listing_prunes_it_from_its_index(valk
 
 
 @pytest.mark.parametrize("policy", ["volatile-lru", "allkeys-lru", "volatile-ttl"])
-def test_a_server_that_may_evict_is_refused_naming_the_setting_and_the_fix(valkey_server, policy):
+def test_a_server_that_may_evict_is_refused_at_the_first_call_naming_the_setting_and_the_fix(
+    valkey_server, policy
+):
     import valkey
 
     from runonce.store.valkey import ValkeyStore
@@ -150,8 +152,10 @@ def test_a_server_that_may_evict_is_refused_naming_the_setting_and_the_fix(valke
     server = ValkeyServer("--maxmemory-policy", policy)
     try:
         client = valkey.Valkey(port=server.port, decode_responses=True)
+        store = ValkeyStore(client, "evicting", LEASE, RETENTION)  # no call yet
         with pytest.raises(StoreDenied) as refused:
-            ValkeyStore(client, "evicting", LEASE, RETENTION)
+            store.claim(KEY, dict(FIELDS))
+        assert store._client.exists(store._key(KEY)) == 0
         client.close()
     finally:
         server.stop()

@@ -127,7 +127,7 @@ def test_with_no_replica_at_all_every_claim_is_refused_and_leaves_no_record(valk
     assert store.read(KEY) is None
 
 
-def test_a_server_that_refuses_wait_is_refused_at_start_naming_the_setting(valkey_server):
+def test_a_server_that_refuses_wait_is_refused_at_the_first_call_naming_the_setting(valkey_server):
     import valkey
 
     from runonce.store.valkey import ValkeyStore
@@ -139,8 +139,8 @@ def test_a_server_that_refuses_wait_is_refused_at_start_naming_the_setting(valke
         admin.close()
         client = valkey.Valkey(port=server.port, decode_responses=True, username="runner", password="secret")
         with pytest.raises(StoreDenied, match="refuses WAIT; set replicas=0"):
-            ValkeyStore(client, PREFIX, LEASE, RETENTION, replicas=1)
-        assert ValkeyStore(client, PREFIX, LEASE, RETENTION) is not None  # replicas=0 sends no WAIT
+            ValkeyStore(client, PREFIX, LEASE, RETENTION, replicas=1).claim(KEY, dict(FIELDS))
+        assert isinstance(ValkeyStore(client, PREFIX, LEASE, RETENTION).claim(KEY, dict(FIELDS)), Claim)
         client.close()
     finally:
         server.stop()

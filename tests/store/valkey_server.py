@@ -3,8 +3,8 @@
 `ValkeyServer` starts `valkey-server`, or Debian's `redis-server` (7.x: the same protocol and
 functions) where Valkey is not installed, on a free loopback port, with no persistence and
 `noeviction`; `make test` installs redis-server when neither is on PATH. `ReplyDropper` sits
-between a client and the server: `lose_next_answer()` lets the next command reach the server and
-drops its reply, closing the connection, as a network that fails after the write would; `freeze()`
+between a client and the server: `lose_next_answer()` lets the next function call reach the server
+and drops its reply, closing the connection, as a network that fails after the write would; `freeze()`
 holds everything sent either way, as a replication link that lags does (freezing the replica's
 process would not: what the primary sent is already in the replica's socket buffer).
 """
@@ -97,7 +97,7 @@ class ReplyDropper:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def lose_next_answer(self, function: str | None = None) -> None:
-        """The next command (or the next call of runonce's `function`) reaches the server; its
+        """The next call of a runonce function (of `function`, if given) reaches the server; its
         answer is dropped and the connection closed."""
         with self._lock:
             self._armed = function or True
@@ -136,7 +136,7 @@ class ReplyDropper:
             with self._lock:
                 called = [name.decode() for name in _FCALL.findall(chunk)]
                 self.calls.update(called)
-                if self._armed is True or self._armed in called:
+                if called and (self._armed is True or self._armed in called):
                     self._armed = False
                     doomed.set()
             self._thawed.wait()

@@ -236,7 +236,9 @@ class ValkeyStore:
     """Runs claimed under `lease` and kept `retention` after each write, in the records under
     `prefix` of the server `client` talks to (a `valkey.Valkey` with decode_responses=True).
 
-    Refuses a server whose eviction policy may delete records (`check_eviction`). `replicas`: the
+    Makes no call until its first operation, which first refuses a server whose eviction policy
+    may delete records (`check_eviction`) or that refuses WAIT when `replicas` needs it, as
+    StoreDenied (the handler answers `misconfigured`), every call until the server passes. `replicas`: the
     replicas a claim and a completion wait for (WAIT, in the same round trip); a claim fewer
     acknowledged within `replica_wait` is released and raised as StoreUnavailable (nothing ran),
     a completion is kept and logged (the body ran; a retry could not undo it). `clock` is for
@@ -263,9 +265,7 @@ class ValkeyStore:
         self._clock = clock
         self._replicas = replicas
         self._replica_wait_ms = max(1, round(replica_wait.total_seconds() * 1000))
-        check_eviction(client)
-        if replicas:
-            _check_wait(client, replicas)
+        self._checked = False
 
     def claim(self, key: str, fields: dict[str, Any]) -> Claim | Held:
         """See `Store.claim`."""
@@ -559,7 +559,13 @@ class ValkeyStore:
 
     def _sent(self, send: Callable[[], _T]) -> _T:
         """`send()`, after loading the library when the server does not have it (a new server, a
-        failover to a replica without it, FUNCTION FLUSH), again when the answer is lost."""
+        failover to a replica without it, FUNCTION FLUSH), again when the answer is lost. The
+        first call checks the server first (eviction, WAIT), until a check passes."""
+        if not self._checked:
+            check_eviction(self._client)
+            if self._replicas:
+                _check_wait(self._client, self._replicas)
+            self._checked = True
         with _translated():
             for attempt in range(1, LOST_ANSWER_TRIES + 1):
                 try:
