@@ -247,7 +247,7 @@ def test_the_library_is_loaded_again_after_function_flush_and_the_claim_still_fi
 @pytest.mark.fast
 def test_importing_runonce_and_its_stores_package_loads_no_valkey_client():
     script = (
-        "import sys; import runonce, runonce.store, runonce.core.handler, runonce.store.memory; "
+        "import sys; import runonce, runonce.store.connection, runonce.core.handler, runonce.store.memory; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'valkey'))"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "functions")}

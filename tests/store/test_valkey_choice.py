@@ -46,6 +46,28 @@ def test_runonce_store_naming_a_valkey_server_serves_the_job_there_once_per_run(
     assert (record["status"], record["schedule_time"]) == ("completed", "2026-11-29T03:00:00Z")
 
 
+def test_an_event_function_runs_each_event_once_on_the_valkey_server_runonce_store_names(
+    valkey_server, monkeypatch, collection
+):
+    from tests.events.conftest import EventProbe, envelope, post, serve_app
+
+    monkeypatch.setenv("RUNONCE_STORE", f"valkey://127.0.0.1:{valkey_server.port}")
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:9")  # a publisher client is built, never used
+    probe = EventProbe()
+    topic = "projects/runonce-local/topics/orders-dead-letters"
+    handler = runonce.deduplicated_event(collection=collection, dead_letter_topic=topic)(probe)
+    client = serve_app(handler).test_client()
+    first = post(client, envelope(message_id="order-7"))
+    again = post(client, envelope(message_id="order-7"))
+    other = post(client, envelope(message_id="order-8"))
+    assert [answer.json["outcome"] for answer in (first, again, other)] == [
+        "completed",
+        "duplicate",
+        "completed",
+    ]
+    assert [event.id for event in probe.events] == ["order-7", "order-8"]
+
+
 def test_a_store_setting_that_names_no_store_is_answered_misconfigured(monkeypatch, clock, collection):
     monkeypatch.setenv("RUNONCE_STORE", "redis://runner:s3cret@127.0.0.1:6379")
     probe = Probe()
