@@ -3,7 +3,9 @@ replicas a claim waits for, the client's own options, and every mistake named wi
 
 from __future__ import annotations
 
-from datetime import timedelta
+import ipaddress
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +82,69 @@ def test_a_wrong_urls_error_hides_its_password():
     with pytest.raises(ConfigError) as wrong:
         _connect("valkey://runner:s3cret@127.0.0.1:6379?replicas=x")
     assert "s3cret" not in str(wrong.value) and "runner:***@127.0.0.1:6379" in str(wrong.value)
+
+
+def _certificates(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA, and a server certificate for 127.0.0.1 it signed: (CA file, certificate, key)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    now = datetime.now(UTC)
+    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder(issuer_name=name("runonce test CA"), subject_name=name("runonce test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(hours=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    server = (
+        x509.CertificateBuilder(issuer_name=ca.subject, subject_name=name("127.0.0.1"))
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(hours=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    files = (folder / "ca.pem", folder / "server.pem", folder / "server.key")
+    files[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    files[2].write_bytes(
+        server_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return files
+
+
+def test_a_valkeys_url_speaks_tls_verified_by_the_ca_it_names_and_refuses_a_server_it_cannot_verify(
+    valkey_server, tmp_path
+):
+    from emulator.process import free_port
+
+    ca, certificate, key = _certificates(tmp_path)
+    tls_port = free_port()
+    settings = ["--tls-port", str(tls_port), "--tls-cert-file", str(certificate), "--tls-key-file", str(key)]
+    server = ValkeyServer(*settings, "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no")
+    try:
+        store = _connect(f"valkeys://127.0.0.1:{tls_port}?ssl_ca_certs={ca}")
+        claim = store.claim("run-over-tls", dict(FIELDS))
+        assert isinstance(claim, Claim) and store.complete(claim, StoredResult.of("ok")) is not None
+        unverified = _connect(f"valkeys://127.0.0.1:{tls_port}")  # the system's CAs: not this server's
+        with pytest.raises(StoreUnavailable, match="certificate verify failed"):
+            unverified.claim("run-over-tls", dict(FIELDS))
+        plain = _connect(f"valkey://127.0.0.1:{tls_port}")  # no TLS to a TLS port
+        with pytest.raises(StoreUnavailable):
+            plain.claim("run-over-tls", dict(FIELDS))
+    finally:
+        server.stop()
