@@ -192,6 +192,19 @@ def test_a_server_that_hides_its_configuration_is_served_with_a_warning_naming_t
     assert "maxmemory-policy" in lines[0]["message"] and "noeviction" in lines[0]["message"]
 
 
+# Round trips: the happy path is two (claim, complete), a duplicate of a finished run one.
+
+
+def test_a_run_takes_two_round_trips_and_a_duplicate_of_it_one(valkey_store, valkey_proxy):
+    store = valkey_store(LEASE, RETENTION)
+    store.release(_claim(store, "warm-up"))  # the first call also checks the server, loads the library
+    valkey_proxy.round_trips = 0
+    assert store.complete(_claim(store), StoredResult.of("ok")) is not None
+    assert valkey_proxy.round_trips == 2
+    assert isinstance(store.claim(KEY, dict(FIELDS)), Held)
+    assert valkey_proxy.round_trips == 3
+
+
 # Answers lost on the way back, beyond the conformance suite's: a transaction's commit, a lock taken.
 
 

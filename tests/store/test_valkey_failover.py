@@ -120,6 +120,25 @@ def test_with_wait_a_completion_no_replica_acknowledged_is_kept_and_logged(pair,
     assert f"run {KEY} is recorded completed, acknowledged by 0 of the 1 replicas" in lines[0]["message"]
 
 
+def test_waiting_for_a_replica_adds_no_round_trip(pair):
+    import valkey
+
+    from runonce.store.valkey import ValkeyStore
+
+    primary, _, _ = pair
+    proxy = ReplyDropper(primary.port)
+    try:
+        client = valkey.Valkey(port=proxy.port, decode_responses=True, socket_timeout=10)
+        store = ValkeyStore(client, PREFIX, LEASE, RETENTION, replicas=1, replica_wait=timedelta(seconds=2))
+        store.release(_claim(store, "warm-up"))
+        proxy.round_trips = 0
+        assert store.complete(_claim(store), StoredResult.of("ok")) is not None
+        assert proxy.round_trips == 2  # FCALL and WAIT pipelined, twice
+        client.close()
+    finally:
+        proxy.close()
+
+
 def test_with_no_replica_at_all_every_claim_is_refused_and_leaves_no_record(valkey_server):
     store = _store(valkey_server.port, replicas=1, wait=timedelta(milliseconds=50))
     with pytest.raises(StoreUnavailable, match="acknowledged by 0 of the 1 replicas"):

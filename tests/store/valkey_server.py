@@ -82,13 +82,16 @@ class ValkeyServer:
 
 class ReplyDropper:
     """A TCP proxy on 127.0.0.1:`port` to the server on `target`; counts the runonce functions
-    called through it (`calls`, by function name) and loses one answer when told."""
+    called through it (`calls`, by function name) and the round trips (`round_trips`: what a
+    client sends at once, which these small requests never split), and loses one answer when told."""
 
     def __init__(self, target: int):
         self._target = target
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self.calls: Counter[str] = Counter()
+        self.round_trips = 0
+        """What the clients sent, chunk by chunk: a request, or a pipeline of them, and its wait."""
         self._armed: str | bool = False
         self._thawed = threading.Event()
         self._thawed.set()
@@ -136,6 +139,7 @@ class ReplyDropper:
             with self._lock:
                 called = [name.decode() for name in _FCALL.findall(chunk)]
                 self.calls.update(called)
+                self.round_trips += 1
                 if called and (self._armed is True or self._armed in called):
                     self._armed = False
                     doomed.set()
