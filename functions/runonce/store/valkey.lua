@@ -240,21 +240,22 @@ local function claim(keys, argv)
   return { 'claim', number(fence), number(attempts), reopened, lock and 1 or 0 }
 end
 
--- take_lock: KEYS run lock; ARGV prefix now run attempt fence policy, then the templates: the
--- run's lock-taken fields, the lock's record, a skipped record's fields, a released claim's fields.
+-- take_lock: KEYS run lock; ARGV prefix now run attempt fence policy again ('again': this call sent
+-- again after a lost answer), then the templates: the run's lock-taken fields, the lock's record,
+-- a skipped record's fields, a released claim's fields.
 local function take_lock(keys, argv)
-  local prefix, run_key, attempt, fence, policy = argv[1], argv[3], argv[4], argv[5], argv[6]
+  local prefix, run_key, attempt, fence, policy, again = argv[1], argv[3], argv[4], argv[5], argv[6], argv[7]
   local now, server = clock(argv[2])
   local taken, lockfields, skipped, released, from
-  taken, from = section(argv, 7)
+  taken, from = section(argv, 8)
   lockfields, from = section(argv, from)
   skipped, from = section(argv, from)
   released = section(argv, from)
   local run, lock = keys[1], keys[2]
   local record = load(run)
   if not holds(record, attempt, fence) then
-    local ours = load(lock)
-    if record ~= nil and record.attempt_id == attempt and record.status == IN_PROGRESS and ours ~= nil
+    local ours = again == 'again' and load(lock)
+    if ours and record ~= nil and record.attempt_id == attempt and record.status == IN_PROGRESS
       and ours.lock_attempt_id == attempt and ours[FENCE] == record[FENCE] then
       return { 'claim', record[FENCE] } -- this call's own write, whose answer was lost
     end

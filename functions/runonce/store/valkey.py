@@ -319,14 +319,11 @@ class ValkeyStore:
             _records.skipped_fields("", _NOW, self._retention),
             _records.released_fields(_NOW),
         ]
-        args = [
-            _encode(claim.key),
-            _encode(claim.attempt_id),
-            _token(claim),
-            lock.policy.value,
-            *(item for t in templates for item in _section(t)),
-        ]
-        answer = self._call("take_lock", [self._key(claim.key), self._key(lock.id)], args)
+        head = [_encode(claim.key), _encode(claim.attempt_id), _token(claim), lock.policy.value]
+        sections = [item for t in templates for item in _section(t)]
+        keys = [self._key(claim.key), self._key(lock.id)]
+        # Sent again after a lost answer, it may find its own write: the lock this attempt took.
+        answer = self._call("take_lock", keys, [*head, "", *sections], [*head, "again", *sections])
         if answer[0] == "claim":
             return claim._replace(update_time=_fence(answer[1]), lock=lock.id)
         if answer[0] == "overlap":
@@ -536,10 +533,10 @@ class ValkeyStore:
         """The `now` a function decides on: '' for the server's clock, else the test's clock's."""
         return "" if self._clock is None else str(_microseconds(self._clock()))
 
-    def _call(self, function: str, keys: list[str], args: list[str]) -> Any:
-        """FCALL `function` (see `_sent`)."""
+    def _call(self, function: str, keys: list[str], args: list[str], again: list[str] | None = None) -> Any:
+        """FCALL `function` (see `_sent`), with `again` instead of `args` when it is sent again."""
         name = f"runonce_{LIBRARY_VERSION}_{function}"
-        return self._sent(lambda: self._fcall(name, keys, args))
+        return self._sent(lambda resent: self._fcall(name, keys, again if resent and again else args))
 
     def _call_replicated(self, function: str, keys: list[str], args: list[str]) -> tuple[Any, int]:
         """FCALL `function` and, in the same round trip, WAIT for the replicas (if any): its
@@ -548,7 +545,7 @@ class ValkeyStore:
             return self._call(function, keys, args), 0
         name = f"runonce_{LIBRARY_VERSION}_{function}"
 
-        def send() -> tuple[Any, int]:
+        def send(resent: bool) -> tuple[Any, int]:
             pipeline = self._client.pipeline(transaction=False)
             pipeline.execute_command("FCALL", name, len(keys), *keys, self._prefix, self._now(), *args)
             pipeline.execute_command("WAIT", self._replicas, self._replica_wait_ms)
@@ -557,8 +554,8 @@ class ValkeyStore:
 
         return self._sent(send)
 
-    def _sent(self, send: Callable[[], _T]) -> _T:
-        """`send()`, after loading the library when the server does not have it (a new server, a
+    def _sent(self, send: Callable[[bool], _T]) -> _T:
+        """`send(resent)`, after loading the library when the server does not have it (a new server, a
         failover to a replica without it, FUNCTION FLUSH), again when the answer is lost. The
         first call checks the server first (eviction, WAIT), until a check passes."""
         if not self._checked:
@@ -569,12 +566,12 @@ class ValkeyStore:
         with _translated():
             for attempt in range(1, LOST_ANSWER_TRIES + 1):
                 try:
-                    return send()
+                    return send(attempt > 1)
                 except valkey.ResponseError as exc:
                     if "function not found" not in str(exc).lower():
                         raise
                     self._client.function_load(LIBRARY, replace=True)
-                    return send()
+                    return send(attempt > 1)
                 except valkey.AuthenticationError:
                     raise
                 except (valkey.ConnectionError, valkey.TimeoutError):
