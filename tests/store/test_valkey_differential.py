@@ -1,12 +1,13 @@
 """The Valkey store against the in-memory store, step by step: hypothesis drives both with the
 same interleaving of claims (plain, and with a `skip` or `wait` job lock), locks taken after a
-claim, finishing writes by live and stale attempts, operators' releases and a clock that moves
-past leases, and after every step both must have answered alike and hold alike records (attempt
-ids mapped one to one). Every divergence is a bug in one of them. `make test` runs a fixed
-(derandomized) 300 examples of up to 60 steps; RUNONCE_DIFFERENTIAL_EXAMPLES and
-RUNONCE_DIFFERENTIAL_STEPS ask for more. Random steps reach deep sequences rarely: the skip that
-kept an ended claim's token (test_conformance_overlap.py) takes five chosen steps: these 300
-examples find it, 100 do not. The conformance suite pins such cases down."""
+claim, finishing writes by live and stale attempts, operators' releases, re-run requests and the
+forced deliveries that consume them, and a clock that moves past leases; after every step both
+must have answered alike and hold alike records (attempt and request ids mapped one to one).
+Every divergence is a bug in one of them. `make test` runs a fixed (derandomized) 300 examples
+of up to 60 steps; RUNONCE_DIFFERENTIAL_EXAMPLES and RUNONCE_DIFFERENTIAL_STEPS ask for more.
+Random steps reach deep sequences rarely: the skip that kept an ended claim's token
+(test_conformance_overlap.py) takes five chosen steps: these 300 examples find it, 100 do not.
+The conformance suite pins such cases down."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
 from runonce.contract import Overlap
-from runonce.core.store import Claim, Held, JobLock, Overlapped, Refusal, StoredResult
+from runonce.core.requests import RerunRefused, RerunRequest
+from runonce.core.store import Claim, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
 from runonce.store.memory import MemoryStore
 from tests.conftest import SCHEDULED, ManualClock
 
@@ -28,6 +30,8 @@ LEASE = timedelta(seconds=120)
 RETENTION = timedelta(days=7)
 RUNS = ["run-a", "run-b"]
 LOCK = "lock-nightly"
+SLOT = "rerun-nightly"
+FORCED = ["forced-1", "forced-2"]
 EXAMPLES = int(os.environ.get("RUNONCE_DIFFERENTIAL_EXAMPLES", "300"))
 STEPS = int(os.environ.get("RUNONCE_DIFFERENTIAL_STEPS", "60"))
 ACTION = {"action": "release", "by": "operator@example.com", "detail": {}}
@@ -66,6 +70,18 @@ class Differential(RuleBasedStateMachine):
             return ("held", answer.key, answer.status, answer.error, answer.lease_expires, answer.stored)
         if isinstance(answer, Overlapped):
             return ("overlap", answer.key, answer.policy, answer.holder, answer.lease_expires)
+        if isinstance(answer, Rerun):
+            return ("rerun", answer.key, answer.schedule_time, answer.cause, self._shape(answer.claim))
+        if isinstance(answer, RerunRequest):
+            return (
+                "request",
+                answer.slot,
+                answer.key,
+                answer.schedule_time,
+                answer.by,
+                answer.at,
+                answer.expires,
+            )
         if isinstance(answer, dict):
             return self._mapped(answer) if mapped else answer
         return answer
@@ -76,7 +92,10 @@ class Differential(RuleBasedStateMachine):
             return {name: self._mapped(item) for name, item in value.items()}
         if isinstance(value, list):
             return [self._mapped(item) for item in value]
-        return self.same.get(value, value) if isinstance(value, str) else value
+        if isinstance(value, str):
+            for mine, theirs in self.same.items():  # ids appear inside operators' action details too
+                value = value.replace(mine, theirs)
+        return value
 
     def _alike(self, mine: object, theirs: object) -> None:
         self._seen(mine, theirs)
@@ -125,13 +144,38 @@ class Differential(RuleBasedStateMachine):
         assert isinstance(answer, Refusal) == isinstance(other, Refusal)
         self._alike(answer, other)
 
+    @rule(run=st.sampled_from(RUNS), insist=st.booleans())
+    def request_rerun(self, run, insist):
+        fields = {"by": "ops@example.com", "schedule_time": "2026-11-29T03:00:00Z"}
+        answers: list[object] = []
+        for store in (self.memory, self.valkey):
+            try:
+                answers.append(store.request_rerun(SLOT, run, dict(fields), insist, timedelta(minutes=10)))
+            except RerunRefused as exc:
+                answers.append((type(exc), str(exc)))
+        mine, theirs = answers
+        if isinstance(mine, RerunRequest) and isinstance(theirs, RerunRequest):
+            self.same[mine.request_id] = theirs.request_id
+        assert self._shape(mine) == self._shape(theirs), (mine, theirs)
+
+    @rule(target=claims, forced=st.sampled_from(FORCED))
+    def take_rerun(self, forced):
+        fields = {"job": "nightly", "schedule_time": "2026-11-30T03:00:00Z", "forced": True}
+        mine, theirs = self._both(lambda store: store.take_rerun(SLOT, forced, dict(fields)))
+        if isinstance(mine, Rerun) and isinstance(theirs, Rerun):
+            self._seen(mine.claim, theirs.claim)
+        assert self._shape(mine) == self._shape(theirs), (mine, theirs)
+        if isinstance(mine, Rerun) and mine.claim is not None and isinstance(theirs, Rerun):
+            return (mine.claim, theirs.claim)
+        return None
+
     @rule(seconds=st.sampled_from([60, 120, 301]))
     def advance(self, seconds):
         self.clock.advance(seconds)
 
     @invariant()
     def records_alike(self):
-        for key in [*RUNS, LOCK]:
+        for key in [*RUNS, LOCK, SLOT, *FORCED]:
             assert self._mapped(self.memory.read(key)) == self.valkey.read(key), key
 
 
