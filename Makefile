@@ -1,5 +1,5 @@
 # runonce: every target installs what it needs first (a fresh clone needs only python3, node,
-# gcloud with the Firestore emulator, and Java).
+# gcloud with the Firestore emulator, and Java; `make test` installs redis-server with apt-get).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -33,8 +33,17 @@ $(STAMP): requirements.txt
 ## make test: the whole suite against real emulators the tests start themselves (the fast tier included), in
 ## three pytest-xdist workers, each test file in one worker (most of the suite's time is spent waiting on
 ## servers, emulators and accelerated clocks, not computing); each worker starts the emulators it needs.
-test: $(STAMP)
+test: $(STAMP) valkey-server
 	$(PY) -m pytest -n 3 --dist loadfile
+
+## make valkey-server: the Redis-protocol server the Valkey store's tests start themselves
+## (tests/store/valkey_server.py): valkey-server where it is on PATH, else Debian's redis-server 7,
+## installed with apt-get when neither is (as root, as the machines and CI run).
+.PHONY: valkey-server
+valkey-server:
+	@command -v valkey-server >/dev/null || command -v redis-server >/dev/null || { \
+		echo "installing redis-server (apt-get) for the Valkey store's tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 
 ## make test-fast: the fast tier alone (tests marked `fast`: the decision logic on the in-memory store, and
 ## the tests that need no store); it starts no emulator, and a test in it that would start one fails.

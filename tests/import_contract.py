@@ -4,8 +4,9 @@ The packages of `functions/runonce` form layers, lowest first; a module imports 
 package and of lower layers only, so every arrow points down and the core stays free of adapters:
 
 0. the internals: `runonce.contract` and the private `runonce._*` modules (standard library only);
-1. `runonce.core`: imports no Google library (`google.*`), no web framework (werkzeug, Flask,
-   functions-framework, Django, Starlette, FastAPI) and no other package of runonce;
+1. `runonce.core`: imports no Google library (`google.*`), no Valkey client (`valkey`), no web
+   framework (werkzeug, Flask, functions-framework, Django, Starlette, FastAPI) and no other
+   package of runonce;
 2. `runonce.store`, `runonce.targets`, `runonce.hosts` (one module per web framework);
 3. `runonce.scheduler`, `runonce.events`, `runonce.downstream`;
 4. `runonce` itself (its `__init__`: the public names), which nothing in the library imports.
@@ -39,7 +40,7 @@ LAYERS = {
 }
 TOP = 4
 WEB_FRAMEWORKS = {"werkzeug", "flask", "functions_framework", "django", "starlette", "fastapi"}
-FORBIDDEN_TOP_NAMES = {"core": {"google", *WEB_FRAMEWORKS}}
+FORBIDDEN_TOP_NAMES = {"core": {"google", "valkey", *WEB_FRAMEWORKS}}
 """Third-party top-level names a layer must not import (the internals import the standard library only)."""
 OPERATORS_COMMAND = "operate"
 """The operators' command (operate/): nothing of the library imports it."""

@@ -56,6 +56,11 @@ def test_a_core_module_importing_a_web_framework_breaks_it(library, framework):
     assert any(f"runonce.core.finish imports {framework}" in problem for problem in violations(library))
 
 
+def test_a_core_module_importing_the_valkey_client_breaks_it(library):
+    add_line(library / "core" / "store.py", "import valkey")
+    assert any("runonce.core.store imports valkey" in problem for problem in violations(library))
+
+
 def test_a_core_module_loading_google_by_name_breaks_it(library):
     add_line(library / "core" / "run.py", "import importlib")
     add_line(library / "core" / "run.py", 'importlib.import_module("google.cloud.pubsub_v1")')

@@ -36,9 +36,11 @@ NEEDS: dict[str | None, set[str]] = {
     "events": {"google-cloud-pubsub"},
     "targets": {"requests", "urllib3"},
     "watchdog": {"cronsim"},
+    "valkey": {"valkey"},
 }
 """What the distribution requires (None) and what each extra adds: a host's framework, or what the
-modules of events, targets and the watchdog import (tests/package checks the built wheel's)."""
+modules of events, targets, the watchdog and the Valkey store import (tests/package checks the
+built wheel's)."""
 
 
 def test_the_distribution_is_runonce_with_its_version_read_from_one_place():
@@ -73,9 +75,9 @@ def test_the_packages_found_are_every_package_of_the_library_and_nothing_else():
     assert sorted(found) == sorted(on_disk)
 
 
-def test_the_library_ships_py_typed():
-    assert (LIBRARY / "py.typed").is_file()
-    assert METADATA["tool"]["setuptools"]["package-data"] == {"runonce": ["py.typed"]}
+def test_the_library_ships_py_typed_and_the_valkey_stores_function_library():
+    assert (LIBRARY / "py.typed").is_file() and (LIBRARY / "store" / "valkey.lua").is_file()
+    assert METADATA["tool"]["setuptools"]["package-data"] == {"runonce": ["py.typed", "store/valkey.lua"]}
 
 
 def test_the_build_backend_reads_the_version_runonce_reports():

@@ -1,12 +1,14 @@
-"""The `Store` conformance suite: every test runs on the Firestore ledger (the real emulator) and
-on the in-memory store, and each asks the same answers of both.
+"""The `Store` conformance suite: every test runs on the Firestore ledger (the real emulator), on
+the Valkey store (a real Redis-protocol server, `tests/store/conftest.py`) and on the in-memory
+store, and each asks the same answers of all three.
 
 What a store must do: claim a run under a lease; answer Held, with what it holds, for a live claim
 or a finished run; let exactly one of many simultaneous claims win; let the next attempt take a run
 over once its lease has ended; refuse every finishing write (complete, fail, release, hold) of a
 claim that no longer holds the run, fenced by the update time the claim saw, and leave the record
 as its holder wrote it. Lost answers (a write that lands while its answer does not) exist only
-between a process and a remote store, so they are proven on the Firestore emulator alone.
+between a process and a remote store, so they are proven on the Firestore emulator and the Valkey
+server alone (a proxy there drops the reply of a command that reached the server).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def tap():
     return WireTap()
 
 
-@pytest.fixture(params=["firestore", pytest.param("memory", marks=pytest.mark.fast)])
+@pytest.fixture(params=["firestore", "valkey", pytest.param("memory", marks=pytest.mark.fast)])
 def kind(request) -> str:
     """Which store the test runs on."""
     return request.param
@@ -62,6 +64,10 @@ def store(kind, clock, tap, request) -> Store:
     """A store with a 120 s lease and 7 days of retention, empty."""
     if kind == "memory":  # given the clock; the ledger reads runonce's, which `clock` sets
         return MemoryStore(LEASE, RETENTION, clock)
+    if (
+        kind == "valkey"
+    ):  # decided on `clock` instead of the server's (tests/store/test_valkey.py: the server's)
+        return request.getfixturevalue("valkey_store")(LEASE, RETENTION, clock)
     from runonce.store.firestore import Ledger, LedgerStore
 
     request.getfixturevalue("firestore_emulator")
@@ -299,17 +305,28 @@ def test_annotate_of_a_run_with_no_record_is_refused(store):
 
 
 @pytest.fixture
-def lose_next_answer(kind, tap) -> Callable[[], None]:
-    """Let the next write land in the store and lose its answer (the ledger retries it)."""
+def lose_next_answer(kind, tap, request) -> Callable[[], None]:
+    """Let the next write land in the store and lose its answer (the store retries it)."""
     if kind == "memory":
         pytest.skip("an in-memory write and its answer are one function call: no answer can be lost")
+    if kind == "valkey":
+        return request.getfixturevalue("valkey_proxy").lose_next_answer
     return lambda: tap.inject(Fault("Commit", after_send=True))
 
 
-def test_a_claim_whose_answer_was_lost_is_recognised_as_ours(store, lose_next_answer, tap):
+@pytest.fixture
+def writes(kind, tap, request) -> Callable[[], int]:
+    """How many writes the store has sent: Firestore Commits, or calls of the Valkey functions
+    that write."""
+    if kind == "valkey":
+        return request.getfixturevalue("valkey_proxy").writes
+    return lambda: tap.calls["Commit"]
+
+
+def test_a_claim_whose_answer_was_lost_is_recognised_as_ours(store, lose_next_answer, writes):
     lose_next_answer()
     claim = _claim(store)
-    assert claim.attempt == 1 and tap.calls["Commit"] == 2
+    assert claim.attempt == 1 and writes() == 2
     assert store.read(KEY)["attempt_id"] == claim.attempt_id
     assert store.complete(claim, StoredResult.of("ok")) is not None
 
@@ -325,11 +342,13 @@ def test_a_takeover_whose_answer_was_lost_is_recognised_as_ours(store, clock, lo
 
 
 @pytest.mark.parametrize("write", FINISHING)
-def test_a_finishing_write_whose_answer_was_lost_is_recognised_as_ours(store, lose_next_answer, write, tap):
+def test_a_finishing_write_whose_answer_was_lost_is_recognised_as_ours(
+    store, lose_next_answer, write, writes
+):
     claim = _claim(store)
     lose_next_answer()
     assert FINISHING[write](store, claim) not in (None, False)
-    assert tap.calls["Commit"] == 3  # the claim, the write that landed, its retry refused by the fence
+    assert writes() == 3  # the claim, the write that landed, its retry refused by the fence
     record = store.read(KEY)
     expected = {"complete": "completed", "fail": "failed", "release": None, "hold": "in_progress"}[write]
     assert (record or {}).get("status") == expected

@@ -1,5 +1,6 @@
 """The missed-run requests of the `Store` conformance suite (docs/backfill.md): a backfill's or a
-catch-up's request, on the Firestore ledger (the real emulator) and on the in-memory store.
+catch-up's request, on the Firestore ledger (the real emulator), on the Valkey store (a real
+server) and on the in-memory store.
 
 What a store must do: accept a request for a run with no record, and have the forced delivery
 that consumes it create that run's claim under the run's own key, saying what caused it; start a

@@ -1,5 +1,6 @@
 """The job lock of the `Store` conformance suite (docs/overlap.md): every test runs on the Firestore
-ledger (the real emulator) and on the in-memory store, and asks the same answers of both.
+ledger (the real emulator), on the Valkey store (a real server) and on the in-memory store, and
+asks the same answers of all three.
 
 What a store must do: take a `skip` or `wait` job's lock with the run's claim, under the claim's
 fence; tell a run that meets another run holding the lock under a live lease that it overlapped,
@@ -18,13 +19,13 @@ from datetime import timedelta
 
 import pytest
 
-from emulator.wire import Fault
 from runonce.contract import SKIPPED_FOR_FIELD, Overlap, RunStatus
 from runonce.core.store import Claim, Held, JobLock, Overlapped, Store, StoredResult
 from runonce.store._records import LOCK_ATTEMPT_FIELD, LOCK_HOLDER_FIELD
 from tests.conftest import ManualClock
 from tests.store.test_conformance import ACTION, FIELDS, LEASE, START
 from tests.store.test_conformance import kind as kind  # the fixtures: one suite, two files
+from tests.store.test_conformance import lose_next_answer as lose_next_answer
 from tests.store.test_conformance import store as store
 from tests.store.test_conformance import tap as tap
 
@@ -199,6 +200,16 @@ def test_a_run_whose_own_lease_ended_overlaps_the_run_that_took_the_lock(store, 
         assert record["attempt_id"] == before["attempt_id"]
 
 
+def test_a_run_skipped_over_its_own_ended_claim_fences_that_claim_out(store, clock):
+    stale = _claim(store, Overlap.SKIP)
+    clock.advance(LEASE.total_seconds())
+    assert isinstance(store.claim_locked(SECOND, dict(SECOND_FIELDS), _lock(Overlap.SKIP)), Claim)
+    assert isinstance(store.claim_locked(FIRST, dict(FIELDS), _lock(Overlap.SKIP)), Overlapped)
+    skipped = store.read(FIRST)
+    assert store.complete(stale, StoredResult.of("late")) is None
+    assert store.read(FIRST) == skipped
+
+
 def at_once(calls: list[Callable[[], object]]) -> list[object]:
     """Every call started at the same moment, each on its thread; what each returned (or raised,
     kept so that an assertion names it), in the order they ended."""
@@ -280,15 +291,7 @@ def test_a_claim_no_longer_held_takes_no_lock(store, clock):
     assert store.read(LOCK_ID) is None
 
 
-# Lost answers exist only between a process and a remote store: the emulator alone.
-
-
-@pytest.fixture
-def lose_next_answer(kind, tap) -> Callable[[], None]:
-    """Let the next write land in the store and lose its answer (the ledger retries it)."""
-    if kind == "memory":
-        pytest.skip("an in-memory write and its answer are one function call: no answer can be lost")
-    return lambda: tap.inject(Fault("Commit", after_send=True))
+# Lost answers exist only between a process and a remote store: the emulator and the Valkey server.
 
 
 def test_a_locked_claim_whose_answer_was_lost_is_recognised_as_ours_with_its_lock(store, lose_next_answer):

@@ -1,5 +1,6 @@
 """The re-run verbs of the `Store` conformance suite (docs/rerun.md): every test runs on the
-Firestore ledger (the real emulator) and on the in-memory store, and asks the same answers of both.
+Firestore ledger (the real emulator), on the Valkey store (a real server) and on the in-memory
+store, and asks the same answers of all three.
 
 What a store must do: refuse a request for a run with no record, in progress, completed (unless
 insisted) or while the job has a pending request; let exactly one forced delivery consume a
@@ -42,7 +43,7 @@ FORCED_FIELDS = {"job": "acme-nightly", "schedule_time": "2026-11-30T03:00:00Z",
 REQUEST = {"by": "user:ops@example.com", "schedule_time": "2026-11-29T03:00:00Z"}
 
 
-@pytest.fixture(params=["firestore", pytest.param("memory", marks=pytest.mark.fast)])
+@pytest.fixture(params=["firestore", "valkey", pytest.param("memory", marks=pytest.mark.fast)])
 def kind(request) -> str:
     """Which store the test runs on."""
     return request.param
@@ -53,6 +54,8 @@ def store(kind, clock, request) -> Store:
     """A store with a 120 s lease and 7 days of retention, empty."""
     if kind == "memory":
         return MemoryStore(LEASE, RETENTION, clock)
+    if kind == "valkey":
+        return request.getfixturevalue("valkey_store")(LEASE, RETENTION, clock)
     from runonce.store.firestore import Ledger, LedgerStore
 
     request.getfixturevalue("firestore_emulator")
@@ -283,6 +286,8 @@ def test_a_request_whose_run_is_gone_is_void_and_the_delivery_is_an_ordinary_for
     _request(store)
     if kind == "memory":  # the record's TTL deletion, as the ledger's
         del store._records[RUN]  # type: ignore[attr-defined]
+    elif kind == "valkey":  # the key's own expiry
+        store._client.delete(store._key(RUN))  # type: ignore[attr-defined]
     else:
         store.ledger._collection.document(RUN).delete()  # type: ignore[attr-defined]
     assert store.take_rerun(SLOT, FORCED, dict(FORCED_FIELDS)) is None

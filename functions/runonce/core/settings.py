@@ -17,6 +17,7 @@ from ..contract import (
     LEASE_VARIABLE,
     PROJECT_VARIABLE,
     RETENTION_VARIABLE,
+    STORE_VARIABLE,
     Overlap,
 )
 from .errors import ConfigError
@@ -24,6 +25,10 @@ from .errors import ConfigError
 DEFAULT_LEASE_SECONDS = 900
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600
 DEFAULT_DATABASE = "(default)"
+FIRESTORE = "firestore"
+"""The `store` setting that names the Firestore ledger (the default)."""
+VALKEY_SCHEMES = ("valkey://", "valkeys://")
+"""How a `store` setting that names a Valkey store begins (`runonce.store.valkey.connect`)."""
 # A ScheduleTime further ahead of the clock than this is a forced run ("Force run" sends the
 # next scheduled time); the allowance absorbs clock skew between Scheduler and the function.
 DEFAULT_FORCED_SKEW_SECONDS = 60
@@ -50,6 +55,8 @@ class Settings(NamedTuple):
     overlap: Overlap | None = None
     """The job's overlap policy as the decorator option `overlap` gives it (None: not given, the
     delivery's X-Runonce-Overlap header decides, docs/overlap.md)."""
+    store: str = FIRESTORE
+    """The run store: `firestore`, or a Valkey store's URL (its records named by `collection`)."""
 
 
 def overlap_setting(name: str, raw: object) -> Overlap:
@@ -169,6 +176,7 @@ def load_settings(
         )
 
     project = str(pick("project", PROJECT_VARIABLE, "")[1] or "").strip() or None
+    store = _store_setting(*pick("store", STORE_VARIABLE, FIRESTORE))
     overlap = (overrides or {}).get("overlap")
     return Settings(
         lease=lease,
@@ -178,4 +186,20 @@ def load_settings(
         project=str(project) if project else None,
         forced_skew=skew,
         overlap=None if overlap is None else overlap_setting("overlap (decorator option)", overlap),
+        store=store,
+    )
+
+
+def _store_setting(name: str, raw: object) -> str:
+    """The `store` setting: `firestore` (any case), or a URL beginning valkey:// or valkeys://
+    (checked whole when the store is built); ConfigError naming it, its password hidden."""
+    text = str(raw).strip()
+    if text.lower() == FIRESTORE:
+        return FIRESTORE
+    if text.startswith(VALKEY_SCHEMES):
+        return text
+    hidden = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", text)
+    raise ConfigError(
+        f"{name}={shown(hidden)} names no run store: use {FIRESTORE} (the default), or a Valkey "
+        "server's URL, valkey://HOST:PORT (valkeys://HOST:PORT for TLS)"
     )

@@ -1,4 +1,5 @@
-"""The settings, Firestore client and run store of one decorated function, built at first use.
+"""The settings, Firestore client and run store of one decorated function, built at first use:
+the Firestore ledger, or the Valkey store its `store` setting names (loaded only then).
 
 Built lazily, so importing a module never fails or touches the network. Whatever stops them being
 built (an invalid setting, no project, no credentials) becomes a ConfigError naming what to set;
@@ -15,7 +16,7 @@ from google.cloud import firestore
 
 from .._text import describe
 from ..core.errors import ConfigError
-from ..core.settings import Settings, load_settings
+from ..core.settings import FIRESTORE, Settings, load_settings
 from ..core.store import Store
 from .firestore import Ledger, LedgerStore
 
@@ -45,6 +46,9 @@ class Connection:
         with self._lock:
             if self._setup is None:
                 settings = load_settings(self._overrides)
+                if settings.store != FIRESTORE:
+                    self._setup = Setup(settings, _valkey_store(settings), settings.project)
+                    return self._setup
                 client = self._client or _client(settings)
                 self._setup = Setup(
                     settings,
@@ -52,6 +56,18 @@ class Connection:
                     getattr(client, "project", None),
                 )
             return self._setup
+
+
+def _valkey_store(settings: Settings) -> Store:
+    """The Valkey store the `store` setting names, its records under the collection's name."""
+    try:
+        from .valkey import connect
+    except ImportError as exc:
+        raise ConfigError(
+            f"the store is a Valkey server and its client cannot be loaded ({describe(exc, 200)}): "
+            "install runonce with the valkey extra, pip install 'runonce[valkey]'"
+        ) from None
+    return connect(settings.store, settings.collection, settings.lease, settings.retention)
 
 
 def _client(settings: Settings) -> firestore.Client:
