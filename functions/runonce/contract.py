@@ -39,6 +39,12 @@ TARGET_GRACE_VARIABLE = "RUNONCE_TARGET_GRACE_SECONDS"
 JOB_VARIABLE = "RUNONCE_JOB"
 """An event function's job, as the team file names it: the `job` field of its log lines, which the
 stack's metrics and alerts label by and `runonce dead-letters --job` takes (the stack sets it)."""
+STORE_URL_VARIABLE = "RUNONCE_STORE_URL"
+"""The run store, by URL: `valkey://HOST:PORT?replicas=N`, or `valkeys://` with TLS; unset, the
+store is Firestore (RUNONCE_DATABASE). The stack sets it for a team on Valkey (docs/stacks/stores.md)."""
+STORE_CA_VARIABLE = "RUNONCE_STORE_CA"
+"""With `valkeys://`: the server's CA certificates, as PEM text (the instance's own CA, which the
+stack reads from the instance at apply time: no file exists to name in a deployed function)."""
 CONSUMER_VARIABLE = "K_SERVICE"
 """Set by Cloud Run in every container to the service's name (a Cloud Run function's too): the
 consumer of an event function's CloudEvents (Cloud Run's "Container runtime contract")."""
