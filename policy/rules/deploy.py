@@ -55,6 +55,7 @@ APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
     "google_monitoring_dashboard": ("monitoring.googleapis.com",),
     "google_compute_network": ("compute.googleapis.com",),
     "google_compute_subnetwork": ("compute.googleapis.com",),
+    "google_compute_firewall": ("compute.googleapis.com",),
     "google_network_connectivity_service_connection_policy": (
         "networkconnectivity.googleapis.com",
         "serviceconsumermanagement.googleapis.com",

@@ -148,8 +148,11 @@ AT_FIRST_USE = {
     "CloudRunV2ServiceTemplateScaling": _RUN_SERVICE,
     "CloudRunV2ServiceTemplateVpcAccess": _RUN_SERVICE,
     "CloudRunV2ServiceTemplateVpcAccessNetworkInterfaces": _RUN_SERVICE,
+    "ComputeFirewall": f"{PACKAGE}.compute_firewall",
+    "ComputeFirewallAllow": f"{PACKAGE}.compute_firewall",
     "ComputeNetwork": f"{PACKAGE}.compute_network",
     "ComputeSubnetwork": f"{PACKAGE}.compute_subnetwork",
+    "ComputeSubnetworkLogConfig": f"{PACKAGE}.compute_subnetwork",
     "DataGoogleCloudRunV2Service": f"{PACKAGE}.data_google_cloud_run_v2_service",
     "DataGoogleComputeNetwork": f"{PACKAGE}.data_google_compute_network",
     "DataGoogleComputeSubnetwork": f"{PACKAGE}.data_google_compute_subnetwork",
@@ -182,11 +185,13 @@ if TYPE_CHECKING:
         CloudRunV2ServiceTemplateVpcAccess,
         CloudRunV2ServiceTemplateVpcAccessNetworkInterfaces,
     )
+    from cdktf_cdktf_provider_google.compute_firewall import ComputeFirewall, ComputeFirewallAllow
     from cdktf_cdktf_provider_google.compute_network import (
         ComputeNetwork,
     )
     from cdktf_cdktf_provider_google.compute_subnetwork import (
         ComputeSubnetwork,
+        ComputeSubnetworkLogConfig,
     )
     from cdktf_cdktf_provider_google.data_google_cloud_run_v2_service import DataGoogleCloudRunV2Service
     from cdktf_cdktf_provider_google.data_google_compute_network import (
@@ -261,8 +266,11 @@ __all__ = [
     "Cloudfunctions2FunctionEventTrigger",
     "Cloudfunctions2FunctionEventTriggerEventFilters",
     "Cloudfunctions2FunctionServiceConfig",
+    "ComputeFirewall",
+    "ComputeFirewallAllow",
     "ComputeNetwork",
     "ComputeSubnetwork",
+    "ComputeSubnetworkLogConfig",
     "DataGoogleCloudRunV2Service",
     "DataGoogleComputeNetwork",
     "DataGoogleComputeSubnetwork",

@@ -36,12 +36,12 @@ def attach_function(
 def attach_service(
     service: provider.CloudRunV2Service, environment: Mapping[str, str], network: StoreNetwork
 ) -> None:
-    """The deployed service gets `environment` (every variable: the container's whole list is
-    replaced) and Direct VPC egress into the team's subnetwork."""
-    service.add_override(
-        "template.containers.0.env",
-        [{"name": name, "value": value} for name, value in sorted(environment.items())],
-    )
+    """The deployed service gets `environment` (every variable it had, and the store's) and
+    Direct VPC egress into the team's subnetwork."""
+    # Element by element: an override of the whole list is appended to the synthesized one. The
+    # new list holds every variable the service had, so it is at least as long and covers it.
+    for index, (name, value) in enumerate(sorted(environment.items())):
+        service.add_override(f"template.containers.0.env.{index}", {"name": name, "value": value})
     service.add_override(
         "template.vpc_access",
         {

@@ -35,6 +35,9 @@ APIS = (API_COMPUTE, API_NETWORK_CONNECTIVITY, API_SERVICE_CONSUMER, API_VPC_ACC
 """The APIs a Valkey team's stack enables besides every team's: Memorystore for Valkey's "Create
 instances" prerequisites (Compute Engine, Network Connectivity, Service Consumer Management,
 Memorystore) and Serverless VPC Access for the connector."""
+STORE_PORTS = ("6379", "11000-13047")
+"""The ports a client of a Memorystore for Valkey instance reaches it on (Memorystore for Valkey,
+"Networking": the instance's endpoints on 6379, and 11000-13047 for its nodes)."""
 EGRESS = "PRIVATE_RANGES_ONLY"
 """Functions and services send only private-range traffic into the VPC: Google APIs keep their
 own path, and the PSC endpoints' addresses are private."""
@@ -118,10 +121,34 @@ class StoreNetwork(Construct):
                 network=self.network.id,
                 ip_cidr_range=net.subnet_range,
                 private_ip_google_access=True,
+                # Flow logs record who connects to the store's endpoints; sampled and aggregated
+                # to keep their Logging volume small (docs/stacks/stores.md, "Cost").
+                log_config=provider.ComputeSubnetworkLogConfig(
+                    aggregation_interval="INTERVAL_5_MIN", flow_sampling=0.1, metadata="EXCLUDE_ALL_METADATA"
+                ),
                 depends_on=props.apis.of(API_COMPUTE),
             )
         )
         """The `google_compute_subnetwork` (created) or its data source (named)."""
+        self.firewall = (
+            None
+            if net.network
+            else provider.ComputeFirewall(
+                self,
+                "store-egress",
+                project=props.project,
+                name=f"{network_name(props.team)}-store-egress",
+                network=self.network.name,
+                description="runonce: the runtimes reach the Valkey store's endpoints in the subnetwork",
+                direction="EGRESS",
+                destination_ranges=[net.subnet_range],
+                allow=[provider.ComputeFirewallAllow(protocol="tcp", ports=list(STORE_PORTS))],
+                depends_on=props.apis.of(API_COMPUTE),
+            )
+        )
+        """In a created network, the egress rule that names the store's ports (egress is allowed by
+        default; the rule says what the network is for); None in a named network, whose rules its
+        owners keep."""
         self.policy = (
             provider.NetworkConnectivityServiceConnectionPolicy(
                 self,

@@ -53,7 +53,8 @@ def alert_store(alerting: Alerting, instance: str, node_type: str) -> None:
         ],
         f"The instance keeping team {team}'s runs is close to full. It does not evict, so when full it "
         f"refuses writes: claims fail (`store_unavailable`) and runs wait for retries.\n\n"
-        f"1. See its size and node type: {describe}.\n"
+        f"1. See which runs wait on it: `runonce runs --team {team} --status in_progress`; its size "
+        f"and node type: {describe}.\n"
         f"2. Move to a larger node type (`Valkey(node_type=...)` in the team file), or shorten the jobs' "
         f"`retention_seconds`.",
     )
@@ -64,7 +65,8 @@ def alert_store(alerting: Alerting, instance: str, node_type: str) -> None:
         [threshold(instance_filter(EVICTED, instance), "evicted keys", "0s", 0, "ALIGN_MAX", ALIGNMENT)],
         f"The instance keeping team {team}'s runs evicted keys: each may be a run record, and a run "
         f"whose record is gone runs again.\n\n"
-        f"1. Read its maxmemory-policy: {describe} (engineConfigs).\n"
+        f"1. Read its maxmemory-policy: {describe} (engineConfigs); list the runs since: "
+        f"`runonce runs --team {team}`.\n"
         f"2. Set it back: `gcloud memorystore instances update {instance} --location=REGION "
         f"--engine-configs=maxmemory-policy=noeviction`.",
     )
