@@ -25,7 +25,7 @@ from stacks.constructs.required_apis import RequiredApis
 
 SERVICE_CLASS = "gcp-memorystore"
 """The service class of Memorystore for Valkey's connection policies (Memorystore for Valkey,
-"Networking": a service connection policy with service class gcp-memorystore)."""
+"Networking": "Use the service class gcp-memorystore")."""
 API_COMPUTE = "compute.googleapis.com"
 API_NETWORK_CONNECTIVITY = "networkconnectivity.googleapis.com"
 API_SERVICE_CONSUMER = "serviceconsumermanagement.googleapis.com"
@@ -33,11 +33,11 @@ API_VPC_ACCESS = "vpcaccess.googleapis.com"
 API_MEMORYSTORE = "memorystore.googleapis.com"
 APIS = (API_COMPUTE, API_NETWORK_CONNECTIVITY, API_SERVICE_CONSUMER, API_VPC_ACCESS, API_MEMORYSTORE)
 """The APIs a Valkey team's stack enables besides every team's: Memorystore for Valkey's "Create
-instances" prerequisites (Compute Engine, Network Connectivity, Service Consumer Management,
-Memorystore) and Serverless VPC Access for the connector."""
+instances" prerequisites as read (Compute Engine, Network Connectivity, Service Consumer
+Management, Memorystore; not verified by an apply) and Serverless VPC Access for the connector."""
 STORE_PORTS = ("6379", "11000-13047")
-"""The ports a client of a Memorystore for Valkey instance reaches it on (Memorystore for Valkey,
-"Networking": the instance's endpoints on 6379, and 11000-13047 for its nodes)."""
+"""The ports a client of a Memorystore for Valkey instance needs: 6379 and 11000-13047
+(docs/stacks/stores.md)."""
 EGRESS = "PRIVATE_RANGES_ONLY"
 """Functions and services send only private-range traffic into the VPC: Google APIs keep their
 own path, and the PSC endpoints' addresses are private."""

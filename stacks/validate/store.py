@@ -75,8 +75,8 @@ CONNECTOR_INSTANCES = (2, 10)
 CONNECTOR_PREFIX = 28
 """A connector's own range is a /28 (`ip_cidr_range`, provider 6.50)."""
 MAX_SUBNET_PREFIX = 26
-"""The smallest subnetwork the stack creates: Cloud Run's Direct VPC egress takes addresses from
-it per instance ("Direct VPC egress", subnet size: use /26 or larger)."""
+"""The smallest subnetwork the stack creates: the PSC endpoints and Cloud Run's Direct VPC egress
+(addresses per instance as services scale) share it; /26 is our floor, not a documented minimum."""
 
 
 def store_problems(team: Team) -> Iterator[Problem]:
