@@ -86,12 +86,12 @@ class ValkeyStore(Construct):
         network = store.network.network if store.existing else ""
         host, port = primary(fqn, "ip_address", network), primary(fqn, "port", network)
         self.url = TerraformLocal(
-            self, "url", f"{SCHEME}://${{{host}}}:${{{port}}}?replicas={store.wait_replicas}"
+            self, "store-url", f"{SCHEME}://${{{host}}}:${{{port}}}?replicas={store.wait_replicas}"
         ).as_string
         """RUNONCE_STORE_URL: `valkeys://ADDRESS:PORT?replicas=N`, the primary endpoint's."""
         self.ca = TerraformLocal(
             self,
-            "ca",
+            "store-ca",
             f'${{join("\\n", flatten([for ca in {fqn}.managed_server_ca[0].ca_certs : ca.certificates]))}}',
         ).as_string
         """RUNONCE_STORE_CA: the instance's CA certificates, PEM, one after the other."""
