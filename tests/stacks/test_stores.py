@@ -431,3 +431,22 @@ def test_checkov_passes_the_valkey_teams(ledger, served, tmp_path):
         file = tmp_path / f"{synth.team.name}.tf.json"
         file.write_text(synth.json)
         assert run_checkov(CHECKOV, synth.team.name, file) == []
+
+
+def test_the_store_alerts_and_the_dashboard_parse_as_the_monitoring_api_types(ledger):
+    from google.cloud.monitoring_dashboard_v1.types import Dashboard
+    from google.protobuf import json_format
+
+    from tests.stacks.test_monitoring import as_alert_policy
+
+    for config in ledger.resources("google_monitoring_alert_policy").values():
+        if "Valkey store" in config["display_name"]:
+            parsed = as_alert_policy(config)
+            assert parsed.conditions[0].condition_threshold.filter.startswith(
+                'metric.type="memorystore.googleapis.com/'
+            )
+    (dashboard,) = ledger.resources("google_monitoring_dashboard").values()
+    parsed = json_format.Parse(
+        dashboard["dashboard_json"], Dashboard.pb(Dashboard()), ignore_unknown_fields=False
+    )
+    assert parsed.mosaic_layout.tiles[-1].widget.title.startswith("Valkey store")
