@@ -9,7 +9,7 @@ was already imported (a plain cdktf app in the same process), that package is us
 The time provider's bindings (for `time_sleep` and `time_static`) are small, but are loaded the same way.
 
 The bindings only some teams' stacks use (a bucket trigger's, a Cloud Run job target's, an
-existing notification channel's) are
+existing notification channel's, a Valkey store's and its network's) are
 loaded when first named (`AT_FIRST_USE`): each submodule costs its import (tens of ms, or more
 where Python must compile it), and the constructs that need one reach it as `provider.<Class>`
 where they build it.
@@ -136,6 +136,8 @@ from cdktf_cdktf_provider_time.sleep import Sleep  # noqa: E402
 from cdktf_cdktf_provider_time.static_resource import StaticResource  # noqa: E402
 
 _RUN_SERVICE = f"{PACKAGE}.cloud_run_v2_service"
+_MEMORYSTORE = f"{PACKAGE}.memorystore_instance"
+_CONNECTION_POLICY = f"{PACKAGE}.network_connectivity_service_connection_policy"
 AT_FIRST_USE = {
     "CloudRunV2JobIamMember": f"{PACKAGE}.cloud_run_v2_job_iam_member",
     "CloudRunV2Service": _RUN_SERVICE,
@@ -144,12 +146,30 @@ AT_FIRST_USE = {
     "CloudRunV2ServiceTemplateContainersEnv": _RUN_SERVICE,
     "CloudRunV2ServiceTemplateContainersResources": _RUN_SERVICE,
     "CloudRunV2ServiceTemplateScaling": _RUN_SERVICE,
+    "CloudRunV2ServiceTemplateVpcAccess": _RUN_SERVICE,
+    "CloudRunV2ServiceTemplateVpcAccessNetworkInterfaces": _RUN_SERVICE,
+    "ComputeFirewall": f"{PACKAGE}.compute_firewall",
+    "ComputeFirewallAllow": f"{PACKAGE}.compute_firewall",
+    "ComputeNetwork": f"{PACKAGE}.compute_network",
+    "ComputeSubnetwork": f"{PACKAGE}.compute_subnetwork",
+    "ComputeSubnetworkLogConfig": f"{PACKAGE}.compute_subnetwork",
     "DataGoogleCloudRunV2Service": f"{PACKAGE}.data_google_cloud_run_v2_service",
+    "DataGoogleComputeNetwork": f"{PACKAGE}.data_google_compute_network",
+    "DataGoogleComputeSubnetwork": f"{PACKAGE}.data_google_compute_subnetwork",
+    "DataGoogleMemorystoreInstance": f"{PACKAGE}.data_google_memorystore_instance",
     "DataGoogleMonitoringNotificationChannel": f"{PACKAGE}.data_google_monitoring_notification_channel",
     "DataGoogleServiceAccount": f"{PACKAGE}.data_google_service_account",
     "DataGoogleServiceAccounts": f"{PACKAGE}.data_google_service_accounts",
     "DataGoogleStorageBucket": f"{PACKAGE}.data_google_storage_bucket",
     "DataGoogleStorageProjectServiceAccount": f"{PACKAGE}.data_google_storage_project_service_account",
+    "MemorystoreInstance": _MEMORYSTORE,
+    "MemorystoreInstanceDesiredAutoCreatedEndpoints": _MEMORYSTORE,
+    "MemorystoreInstancePersistenceConfig": _MEMORYSTORE,
+    "MemorystoreInstancePersistenceConfigAofConfig": _MEMORYSTORE,
+    "MemorystoreInstanceZoneDistributionConfig": _MEMORYSTORE,
+    "NetworkConnectivityServiceConnectionPolicy": _CONNECTION_POLICY,
+    "NetworkConnectivityServiceConnectionPolicyPscConfig": _CONNECTION_POLICY,
+    "VpcAccessConnector": f"{PACKAGE}.vpc_access_connector",
 }
 """The classes of the submodules imported when the class is first named, by class name."""
 
@@ -162,8 +182,27 @@ if TYPE_CHECKING:
         CloudRunV2ServiceTemplateContainersEnv,
         CloudRunV2ServiceTemplateContainersResources,
         CloudRunV2ServiceTemplateScaling,
+        CloudRunV2ServiceTemplateVpcAccess,
+        CloudRunV2ServiceTemplateVpcAccessNetworkInterfaces,
+    )
+    from cdktf_cdktf_provider_google.compute_firewall import ComputeFirewall, ComputeFirewallAllow
+    from cdktf_cdktf_provider_google.compute_network import (
+        ComputeNetwork,
+    )
+    from cdktf_cdktf_provider_google.compute_subnetwork import (
+        ComputeSubnetwork,
+        ComputeSubnetworkLogConfig,
     )
     from cdktf_cdktf_provider_google.data_google_cloud_run_v2_service import DataGoogleCloudRunV2Service
+    from cdktf_cdktf_provider_google.data_google_compute_network import (
+        DataGoogleComputeNetwork,
+    )
+    from cdktf_cdktf_provider_google.data_google_compute_subnetwork import (
+        DataGoogleComputeSubnetwork,
+    )
+    from cdktf_cdktf_provider_google.data_google_memorystore_instance import (
+        DataGoogleMemorystoreInstance,
+    )
     from cdktf_cdktf_provider_google.data_google_monitoring_notification_channel import (
         DataGoogleMonitoringNotificationChannel,
     )
@@ -172,6 +211,20 @@ if TYPE_CHECKING:
     from cdktf_cdktf_provider_google.data_google_storage_bucket import DataGoogleStorageBucket
     from cdktf_cdktf_provider_google.data_google_storage_project_service_account import (
         DataGoogleStorageProjectServiceAccount,
+    )
+    from cdktf_cdktf_provider_google.memorystore_instance import (
+        MemorystoreInstance,
+        MemorystoreInstanceDesiredAutoCreatedEndpoints,
+        MemorystoreInstancePersistenceConfig,
+        MemorystoreInstancePersistenceConfigAofConfig,
+        MemorystoreInstanceZoneDistributionConfig,
+    )
+    from cdktf_cdktf_provider_google.network_connectivity_service_connection_policy import (
+        NetworkConnectivityServiceConnectionPolicy,
+        NetworkConnectivityServiceConnectionPolicyPscConfig,
+    )
+    from cdktf_cdktf_provider_google.vpc_access_connector import (
+        VpcAccessConnector,
     )
 
 
@@ -198,6 +251,8 @@ __all__ = [
     "CloudRunV2ServiceTemplateContainersEnv",
     "CloudRunV2ServiceTemplateContainersResources",
     "CloudRunV2ServiceTemplateScaling",
+    "CloudRunV2ServiceTemplateVpcAccess",
+    "CloudRunV2ServiceTemplateVpcAccessNetworkInterfaces",
     "CloudSchedulerJob",
     "CloudSchedulerJobAppEngineHttpTarget",
     "CloudSchedulerJobAppEngineHttpTargetAppEngineRouting",
@@ -211,7 +266,15 @@ __all__ = [
     "Cloudfunctions2FunctionEventTrigger",
     "Cloudfunctions2FunctionEventTriggerEventFilters",
     "Cloudfunctions2FunctionServiceConfig",
+    "ComputeFirewall",
+    "ComputeFirewallAllow",
+    "ComputeNetwork",
+    "ComputeSubnetwork",
+    "ComputeSubnetworkLogConfig",
     "DataGoogleCloudRunV2Service",
+    "DataGoogleComputeNetwork",
+    "DataGoogleComputeSubnetwork",
+    "DataGoogleMemorystoreInstance",
     "DataGoogleMonitoringNotificationChannel",
     "DataGoogleProject",
     "DataGoogleServiceAccount",
@@ -228,6 +291,11 @@ __all__ = [
     "LoggingMetric",
     "LoggingMetricMetricDescriptor",
     "LoggingMetricMetricDescriptorLabels",
+    "MemorystoreInstance",
+    "MemorystoreInstanceDesiredAutoCreatedEndpoints",
+    "MemorystoreInstancePersistenceConfig",
+    "MemorystoreInstancePersistenceConfigAofConfig",
+    "MemorystoreInstanceZoneDistributionConfig",
     "MonitoringAlertPolicy",
     "MonitoringAlertPolicyAlertStrategy",
     "MonitoringAlertPolicyAlertStrategyNotificationRateLimit",
@@ -238,6 +306,8 @@ __all__ = [
     "MonitoringAlertPolicyDocumentation",
     "MonitoringDashboard",
     "MonitoringNotificationChannel",
+    "NetworkConnectivityServiceConnectionPolicy",
+    "NetworkConnectivityServiceConnectionPolicyPscConfig",
     "ProjectIamMember",
     "ProjectIamMemberCondition",
     "ProjectService",
@@ -262,4 +332,5 @@ __all__ = [
     "StorageBucketObject",
     "StorageBucketVersioning",
     "TimeProvider",
+    "VpcAccessConnector",
 ]
