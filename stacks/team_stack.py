@@ -27,6 +27,7 @@ from stacks.constructs.deduplicated_function import (
     DeduplicatedFunctionProps,
     FunctionSpec,
     job_archive,
+    store_requirements,
 )
 from stacks.constructs.event_job import (
     EventDelivery,
@@ -357,7 +358,7 @@ class TeamStack(TerraformStack):
         for shared in functions:
             source = shared.settings.source
             if source not in archives:
-                archives[source] = job_archive(shared.first, archive_dir)
+                archives[source] = job_archive(shared.first, archive_dir, store_requirements(team))
             self.functions[shared.name] = DeduplicatedFunction(
                 self,
                 f"{shared.name}-function",

@@ -448,3 +448,35 @@ def test_the_store_alerts_and_the_dashboard_parse_as_the_monitoring_api_types(le
         dashboard["dashboard_json"], Dashboard.pb(Dashboard()), ignore_unknown_fields=False
     )
     assert parsed.mosaic_layout.tiles[-1].widget.title.startswith("Valkey store")
+
+
+def _archived_requirements(synth: Synthesized, archive_dir: Path) -> dict[str, str]:
+    """Each uploaded source archive's requirements.txt (the zip the stack built in `archive_dir`,
+    named by its digest as its asset is), by the object's logical id."""
+    import zipfile
+
+    texts = {}
+    for name, config in synth.resources("google_storage_bucket_object").items():
+        with zipfile.ZipFile(archive_dir / Path(config["source"]).name) as archive:
+            texts[name] = archive.read("requirements.txt").decode()
+    return texts
+
+
+def test_a_valkey_teams_functions_and_watchdog_deploy_the_valkey_client_the_library_pins(
+    ledger, example, archive_dir
+):
+    """The same function folders as a Firestore team's (which list no valkey: runonce loads its
+    client only when RUNONCE_STORE chooses it), with the `valkey` extra's pin from
+    functions/pyproject.toml added to the archive's requirements.txt; a Firestore team's archives
+    are the folders' own (its snapshot unchanged)."""
+    import tomllib
+
+    with open(Path(__file__).parents[2] / "functions" / "pyproject.toml", "rb") as file:
+        (pin,) = tomllib.load(file)["project"]["optional-dependencies"]["valkey"]
+    ledger_texts = _archived_requirements(ledger, archive_dir)
+    assert len(ledger_texts) == 3  # ledger-close, ledger-entries and the watchdog
+    for text in ledger_texts.values():
+        assert text.splitlines().count(pin) == 1, text
+        assert text.endswith(f"\n{pin}\n")
+    example_texts = _archived_requirements(example, archive_dir)
+    assert example_texts and not any("valkey" in text for text in example_texts.values())
