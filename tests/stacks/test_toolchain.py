@@ -42,7 +42,8 @@ from stacks.team import load_team_file
 from stacks.team_stack import TeamStack
 from stacks.toolchain import App, TOOLCHAIN
 out, expected, *files = sys.argv[1:]
-assert TOOLCHAIN.name == expected, (TOOLCHAIN.name, expected)
+if TOOLCHAIN.name != expected:
+    sys.exit(f"synthesizing with {TOOLCHAIN.name}, not {expected}")
 app = App(outdir=out)
 for path in files:
     TeamStack(app, load_team_file(Path(path)))
@@ -135,6 +136,32 @@ def test_a_stack_has_the_same_source_archives_byte_for_byte_on_both_toolchains(o
     cdktf_assets = assets(outputs["cdktf"])
     assert cdktf_assets
     assert cdktf_assets == assets(outputs["cdktn"])
+
+
+def _make_dry_run(*arguments: str) -> subprocess.CompletedProcess[str]:
+    env = {name: value for name, value in os.environ.items() if name != "TOOLCHAIN"}
+    return subprocess.run(
+        ["make", "--no-print-directory", "-n", *arguments],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_make_synth_runs_the_cdktf_cli_by_default_and_the_app_on_cdk_terrain_with_toolchain_cdktn():
+    assert _make_dry_run("synth").stdout.splitlines()[-1] == "npx --no-install cdktf synth"
+    assert _make_dry_run("synth", "TOOLCHAIN=cdktn").stdout.splitlines()[-1] == (
+        f"RUNONCE_TOOLCHAIN=cdktn JSII_NODE={CDKTN_NODE} .venv/cdktn/bin/python -O main.py"
+    )
+
+
+def test_make_refuses_an_unknown_toolchain_naming_the_choices():
+    result = _make_dry_run("synth", "TOOLCHAIN=terraform")
+    assert result.returncode != 0
+    assert "TOOLCHAIN=terraform is not a toolchain: use TOOLCHAIN=cdktf (the default) or TOOLCHAIN=cdktn" in (
+        result.stderr
+    )
 
 
 def test_the_toolchain_is_cdktf_unless_the_variable_names_cdk_terrain():
