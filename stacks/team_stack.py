@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cdktf import Annotations, GcsBackend, LocalBackend, TerraformStack
 from constructs import Construct
 
 from stacks import naming
@@ -57,6 +56,7 @@ from stacks.constructs.team_identity import TeamIdentity, TeamIdentityProps
 from stacks.constructs.valkey_store import ValkeyStore, ValkeyStoreProps
 from stacks.constructs.watchdog import Watchdog, WatchdogProps
 from stacks.contract import ACKNOWLEDGED, EVENT_CONSUMER_FIELD, EVENT_SOURCE_FIELD
+from stacks.toolchain import Annotations, GcsBackend, LocalBackend, TerraformStack
 from stacks.validate import windows
 
 

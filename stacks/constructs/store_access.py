@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cdktf import TerraformResource
-
 from stacks.constructs import provider
 from stacks.constructs.deduplicated_function import DeduplicatedFunction
 from stacks.constructs.store_network import EGRESS, StoreNetwork
+from stacks.toolchain import TerraformResource
 
 
 def attach_function(

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdktf import ITerraformDependable, TerraformDataSource
 from constructs import Construct
 
 from stacks.config.store import Network
 from stacks.constructs import provider
 from stacks.constructs.required_apis import RequiredApis
+from stacks.toolchain import ITerraformDependable, TerraformDataSource
 
 SERVICE_CLASS = "gcp-memorystore"
 """The service class of Memorystore for Valkey's connection policies (Memorystore for Valkey,

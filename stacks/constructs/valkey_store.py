@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdktf import Postcondition, TerraformLocal, TerraformResourceLifecycle
 from constructs import Construct
 
 from runonce import contract
@@ -27,6 +26,7 @@ from stacks.config.store import Valkey
 from stacks.constructs import provider
 from stacks.constructs.required_apis import RequiredApis
 from stacks.constructs.store_network import API_MEMORYSTORE, StoreNetwork
+from stacks.toolchain import Postcondition, TerraformLocal, TerraformResourceLifecycle
 
 NO_EVICTION = {"maxmemory-policy": "noeviction"}
 """Memorystore's default `maxmemory-policy` is volatile-lru, which evicts keys with an expiry:

@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdktf import Annotations
 from constructs import Construct
 
 from runonce import contract
@@ -61,6 +60,7 @@ from stacks.contract import (
     WATCHDOG_LOCATION_VARIABLE,
     WATCHDOG_TEAM_VARIABLE,
 )
+from stacks.toolchain import Annotations
 
 COLLECTION = "watchdog_runs"
 TIMEOUT_SECONDS = 300

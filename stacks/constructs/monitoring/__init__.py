@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cdktf import ITerraformDependable, TerraformLocal, Token
 from constructs import Construct
 
 from stacks.config import defaults
@@ -53,6 +52,7 @@ from stacks.constructs.provider import (
     MonitoringNotificationChannel,
     Sleep,
 )
+from stacks.toolchain import ITerraformDependable, TerraformLocal, Token
 
 __all__ = [
     "CATCH_UP",
