@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.valkey import SIDES, StoreTimes, render, round_trips, store_times, verdict
+from benchmarks.valkey import SIDES, StoreTimes, event_round_trips, render, round_trips, store_times, verdict
 from tests.store.valkey_server import ValkeyServer
 
 
@@ -32,6 +32,15 @@ def test_the_round_trips_per_outcome_are_runonces_and_the_patterns(server):
             "in progress": 2,
             "failed (claim + fail)": 2,
         },
+    }
+
+
+def test_an_events_round_trips_are_two_on_the_happy_path_and_one_for_a_duplicate(server):
+    assert event_round_trips(server.port) == {
+        "completed (claim + complete)": (2, "completed"),
+        "duplicate of a completed event": (1, "duplicate"),
+        "retryable failure (claim + release)": (2, "retry"),
+        "its redelivery, completed": (2, "completed"),
     }
 
 
