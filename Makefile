@@ -83,11 +83,14 @@ typecheck: $(STAMP)
 ## then the event path's round trips per outcome, then the round trips per delivery under each overlap policy
 ## (allow, skip, wait side by side), then end to end over HTTP (functions-framework processes, floor subtracted),
 ## scheduled against the seed and events against one transaction on the event id; then the cold start's imports against
-## functions_framework + firestore; then synth time against a plain cdktf app, and 100 jobs against 1. All run; exit 1 if a target is missed.
+## functions_framework + firestore; then synth time against a plain cdktf app, and 100 jobs against 1. After the end to end
+## ones, the Valkey rows (benchmarks/valkey*.py): the store against Powertools' SET NX + SET on one redis-server (store time,
+## round trips), end to end on Valkey, and events per second at 8 concurrent requests on each store. All run; exit 1 if a target is missed.
 bench: $(STAMP)
 	@status=0; $(PY) -m benchmarks.ledger || status=1; echo; $(PY) -m benchmarks.events || status=1; \
 	echo; $(PY) -m benchmarks.overlap || status=1; \
 	echo; $(PY) -m benchmarks.endtoend || status=1; echo; $(PY) -m benchmarks.endtoend_events || status=1; \
+	echo; $(PY) -m benchmarks.valkey || status=1; echo; $(PY) -m benchmarks.valkey_endtoend || status=1; \
 	echo; $(PY) -m benchmarks.coldstart || status=1; \
 	echo; $(PY) -m benchmarks.synth || status=1; exit $$status
 
