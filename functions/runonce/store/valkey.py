@@ -30,6 +30,7 @@ import copy
 import hashlib
 import json
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -334,6 +335,15 @@ class ValkeyStore:
         """See `Store.exists`."""
         with _translated():
             return bool(self._client.exists(self._key(key)))
+
+    def keys_starting(self, start: str, most: int) -> list[str]:
+        """At most `most` of the run keys that start with `start`, in order, `start` itself first:
+        for operators' short keys, read with ZSCAN from the index of every record (it walks the
+        whole index: never on a request path)."""
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", start) + "*"
+        with _translated():
+            found = {name for name, _ in self._client.zscan_iter(f"{self._prefix}:index", match=pattern)}
+        return sorted(found, key=lambda name: (name != start, name))[:most]
 
     def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
         """See `Store.complete`: waits for the replicas as a claim does (logged if they lag)."""
