@@ -43,6 +43,7 @@ from operate.rerun import (
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView, resolve
 from runonce import _clock as clock
 from runonce._instant import parse_instant
+from runonce.contract import STORE_VARIABLE
 from runonce.core.errors import RunonceError, StoreError, StoreUnavailable
 from runonce.scheduler.expected import scheduled_key
 
@@ -133,7 +134,13 @@ by_option = click.option(
 
 
 @click.group(name="runonce")
-def runonce() -> None:
+@click.option(
+    "--store",
+    envvar=STORE_VARIABLE,
+    help="The team's run store, as its functions' RUNONCE_STORE names it: firestore (the default) or "
+    "the Valkey server's URL (default: $RUNONCE_STORE).",
+)
+def runonce(store: str | None) -> None:
     """Operate runonce teams: their runs, stuck claims and dead letters (docs/operate.md)."""
 
 
@@ -365,7 +372,7 @@ def _key(
     if key:
         if job_name or schedule_time:
             raise BadInput("KEY", "give either KEY or --job with --time, not both")
-        return resolve_key(clients.collection(team), key), None
+        return resolve_key(clients.key_lookup(team), key), None
     if not (job_name and schedule_time):
         raise BadInput("KEY", "give the run's KEY, or --job and --time (its schedule time)")
     job = team.job(job_name)
@@ -394,7 +401,7 @@ def release_command(key: str, team_name: str, force: bool, by: str | None) -> No
         team = resolve(team_name)
         who = clients.operator(by)
         released = release.release(
-            clients.store(team), resolve_key(clients.collection(team), key), who, force
+            clients.store(team), resolve_key(clients.key_lookup(team), key), who, force
         )
     click.echo(released.message, err=not released.done)
     if not released.done:

@@ -1,22 +1,31 @@
-"""The Google clients the command uses: the team's ledger, and Pub/Sub.
+"""The clients the command uses: the team's run store, and Pub/Sub.
 
-Each honours its emulator's variable (FIRESTORE_EMULATOR_HOST, PUBSUB_EMULATOR_HOST), as the
-client libraries do, and otherwise uses the application default credentials (`gcloud auth
-application-default login`). The operator's name on every change comes from those credentials,
-or from `--by` (required on the emulators, where there are none: $USER is taken if set).
+The run store is the one `runonce --store` names, else RUNONCE_STORE (as the team's functions are
+given it), else Firestore: the team's ledger (its project, database and collection), or a Valkey
+server's URL, the team's records under its collection's name. The Google clients honour their
+emulator's variable (FIRESTORE_EMULATOR_HOST, PUBSUB_EMULATOR_HOST), as the client libraries do,
+and otherwise use the application default credentials (`gcloud auth application-default login`).
+The operator's name on every change comes from those credentials, or from `--by` (required on the
+emulators, where there are none: $USER is taken if set).
 """
 
 from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import click
+from click.core import ParameterSource
 from google.auth import exceptions as auth_exceptions
 
 from operate.team import BadInput, TeamView
-from runonce.core.settings import DEFAULT_RETENTION_SECONDS
+from runonce.contract import STORE_VARIABLE
+from runonce.core.errors import ConfigError
+from runonce.core.settings import DEFAULT_RETENTION_SECONDS, FIRESTORE
+from runonce.core.settings import store_setting as store_setting_of
 from runonce.core.store import Store
 from stacks.config.team import Team
 
@@ -33,29 +42,65 @@ class Unavailable(Exception):
     """A Google service refused a call or did not answer; the message names the resource (exit 1)."""
 
 
+STORE_OPTION = "--store"
+
+
+def store_setting() -> tuple[str, str]:
+    """The run store the command works on, and where it was given: `--store`, else RUNONCE_STORE
+    (the option reads it when it is not given), else Firestore; BadInput naming the one given if
+    it names no store."""
+    context = click.get_current_context(silent=True)
+    root = context.find_root() if context is not None else None
+    # A command run on its own (not under the `runonce` group) has no --store: the variable decides.
+    grouped = root if root is not None and "store" in root.params else None
+    given = grouped.params["store"] if grouped is not None else os.environ.get(STORE_VARIABLE)
+    if given is None:
+        return STORE_OPTION, FIRESTORE
+    from_option = grouped is not None and grouped.get_parameter_source("store") is ParameterSource.COMMANDLINE
+    name = STORE_OPTION if from_option else STORE_VARIABLE
+    try:
+        return name, store_setting_of(name, given)
+    except ConfigError as exc:
+        raise BadInput(name, str(exc).removeprefix(f"{name}=")) from None
+
+
 def store(team: TeamView | Team, retention_seconds: int = DEFAULT_RETENTION_SECONDS) -> Store:
-    """The team's ledger (its project, database and collection) as a Store; what it writes (a
-    re-run request) expires after `retention_seconds`, the job's retention."""
-    from google.cloud import firestore
+    """The team's run store (`store_setting`): its ledger (project, database, collection), or
+    the Valkey server's records under the collection's name; what it writes (a re-run request)
+    expires after `retention_seconds`, the job's retention."""
+    from runonce.store.connection import open_store
 
-    from runonce.store.firestore import Ledger, LedgerStore
-
-    try:
-        client = firestore.Client(project=team.project, database=team.database)
-    except auth_exceptions.GoogleAuthError as exc:
-        raise BadInput("credentials", f"{exc}; {_CREDENTIALS_FIX}") from None
     retention = timedelta(seconds=retention_seconds)
-    return LedgerStore(Ledger(client, team.collection, _UNUSED_LEASE, retention))
-
-
-def collection(team: TeamView) -> Any:
-    """The team's ledger as a Firestore collection, for the queries no Store offers (a key prefix)."""
-    from google.cloud import firestore
-
+    name, setting = store_setting()
     try:
-        return firestore.Client(project=team.project, database=team.database).collection(team.collection)
-    except auth_exceptions.GoogleAuthError as exc:
-        raise BadInput("credentials", f"{exc}; {_CREDENTIALS_FIX}") from None
+        return open_store(setting, team.collection, _UNUSED_LEASE, retention, team.database, team.project)
+    except ConfigError as exc:
+        if setting == FIRESTORE:
+            raise BadInput("credentials", f"{exc}; {_CREDENTIALS_FIX}") from None
+        raise BadInput(name, str(exc)) from None
+
+
+def key_lookup(team: TeamView) -> Callable[[str, int], list[str]]:
+    """`lookup(start, most)`: at most `most` of the team's record ids that start with `start`, in
+    order, the one that is `start` itself first (for `resolve_key`)."""
+    found = store(team)
+    if store_setting()[1] != FIRESTORE:
+        return found.keys_starting  # type: ignore[attr-defined]
+    from google.cloud.firestore_v1.base_query import FieldFilter
+    from google.cloud.firestore_v1.field_path import FieldPath
+
+    collection = found.ledger._client.collection(team.collection)  # type: ignore[attr-defined]
+    name = FieldPath.document_id()
+
+    def lookup(start: str, most: int) -> list[str]:
+        query = (
+            collection.where(filter=FieldFilter(name, ">=", collection.document(start)))
+            .where(filter=FieldFilter(name, "<", collection.document(start + "\uffff")))
+            .limit(most)
+        )
+        return [snapshot.id for snapshot in query.stream()]
+
+    return lookup
 
 
 def subscriber() -> Any:

@@ -1,12 +1,12 @@
-"""A run key as an operator types it: checked against Firestore's document-id rules before any
-read, so a mistyped key is bad input (exit 2), not a client library's traceback; or a short
-prefix of one (as `runonce runs` shows them), resolved to the one record id it starts."""
+"""A run key as an operator types it: checked against Firestore's document-id rules (which the
+Valkey store's keys meet too) before any read, so a mistyped key is bad input (exit 2), not a
+client library's traceback; or a short prefix of one (as `runonce runs` shows them), resolved to
+the one record id it starts."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from operate.team import BadInput
 
@@ -63,23 +63,15 @@ def _common(one: str, other: str) -> int:
     return length
 
 
-def resolve_key(collection: Any, given: str, option: str = "KEY") -> str:
+def resolve_key(lookup: Callable[[str, int], list[str]], given: str, option: str = "KEY") -> str:
     """The run key `given` names: itself if a record has that id or none starts with it, else
     the one record id that starts with it (as git takes a short hash); BadInput naming `option`
-    and listing the candidates if several do. `collection` is the ledger's Firestore collection."""
+    and listing the candidates if several do. `lookup(start, most)` gives at most `most` record
+    ids that start with `start`, in order, `start` itself first (`clients.key_lookup`)."""
     key = checked_key(given, option)
     if len(key) < MIN_PREFIX:
         return key
-    from google.cloud.firestore_v1.base_query import FieldFilter
-    from google.cloud.firestore_v1.field_path import FieldPath
-
-    name = FieldPath.document_id()
-    query = (
-        collection.where(filter=FieldFilter(name, ">=", collection.document(key)))
-        .where(filter=FieldFilter(name, "<", collection.document(key + "\uffff")))
-        .limit(_CANDIDATES + 1)
-    )
-    found = [snapshot.id for snapshot in query.stream()]
+    found = lookup(key, _CANDIDATES + 1)
     if key in found or len(found) <= 1:
         return found[0] if found and key not in found else key
     listed = ", ".join(found[:_CANDIDATES]) + (", ..." if len(found) > _CANDIDATES else "")

@@ -3,23 +3,24 @@ finish, each run reported once, and a missed run within its job's catch-up windo
 instead (runonce.scheduler.watchdog; docs/watchdog.md, docs/backfill.md).
 
 Its tick is a Cloud Scheduler delivery like any job's, so `@deduplicated` runs it once per tick in
-the watchdog's own ledger (RUNONCE_DATABASE), where its claims of the reported runs live too. The
-team's ledger is read, and written only by a catch-up (its request in a job's re-run slot); Cloud
-Scheduler is called only for a job with a catch-up window (`jobs.run`), with the
-function's own credentials, or with none at RUNONCE_SCHEDULER_BASE_URL (a local stand-in).
+the watchdog's own ledger (RUNONCE_DATABASE), where its claims of the reported runs live too; with
+RUNONCE_STORE naming a Valkey server, its records and the team's are both there, under their
+collections' names. The team's ledger is read, and written only by a catch-up (its request in a
+job's re-run slot); Cloud Scheduler is called only for a job with a catch-up window (`jobs.run`),
+with the function's own credentials, or with none at RUNONCE_SCHEDULER_BASE_URL (a local stand-in).
 """
 
 import functools
 import os
 
 import functions_framework
-from google.cloud import firestore
 
 from runonce import ConfigError, PermanentError, deduplicated
-from runonce.core.settings import load_settings
+from runonce.contract import COLLECTION_VARIABLE, STORE_VARIABLE, WATCHDOG_LEDGER_COLLECTION_VARIABLE
+from runonce.core.settings import FIRESTORE, load_settings
 from runonce.core.store import Store
 from runonce.scheduler.watchdog import Scheduler, Watch, check, watch_settings
-from runonce.store.firestore import Ledger, LedgerStore
+from runonce.store.connection import open_store
 
 SCHEDULER_API = "https://cloudscheduler.googleapis.com"
 SCHEDULER_URL_VARIABLE = "RUNONCE_SCHEDULER_BASE_URL"
@@ -52,16 +53,33 @@ class SchedulerApi:
 def _setup() -> tuple[Watch, Store, Store, Scheduler | None]:
     """The watch, the team's ledger, the watchdog's own store and (for a team with a catch-up
     window) Cloud Scheduler, built once per instance (a ConfigError is not kept: the next tick
-    reads the settings again)."""
+    reads the settings again). Both stores are on the store RUNONCE_STORE names: on Firestore in
+    their two databases, on a Valkey server under their two collections' names."""
     settings = load_settings({})
     watching = watch_settings(os.environ)
-    ledger = firestore.Client(project=settings.project, database=watching.ledger_database)
-    own = firestore.Client(project=settings.project, database=settings.database)
+    if settings.store != FIRESTORE and watching.ledger_collection == settings.collection:
+        raise ConfigError(
+            f"the team's ledger ({WATCHDOG_LEDGER_COLLECTION_VARIABLE}) and the watchdog's own store "
+            f"({COLLECTION_VARIABLE}) are both {settings.collection!r} on the Valkey server "
+            f"{STORE_VARIABLE} names: give the watchdog's own store another name"
+        )
+    lease, retention = settings.lease, settings.retention
+    ledger = open_store(
+        settings.store,
+        watching.ledger_collection,
+        lease,
+        retention,
+        watching.ledger_database,
+        settings.project,
+    )
+    own = open_store(
+        settings.store, settings.collection, lease, retention, settings.database, settings.project
+    )
     catching = any(job.catch_up for job in watching.watch.jobs)
     return (
         watching.watch,
-        LedgerStore(Ledger(ledger, watching.ledger_collection, settings.lease, settings.retention)),
-        LedgerStore(Ledger(own, settings.collection, settings.lease, settings.retention)),
+        ledger,
+        own,
         SchedulerApi(os.environ.get(SCHEDULER_URL_VARIABLE) or SCHEDULER_API) if catching else None,
     )
 

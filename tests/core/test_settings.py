@@ -67,3 +67,65 @@ def test_invalid_environment_is_reported_with_the_variable(environ, named):
 def test_invalid_option_is_reported_as_a_decorator_option():
     with pytest.raises(ConfigError, match=r"lease \(decorator option\)=-1 is out of range"):
         load_settings({"lease": -1}, environ={})
+
+
+def test_the_store_option_chooses_the_store_when_runonce_store_is_unset():
+    settings = load_settings({"store": "valkey://10.0.0.3:6379"}, environ={})
+    assert settings.store == "valkey://10.0.0.3:6379"
+
+
+@pytest.mark.parametrize(
+    ("option", "variable"),
+    [("valkey://10.0.0.3:6379", " valkey://10.0.0.3:6379 "), ("FIRESTORE", "firestore")],
+)
+def test_the_store_option_and_runonce_store_naming_the_same_store_agree(option, variable):
+    assert (
+        load_settings({"store": option}, environ={"RUNONCE_STORE": variable}).store
+        == variable.strip().lower()
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "variable", "named"),
+    [
+        (
+            "valkey://runner:s3cret@10.0.0.3:6379",
+            "firestore",
+            "the run store is 'valkey://runner:***@10.0.0.3:6379' by the decorator option store= but "
+            "'firestore' by RUNONCE_STORE: give it in one place",
+        ),
+        (
+            "firestore",
+            "valkey://10.0.0.3:6379",
+            "the run store is 'firestore' by the decorator option store= but 'valkey://10.0.0.3:6379' by "
+            "RUNONCE_STORE",
+        ),
+        (
+            "valkey://10.0.0.3:6379",
+            "valkey://10.0.0.4:6379",
+            "'valkey://10.0.0.3:6379' by the decorator option store= but 'valkey://10.0.0.4:6379' by",
+        ),
+    ],
+)
+def test_the_store_option_contradicting_runonce_store_is_a_config_error_naming_both(option, variable, named):
+    with pytest.raises(ConfigError) as raised:
+        load_settings({"store": option}, environ={"RUNONCE_STORE": variable})
+    assert named in str(raised.value)
+    assert "s3cret" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "environ", "named"),
+    [
+        ({"store": "redis://10.0.0.3"}, {}, "store (decorator option)='redis://10.0.0.3' names no run store"),
+        (
+            {"store": "valkey://10.0.0.3:6379"},
+            {"RUNONCE_STORE": "memcache"},
+            "RUNONCE_STORE='memcache' names no run store",
+        ),
+    ],
+)
+def test_a_store_option_or_variable_naming_no_store_is_reported_with_its_name(overrides, environ, named):
+    with pytest.raises(ConfigError) as raised:
+        load_settings(overrides, environ=environ)
+    assert named in str(raised.value)

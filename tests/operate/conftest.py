@@ -1,7 +1,8 @@
 """Fixtures for the operators' command: a team file in a tmp folder, its ledger on the Firestore
-emulator, its topics and dead-letter subscription on the Pub/Sub emulator, its scheduled jobs
-served under @deduplicated with a stand-in for Cloud Scheduler's `jobs.run`, and the command run
-through click's CliRunner."""
+emulator (or, where a module overrides `ledger_kind` with both stores, on the session's
+redis-server, chosen by RUNONCE_STORE as a team's functions are given it), its topics and
+dead-letter subscription on the Pub/Sub emulator, its scheduled jobs served under @deduplicated
+with a stand-in for Cloud Scheduler's `jobs.run`, and the command run through click's CliRunner."""
 
 from __future__ import annotations
 
@@ -19,19 +20,21 @@ from click.testing import CliRunner, Result
 
 import runonce as library
 from emulator.googleapis import GoogleApisStandIn
-from operate import clients
 from operate.cli import runonce
 from operate.rerun import SCHEDULER_URL_VARIABLE
 from operate.team import ScheduledJob, TeamView, resolve
 from runonce import _clock
-from runonce.contract import OVERLAP_HEADER
+from runonce.contract import OVERLAP_HEADER, STORE_VARIABLE
 from runonce.core.store import Claim, Store
 from runonce.scheduler.expected import next_time, scheduled_key
 from runonce.store.firestore import Ledger, LedgerStore
 from tests.conftest import PROJECT
 from tests.events.conftest import PubSub
+from tests.store.conftest import valkey_server  # noqa: F401  (the session's server, for teams on Valkey)
+from tests.store.valkey_server import ValkeyServer
 
 LEASE = timedelta(seconds=120)
+RETENTION = timedelta(days=7)
 TEAM_FILE = """
 from stacks.team import EventJob, Job, Team
 
@@ -84,8 +87,19 @@ class Ops:
         return claim
 
 
+ON_BOTH_STORES = ("firestore", "valkey")
+"""`ledger_kind`'s values in a module whose tests run on both stores."""
+
+
 @pytest.fixture
-def ops(firestore_emulator, pubsub_emulator, tmp_path, monkeypatch, clock) -> Ops:
+def ledger_kind() -> str:
+    """The store of the team's runs: Firestore, unless a module overrides this fixture with
+    `params=ON_BOTH_STORES`."""
+    return "firestore"
+
+
+@pytest.fixture
+def ops(firestore_emulator, pubsub_emulator, tmp_path, monkeypatch, clock, ledger_kind, request) -> Ops:
     """A fresh team (its own name and collection) whose file is the only one in RUNONCE_TEAMS_DIR."""
     name = f"t{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{name}.py").write_text(
@@ -93,9 +107,43 @@ def ops(firestore_emulator, pubsub_emulator, tmp_path, monkeypatch, clock) -> Op
     )
     monkeypatch.setenv("RUNONCE_TEAMS_DIR", str(tmp_path))
     team = resolve(name)
-    ledger = clients.store(team).ledger  # type: ignore[attr-defined]
-    store = LedgerStore(Ledger(ledger._client, team.collection, LEASE, timedelta(days=7)))
-    return Ops(team, store, str(tmp_path))
+    ledgers = team_ledgers(ledger_kind, request, team.database, team.collection, monkeypatch, clock)
+    return Ops(team, ledgers(LEASE), str(tmp_path))
+
+
+def team_ledgers(
+    kind: str, request: Any, database: str, collection: str, monkeypatch: Any, clock: Callable[[], datetime]
+) -> Callable[[timedelta], Store]:
+    """`open(lease)`: the team's ledger on `kind`'s store, claiming under `lease`. Firestore: the
+    emulator's database `database`, RUNONCE_STORE unset. Valkey: the session's server, named by
+    RUNONCE_STORE as the team's functions and its operators are given it; every Valkey store
+    opened from then on (the command's, a served job's) is on the test's clock, the store's test
+    hook, so leases end as the test moves its clock (any other store is opened as it is)."""
+    if kind == "firestore":
+        from google.cloud import firestore
+
+        request.getfixturevalue("firestore_emulator")
+        monkeypatch.delenv(STORE_VARIABLE, raising=False)
+        client = firestore.Client(project=PROJECT, database=database)
+        return lambda lease: LedgerStore(Ledger(client, collection, lease, RETENTION))
+    import valkey
+
+    from runonce.store import connection
+    from runonce.store.valkey import ValkeyStore
+
+    server: ValkeyServer = request.getfixturevalue("valkey_server")
+    url = f"valkey://127.0.0.1:{server.port}"
+    monkeypatch.setenv(STORE_VARIABLE, url)
+    opened = connection.open_store
+
+    def on_the_clock(store: str, collection: str, lease: timedelta, retention: timedelta, *rest: Any) -> Any:
+        if store != url:
+            return opened(store, collection, lease, retention, *rest)
+        client = valkey.Valkey(port=server.port, decode_responses=True, socket_timeout=10)
+        return ValkeyStore(client, collection, lease, retention, clock=clock)
+
+    monkeypatch.setattr(connection, "open_store", on_the_clock)
+    return lambda lease: on_the_clock(url, collection, lease, RETENTION)
 
 
 class Topics:
@@ -202,8 +250,9 @@ def served(ops, monkeypatch) -> Iterator[Served]:
             holder[0].runs.append(library.current_run())  # type: ignore[arg-type]
         return holder[0].behaviour()
 
-    ledger = clients.store(ops.team).ledger  # type: ignore[attr-defined]
-    handler = library.deduplicated(collection=ops.team.collection, client=ledger._client, lease=120)(body)
+    # On Firestore, the emulator's client (its project); on Valkey, RUNONCE_STORE names the store.
+    client = ops.store.ledger._client if isinstance(ops.store, LedgerStore) else None
+    handler = library.deduplicated(collection=ops.team.collection, client=client, lease=120)(body)
     app = flask.Flask(f"served-{uuid.uuid4().hex[:6]}")
     app.add_url_rule("/", "handle", lambda: handler(flask.request._get_current_object()), methods=["POST"])
     api = GoogleApisStandIn().start()

@@ -32,13 +32,14 @@ from emulator.googleapis import Fault, GoogleApisStandIn
 from localscheduler.hosts.pool import InstancePool
 from operate.cli import runonce as command_group
 from operate.rerun import SCHEDULER_URL_VARIABLE
-from runonce.contract import ACTIONS_FIELD
+from runonce.contract import ACTIONS_FIELD, STORE_VARIABLE
 from runonce.core.store import (
     CAUSE_BY_FIELD,
     CAUSE_FIELD,
     CAUSE_REQUEST_FIELD,
     REQUEST_STATE_FIELD,
     Claim,
+    Store,
     StoredResult,
 )
 from runonce.scheduler.expected import expected_times, next_time, scheduled_key
@@ -46,6 +47,7 @@ from runonce.scheduler.keys import rerun_slot
 from stacks.naming import scheduler_job_name
 from stacks.team import REPO_ROOT
 from tests.conftest import PROJECT
+from tests.operate.conftest import ON_BOTH_STORES
 
 REGION = "europe-west1"
 DATABASE = "runonce-backfill"
@@ -68,17 +70,22 @@ team = Team(
 
 @dataclass
 class Setup:
-    """What every test shares: the ledger collection, the executions collection and the instances."""
+    """What every test shares: the run store (Firestore's ledger collection, or a Valkey server's
+    records under that name), the executions collection and the instances."""
 
     collection: str
     executions: str
     pool: InstancePool
     client: Any
+    store_url: str | None
+    """RUNONCE_STORE of the instances and the command: None on Firestore."""
     answers: list[Any] = field(default_factory=list)
 
 
-@pytest.fixture(scope="module")
-def setup(firestore_emulator, tmp_path_factory) -> Iterator[Setup]:
+@pytest.fixture(scope="module", params=ON_BOTH_STORES)
+def setup(request, firestore_emulator, tmp_path_factory) -> Iterator[Setup]:
+    """Every test here runs with the team's runs on Firestore and on Valkey (the instances and the
+    command given RUNONCE_STORE, as a team's functions and operators are)."""
     from google.cloud import firestore
 
     collection, executions = f"backfill_{uuid.uuid4().hex[:10]}", f"executions_{uuid.uuid4().hex[:10]}"
@@ -89,9 +96,13 @@ def setup(firestore_emulator, tmp_path_factory) -> Iterator[Setup]:
         "RUNONCE_COLLECTION": collection,
         "BACKFILL_EXECUTIONS": executions,
     }
+    url = None
+    if request.param == "valkey":
+        url = f"valkey://127.0.0.1:{request.getfixturevalue('valkey_server').port}"
+        env[STORE_VARIABLE] = url
     pool = InstancePool("backfill", SOURCE, "handle", 2, env, tmp_path_factory.mktemp("instances"))
     pool.start()
-    yield Setup(collection, executions, pool, firestore.Client(project=PROJECT, database=DATABASE))
+    yield Setup(collection, executions, pool, firestore.Client(project=PROJECT, database=DATABASE), url)
     pool.stop()
 
 
@@ -104,6 +115,8 @@ class Team:
     folder: Path
     store: Any
     ticks: list[datetime]
+    store_url: str | None
+    """RUNONCE_STORE naming its Valkey server; None on Firestore."""
 
     def key(self, moment: datetime) -> str:
         return scheduled_key(self.scheduler_job, moment, PROJECT, REGION)
@@ -122,6 +135,7 @@ class Team:
 @pytest.fixture
 def team(setup, tmp_path) -> Team:
     from runonce.store.firestore import Ledger, LedgerStore
+    from runonce.store.valkey import connect
 
     name = f"t{uuid.uuid4().hex[:8]}"
     folder = tmp_path / "teams"
@@ -131,7 +145,11 @@ def team(setup, tmp_path) -> Team:
             team=name, project=PROJECT, region=REGION, database=DATABASE, collection=setup.collection
         )
     )
-    store = LedgerStore(Ledger(setup.client, setup.collection, timedelta(seconds=1), timedelta(days=7)))
+    lease, retention = timedelta(seconds=1), timedelta(days=7)
+    if setup.store_url is None:
+        store: Store = LedgerStore(Ledger(setup.client, setup.collection, lease, retention))
+    else:
+        store = connect(setup.store_url, setup.collection, lease, retention)
     now = datetime.now(UTC)
     return Team(
         name,
@@ -139,6 +157,7 @@ def team(setup, tmp_path) -> Team:
         folder,
         store,
         expected_times(SCHEDULE, "UTC", now - timedelta(hours=6), now),
+        setup.store_url,
     )
 
 
@@ -169,8 +188,13 @@ def scheduler(setup, team) -> Iterator[GoogleApisStandIn]:
     stand_in.stop()
 
 
-def _environment(team: Team, scheduler: GoogleApisStandIn) -> dict[str, str]:
-    return {SCHEDULER_URL_VARIABLE: scheduler.url, "RUNONCE_TEAMS_DIR": str(team.folder)}
+def _environment(team: Team, scheduler: GoogleApisStandIn) -> dict[str, str | None]:
+    """The command's variables: RUNONCE_STORE as the team's instances have it (unset on Firestore)."""
+    return {
+        SCHEDULER_URL_VARIABLE: scheduler.url,
+        "RUNONCE_TEAMS_DIR": str(team.folder),
+        STORE_VARIABLE: team.store_url,
+    }
 
 
 @pytest.fixture
@@ -261,7 +285,7 @@ def test_two_backfills_at_once_run_each_missed_run_once(setup, team, scheduler):
     states = _seed(team)
     env = {
         **os.environ,
-        **_environment(team, scheduler),
+        **{name: value for name, value in _environment(team, scheduler).items() if value is not None},
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "functions")]),
     }
     arguments = ["backfill", "--team", team.name, "--job", JOB, *team.window, "--wait", "120"]
@@ -406,9 +430,13 @@ def test_include_skipped_runs_a_run_the_overlap_policy_skipped_once_keeping_its_
     states = _seed(team)
     skipped = next(moment for moment in team.ticks if states[team.key(moment)] == "completed")
     key = team.key(skipped)
-    setup.client.collection(setup.collection).document(key).set(
-        {"status": "skipped", "attempt_id": "a-skipped", "job": team.scheduler_job, "skipped_for": "another"}
-    )
+    skipped_record = {"status": "skipped", "attempt_id": "a-skipped", "skipped_for": "another"}
+    if setup.store_url is None:
+        setup.client.collection(setup.collection).document(key).set(
+            {**skipped_record, "job": team.scheduler_job}
+        )
+    else:  # the completed record made skipped (its result fields stay: the backfill reads the status)
+        team.store.amend(key, lambda record: skipped_record)
     assert "3 missed;" in backfill(*team.window, "--dry-run").output  # not without the flag
     assert "4 missed;" in backfill(*team.window, "--dry-run", "--include-skipped").output
     result = backfill(*team.window, "--include-skipped")

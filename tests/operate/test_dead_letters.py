@@ -14,8 +14,15 @@ from runonce.core.event import Event
 from runonce.core.store import Claim
 from runonce.events.deadletter import DeadLetters
 from tests.conftest import SCHEDULED
+from tests.operate.conftest import ON_BOTH_STORES
 
 ORIGINAL = {"order": "7"}
+
+
+@pytest.fixture(params=ON_BOTH_STORES)
+def ledger_kind(request) -> str:
+    """Every test here runs on a team on Firestore and on a team on Valkey (replay records there)."""
+    return request.param
 
 
 def _forward(ops, topics, key: str = "event-run") -> str:
@@ -270,9 +277,9 @@ def test_the_job_an_event_functions_lines_name_is_one_dead_letters_and_replay_ta
     import flask
 
     import runonce as library
-    from operate import clients
     from operate.team import load
     from runonce import PermanentError
+    from runonce.store.firestore import LedgerStore
     from stacks.constructs.event_job import event_environment
     from tests.events.conftest import envelope, post
 
@@ -283,8 +290,8 @@ def test_the_job_an_event_functions_lines_name_is_one_dead_letters_and_replay_ta
     def refuse(event):
         raise PermanentError("order 7 is invalid")
 
-    ledger = clients.store(ops.team).ledger  # type: ignore[attr-defined]
-    handler = library.deduplicated_event(collection=ops.team.collection, client=ledger._client)(refuse)
+    client = ops.store.ledger._client if isinstance(ops.store, LedgerStore) else None  # Valkey: RUNONCE_STORE
+    handler = library.deduplicated_event(collection=ops.team.collection, client=client)(refuse)
     app = flask.Flask("orders-function")
     app.add_url_rule("/", "handle", lambda: handler(flask.request._get_current_object()), methods=["POST"])
     capsys.readouterr()

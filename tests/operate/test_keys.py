@@ -7,10 +7,19 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
+
 from operate.keys import SHORT_KEY, short_keys
 from runonce.contract import ACTIONS_FIELD
 from tests.conftest import SCHEDULED
-from tests.operate.conftest import LEASE
+from tests.operate.conftest import LEASE, ON_BOTH_STORES
+
+
+@pytest.fixture(params=ON_BOTH_STORES)
+def ledger_kind(request) -> str:
+    """Every test here runs on a team on Firestore and on a team on Valkey."""
+    return request.param
+
 
 LONG_NAMES = """
     jobs=[

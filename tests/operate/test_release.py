@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from runonce.contract import ACTIONS_FIELD
 from runonce.core.store import Claim, StoredResult
 from tests.conftest import SCHEDULED
-from tests.operate.conftest import LEASE
+from tests.operate.conftest import LEASE, ON_BOTH_STORES
+
+
+@pytest.fixture(params=ON_BOTH_STORES)
+def ledger_kind(request) -> str:
+    """Every test here runs on a team on Firestore and on a team on Valkey."""
+    return request.param
 
 
 def test_release_of_a_live_lease_is_refused_and_changes_nothing(ops):
@@ -69,17 +77,17 @@ def test_on_the_emulators_release_names_the_operator_by_user_without_by(ops, clo
 
 def test_a_release_whose_answer_never_came_exits_1_saying_it_may_have_been_written(ops, clock, monkeypatch):
     from runonce.core.errors import StoreUnavailable
-    from runonce.store.firestore import LedgerStore
 
     claim = ops.claim_scheduled(SCHEDULED)
     clock.advance(LEASE.total_seconds() + 1)
-    landed = LedgerStore.release_held
+    store_class = type(ops.store)  # the command's store is of the same class: the ledger's, or Valkey's
+    landed = store_class.release_held
 
     def lost(self, *args, **kwargs):
         landed(self, *args, **kwargs)
         raise StoreUnavailable("the store was unavailable (DeadlineExceeded)")
 
-    monkeypatch.setattr(LedgerStore, "release_held", lost)
+    monkeypatch.setattr(store_class, "release_held", lost)
     result = ops.run("release", claim.key, "--team", ops.team.name, "--by", "tester")
     assert result.exit_code == 1
     assert "may have been written" in result.stderr and f"runonce show {claim.key}" in result.stderr
@@ -89,11 +97,10 @@ def test_a_release_whose_answer_never_came_exits_1_saying_it_may_have_been_writt
 def test_a_delivery_that_takes_the_run_over_between_the_read_and_the_release_is_not_released(
     ops, clock, monkeypatch
 ):
-    from runonce.store.firestore import LedgerStore
-
     stale = ops.claim_scheduled(SCHEDULED)
     clock.advance(LEASE.total_seconds() + 1)
-    read = LedgerStore.read
+    store_class = type(ops.store)  # the command's store is of the same class: the ledger's, or Valkey's
+    read = store_class.read
     taken: list[Claim] = []
 
     def read_then_taken_over(self, key):
@@ -101,7 +108,7 @@ def test_a_delivery_that_takes_the_run_over_between_the_read_and_the_release_is_
         taken.append(ops.claim_scheduled(SCHEDULED))  # a retry claims the run right after the look
         return record
 
-    monkeypatch.setattr(LedgerStore, "read", read_then_taken_over)
+    monkeypatch.setattr(store_class, "read", read_then_taken_over)
     result = ops.run("release", stale.key, "--team", ops.team.name, "--by", "tester")
     monkeypatch.undo()
     assert result.exit_code == 2 and "another attempt took the run over" in result.stderr

@@ -23,10 +23,12 @@ import runonce
 from emulator.googleapis import Fault, GoogleApisStandIn
 from operate.rerun import SCHEDULER_URL_VARIABLE, rerun
 from runonce.contract import ACTIONS_FIELD, HISTORY_FIELD
-from runonce.core.store import REQUEST_STATE_FIELD, RERUN_OF_FIELD
+from runonce.core.store import REQUEST_STATE_FIELD, RERUN_OF_FIELD, Store
 from runonce.scheduler.expected import forced_key, scheduled_key
 from runonce.scheduler.keys import rerun_slot
+from runonce.store.firestore import LedgerStore
 from tests.conftest import PROJECT, SCHEDULED, ManualClock
+from tests.operate.conftest import LEASE, ON_BOTH_STORES, team_ledgers
 
 TEAM = "acme"
 JOB = "nightly"
@@ -91,11 +93,21 @@ def collection() -> str:
     return f"rerun_{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture
-def client(firestore_emulator):
-    from google.cloud import firestore
+@pytest.fixture(params=ON_BOTH_STORES)
+def ledger_kind(request) -> str:
+    """Every test here runs on a team on Firestore and on a team on Valkey."""
+    return request.param
 
-    return firestore.Client(project=PROJECT, database=DATABASE)
+
+@pytest.fixture
+def ledgers(ledger_kind, request, collection, monkeypatch, clock) -> Callable[[timedelta], Store]:
+    """`open(lease)`: the team's ledger, claiming under `lease`."""
+    return team_ledgers(ledger_kind, request, DATABASE, collection, monkeypatch, clock)
+
+
+@pytest.fixture
+def ledger(ledgers) -> Store:
+    return ledgers(LEASE)
 
 
 @pytest.fixture
@@ -104,8 +116,9 @@ def job() -> Job:
 
 
 @pytest.fixture
-def function(client, collection, job) -> flask.testing.FlaskClient:
+def function(ledger, collection, job) -> flask.testing.FlaskClient:
     """The job under @deduplicated on the team's ledger, served by Flask."""
+    client = ledger.ledger._client if isinstance(ledger, LedgerStore) else None  # Valkey: RUNONCE_STORE
     handler = runonce.deduplicated(collection=collection, client=client, lease=120)(job)
     app = flask.Flask(f"rerun-{uuid.uuid4().hex[:6]}")
     app.add_url_rule("/", "handle", lambda: handler(flask.request._get_current_object()), methods=["POST"])
@@ -162,9 +175,8 @@ def command(scheduler, teams_dir, monkeypatch) -> Callable[..., Result]:
     return invoke
 
 
-def record(client, collection: str, key: str) -> dict[str, Any] | None:
-    snapshot = client.collection(collection).document(key).get()
-    return snapshot.to_dict() if snapshot.exists else None
+def record(ledger: Store, key: str) -> dict[str, Any] | None:
+    return ledger.read(key)
 
 
 def runs_of(scheduler: GoogleApisStandIn) -> list[str]:
@@ -186,7 +198,7 @@ def failed_run(deliver, job, clock: ManualClock) -> None:
 
 
 def test_a_rerun_of_a_failed_run_runs_it_once_more_and_keeps_its_history(
-    command, failed_run, job, scheduler, client, collection, deliveries
+    command, failed_run, job, scheduler, ledger, deliveries
 ):
     result = command()
     assert result.exit_code == 0, result.output
@@ -205,14 +217,14 @@ def test_a_rerun_of_a_failed_run_runs_it_once_more_and_keeps_its_history(
         RUN_KEY,
         FORCED_KEY,
     )
-    stored = record(client, collection, RUN_KEY)
+    stored = record(ledger, RUN_KEY)
     assert (stored["status"], stored["result_json"], stored["attempts"]) == ("completed", '{"rows":7}', 2)
     [earlier] = stored[HISTORY_FIELD]
     assert (earlier["status"], earlier["error"]) == ("failed", "upstream refused: 400")
     [action] = stored[ACTIONS_FIELD]
     assert (action["action"], action["by"]) == ("rerun", "ops@example.com")
-    assert record(client, collection, FORCED_KEY)[RERUN_OF_FIELD] == RUN_KEY
-    assert record(client, collection, SLOT)[REQUEST_STATE_FIELD] == "consumed"
+    assert record(ledger, FORCED_KEY)[RERUN_OF_FIELD] == RUN_KEY
+    assert record(ledger, SLOT)[REQUEST_STATE_FIELD] == "consumed"
 
 
 def test_a_retry_of_the_consuming_forced_delivery_does_not_run_the_run_twice(
@@ -225,7 +237,7 @@ def test_a_retry_of_the_consuming_forced_delivery_does_not_run_the_run_twice(
 
 
 def test_a_rerun_whose_attempt_asks_for_a_retry_is_retried_under_its_history(
-    command, failed_run, job, deliver, client, collection, clock
+    command, failed_run, job, deliver, ledger, clock
 ):
     def flaky() -> object:
         raise RuntimeError("the upstream timed out")
@@ -236,41 +248,37 @@ def test_a_rerun_whose_attempt_asks_for_a_retry_is_retried_under_its_history(
     retried = deliver(NEXT)  # Scheduler retries the forced delivery after the 500
     assert (retried["outcome"], retried["run_key"]) == ("completed", RUN_KEY)
     assert job.keys() == [RUN_KEY, RUN_KEY, RUN_KEY]
-    stored = record(client, collection, RUN_KEY)
+    stored = record(ledger, RUN_KEY)
     assert (stored["status"], stored["attempts"]) == ("completed", 3)
     assert [entry["status"] for entry in stored[HISTORY_FIELD]] == ["failed"]
 
 
 def test_a_rerun_of_a_run_in_progress_is_refused_with_exit_2_and_nothing_changed(
-    command, deliver, job, scheduler, client, collection, clock
+    command, deliver, job, scheduler, ledgers, ledger, clock
 ):
-    from runonce.store.firestore import Ledger
-
-    Ledger(client, collection, timedelta(seconds=36000), timedelta(days=7)).claim(
-        RUN_KEY, {"job": SCHEDULER_JOB}
-    )
-    before = record(client, collection, RUN_KEY)
+    ledgers(timedelta(seconds=36000)).claim(RUN_KEY, {"job": SCHEDULER_JOB})
+    before = record(ledger, RUN_KEY)
     clock.advance(3600)
     result = command()
     assert result.exit_code == 2
     assert "in progress" in result.output and "nothing changed" in result.output
     assert runs_of(scheduler) == []
-    assert record(client, collection, RUN_KEY) == before
-    assert record(client, collection, SLOT) is None
+    assert record(ledger, RUN_KEY) == before
+    assert record(ledger, SLOT) is None
 
 
 def test_a_completed_run_is_refused_without_insist_and_re_run_with_it(
-    command, deliver, job, scheduler, client, collection, clock
+    command, deliver, job, scheduler, ledger, clock
 ):
     assert deliver(T)["outcome"] == "completed"
     clock.advance(3600)
     refused = command()
     assert refused.exit_code == 2 and "--insist" in refused.output
-    assert (runs_of(scheduler), record(client, collection, SLOT)) == ([], None)
+    assert (runs_of(scheduler), record(ledger, SLOT)) == ([], None)
     insisted = command("--insist")
     assert insisted.exit_code == 0, insisted.output
     assert job.keys() == [RUN_KEY, RUN_KEY]
-    assert [entry["status"] for entry in record(client, collection, RUN_KEY)[HISTORY_FIELD]] == ["completed"]
+    assert [entry["status"] for entry in record(ledger, RUN_KEY)[HISTORY_FIELD]] == ["completed"]
 
 
 def test_a_real_forced_run_arriving_during_the_reruns_delivery_is_merged_with_it_never_run_twice(
@@ -301,7 +309,7 @@ def test_a_real_forced_run_arriving_during_the_reruns_delivery_is_merged_with_it
 
 
 def test_forced_and_scheduled_runs_after_the_rerun_run_as_themselves(
-    command, failed_run, job, deliver, clock, client, collection
+    command, failed_run, job, deliver, clock, ledger
 ):
     assert command().exit_code == 0
     clock.current = NEXT + timedelta(seconds=5)
@@ -317,23 +325,23 @@ def test_forced_and_scheduled_runs_after_the_rerun_run_as_themselves(
 
 
 def test_a_scheduled_delivery_does_not_consume_a_pending_request(
-    command, failed_run, job, scheduler, deliver, clock, client, collection
+    command, failed_run, job, scheduler, deliver, clock, ledger
 ):
     scheduler.on_start = None  # the dispatch never arrives
     assert command().exit_code == 0
     clock.current = NEXT + timedelta(seconds=5)
     assert deliver(NEXT)["outcome"] == "completed"
     assert job.keys() == [RUN_KEY, scheduled_key(SCHEDULER_JOB, NEXT, PROJECT, REGION)]
-    assert record(client, collection, SLOT)[REQUEST_STATE_FIELD] == "pending"
+    assert record(ledger, SLOT)[REQUEST_STATE_FIELD] == "pending"
 
 
 def test_an_expired_request_is_not_consumed_and_the_forced_run_runs_as_itself(
-    command, failed_run, job, scheduler, deliver, clock, client, collection
+    command, failed_run, job, scheduler, deliver, clock, ledger
 ):
     scheduler.on_start = None  # the dispatch never arrives
     result = command()
     assert result.exit_code == 0 and "not delivered yet" in result.output
-    before = record(client, collection, RUN_KEY)
+    before = record(ledger, RUN_KEY)
     clock.advance(600)
     forced = deliver(NEXT)
     assert (forced["outcome"], forced["run_key"], "rerun_delivery" in forced) == (
@@ -342,31 +350,31 @@ def test_an_expired_request_is_not_consumed_and_the_forced_run_runs_as_itself(
         False,
     )
     assert job.keys() == [RUN_KEY, FORCED_KEY]
-    assert record(client, collection, RUN_KEY) == before
-    assert record(client, collection, SLOT)[REQUEST_STATE_FIELD] == "pending"
+    assert record(ledger, RUN_KEY) == before
+    assert record(ledger, SLOT)[REQUEST_STATE_FIELD] == "pending"
 
 
 def test_a_refused_jobs_run_withdraws_the_request_and_exits_1(
-    command, failed_run, job, scheduler, deliver, client, collection
+    command, failed_run, job, scheduler, deliver, ledger
 ):
     scheduler.inject(Fault("fail", path_contains=":run", status=403))
     result = command()
     assert result.exit_code == 1
     assert "403" in result.output and "withdrawn" in result.output
-    assert record(client, collection, SLOT)[REQUEST_STATE_FIELD] == "withdrawn"
+    assert record(ledger, SLOT)[REQUEST_STATE_FIELD] == "withdrawn"
     forced = deliver(NEXT)
     assert (forced["run_key"], job.keys()) == (FORCED_KEY, [RUN_KEY, FORCED_KEY])
 
 
 def test_a_lost_jobs_run_answer_whose_dispatch_consumed_the_request_is_not_withdrawn(
-    command, failed_run, job, scheduler, client, collection
+    command, failed_run, job, scheduler, ledger
 ):
     scheduler.inject(Fault("drop", path_contains=":run"))  # dispatched, the answer lost
     result = command()
     assert result.exit_code == 0, result.output
     assert "consumed the request meanwhile" in result.output
     assert job.keys() == [RUN_KEY, RUN_KEY]
-    assert record(client, collection, SLOT)[REQUEST_STATE_FIELD] == "consumed"
+    assert record(ledger, SLOT)[REQUEST_STATE_FIELD] == "consumed"
 
 
 def test_a_second_request_while_one_is_pending_is_refused(command, failed_run, scheduler):
@@ -378,12 +386,12 @@ def test_a_second_request_while_one_is_pending_is_refused(command, failed_run, s
 
 
 def test_a_rerun_while_a_forced_run_of_this_interval_is_recorded_is_refused(
-    command, failed_run, job, scheduler, deliver, client, collection
+    command, failed_run, job, scheduler, deliver, ledger
 ):
     assert deliver(NEXT)["run_key"] == FORCED_KEY  # someone pressed "Force run" earlier today
     result = command()
     assert result.exit_code == 2 and "already has a record" in result.output
-    assert (runs_of(scheduler), record(client, collection, SLOT)) == ([], None)
+    assert (runs_of(scheduler), record(ledger, SLOT)) == ([], None)
 
 
 def test_a_rerun_within_the_skew_of_the_next_scheduled_time_is_refused(command, failed_run, clock, scheduler):
@@ -407,13 +415,13 @@ def test_a_rerun_within_the_skew_of_the_next_scheduled_time_is_refused(command, 
     ],
 )
 def test_bad_input_is_refused_with_exit_2_naming_it(
-    command, failed_run, scheduler, client, collection, option, value, message
+    command, failed_run, scheduler, ledger, option, value, message
 ):
     result = command(**{option: value})
     assert result.exit_code == 2
     assert message in result.output
     assert runs_of(scheduler) == []
-    assert record(client, collection, SLOT) is None
+    assert record(ledger, SLOT) is None
 
 
 def test_the_alerts_job_label_the_scheduler_job_id_names_the_job_too(command, failed_run, job, deliveries):

@@ -14,8 +14,15 @@ import pytest
 import runonce as library
 from runonce.core.store import waiting_note
 from tests.conftest import SCHEDULED
+from tests.operate.conftest import ON_BOTH_STORES
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=ON_BOTH_STORES)
+def ledger_kind(request) -> str:
+    """Every test here runs on a team on Firestore and on a team on Valkey."""
+    return request.param
 
 
 def _rows(result) -> list[dict]:

@@ -30,7 +30,13 @@ from runonce.core.event import Event
 from runonce.core.store import Claim
 from runonce.events.deadletter import DeadLetters
 from tests.conftest import SCHEDULED
-from tests.operate.conftest import LEASE, Ops, Served
+from tests.operate.conftest import LEASE, ON_BOTH_STORES, Ops, Served
+
+
+@pytest.fixture(params=ON_BOTH_STORES)
+def ledger_kind(request) -> str:
+    """Every test here runs on a team on Firestore and on a team on Valkey."""
+    return request.param
 
 
 def _fail() -> object:

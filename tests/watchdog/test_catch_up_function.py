@@ -1,7 +1,8 @@
 """The watchdog function's catch-up, black box, on the real clock: functions/watchdog/main.py served
-by functions-framework on the Firestore emulator, Cloud Scheduler's API played by the Google API
-stand-in (RUNONCE_SCHEDULER_BASE_URL), whose `jobs.run` has the forced delivery sent to a pool of
-real functions-framework instances serving a decorated job that records every execution.
+by functions-framework on the Firestore emulator, and again on a Valkey server (RUNONCE_STORE of
+the watchdog and the team's job), Cloud Scheduler's API played by the Google API stand-in
+(RUNONCE_SCHEDULER_BASE_URL), whose `jobs.run` has the forced delivery sent to a pool of real
+functions-framework instances serving a decorated job that records every execution.
 
 The team's hourly job missed two runs: one within its catch-up window (started once by the
 first tick, not reported; a second tick does nothing) and one older (reported only).
@@ -24,7 +25,7 @@ from emulator.googleapis import GoogleApisStandIn
 from localscheduler.hosts.pool import InstancePool
 from runonce.core.store import CAUSE_FIELD, Claim, StoredResult
 from runonce.scheduler.expected import expected_times, next_time, scheduled_key
-from runonce.store.firestore import Ledger, LedgerStore
+from runonce.store.connection import open_store
 from tests.conftest import PROJECT
 from tests.operate.test_backfill import SOURCE
 from tests.watchdog.conftest import watchdog_lines
@@ -52,14 +53,22 @@ def scheduler_headers(job: str, moment: datetime) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def names() -> dict[str, str]:
+@pytest.fixture(params=["firestore", "valkey"])
+def names(request) -> dict[str, str]:
+    """The test's names, and its run store: the Firestore emulator's databases, or (RUNONCE_STORE
+    of the team's job and the watchdog) the session's Valkey server, the team's records and the
+    watchdog's under their collections' names."""
     suffix = uuid.uuid4().hex[:8]
+    store = "firestore"
+    if request.param == "valkey":
+        store = f"valkey://127.0.0.1:{request.getfixturevalue('valkey_server').port}"
     return {
         "ledger": f"ledger-{suffix}",
         "own": f"watchdog-{suffix}",
+        "collection": f"scheduler_runs_{suffix}",
         "executions": f"executions_{suffix}",
         "since": rfc3339(datetime.now(UTC) - timedelta(hours=6)),
+        "store": store,
     }
 
 
@@ -70,7 +79,8 @@ def pool(firestore_emulator, names, tmp_path) -> Iterator[InstancePool]:
         "FIRESTORE_EMULATOR_HOST": firestore_emulator.host,
         "GOOGLE_CLOUD_PROJECT": PROJECT,
         "RUNONCE_DATABASE": names["ledger"],
-        "RUNONCE_COLLECTION": "scheduler_runs",
+        "RUNONCE_COLLECTION": names["collection"],
+        "RUNONCE_STORE": names["store"],
         "BACKFILL_EXECUTIONS": names["executions"],
     }
     started = InstancePool("catch-up", SOURCE, "handle", 1, env, tmp_path / "instances").start()
@@ -115,7 +125,8 @@ def watchdog(names, scheduler, monkeypatch):
         "RUNONCE_WATCHDOG_TEAM": "orders",
         "RUNONCE_WATCHDOG_LOCATION": LOCATION,
         "RUNONCE_WATCHDOG_LEDGER_DATABASE": names["ledger"],
-        "RUNONCE_WATCHDOG_LEDGER_COLLECTION": "scheduler_runs",
+        "RUNONCE_WATCHDOG_LEDGER_COLLECTION": names["collection"],
+        "RUNONCE_STORE": names["store"],
         "RUNONCE_WATCHDOG_JOBS": json.dumps(jobs),
         "RUNONCE_SCHEDULER_BASE_URL": scheduler.url,
     }
@@ -130,7 +141,9 @@ def test_the_watchdog_catches_up_a_missed_run_once_and_reports_an_older_one_only
     names, watchdog, scheduler, capsys
 ):
     client = firestore.Client(project=PROJECT, database=names["ledger"])
-    ledger = LedgerStore(Ledger(client, "scheduler_runs", timedelta(seconds=60), timedelta(days=7)))
+    ledger = open_store(
+        names["store"], names["collection"], timedelta(seconds=60), timedelta(days=7), names["ledger"]
+    )
     now = datetime.now(UTC)
     since = datetime.fromisoformat(names["since"])
     # Every run until now has a record, but the oldest and the latest past its grace. (A future

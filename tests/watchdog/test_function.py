@@ -142,6 +142,19 @@ def test_a_wrong_setting_fails_the_tick_naming_the_variable(team_ledger, clock, 
     assert "RUNONCE_WATCHDOG_JOBS[0] lacks scheduler_job" in body["error"]
 
 
+def test_one_name_for_the_ledger_and_its_own_store_on_valkey_fails_the_tick_naming_both(
+    environment, clock, monkeypatch, valkey_server
+):
+    monkeypatch.setenv("RUNONCE_STORE", f"valkey://127.0.0.1:{valkey_server.port}")
+    monkeypatch.setenv("RUNONCE_COLLECTION", environment["RUNONCE_WATCHDOG_LEDGER_COLLECTION"])
+    body = tick(serve(), clock, TICK).get_json()
+    assert body["outcome"] == "failed", body
+    assert (
+        "the team's ledger (RUNONCE_WATCHDOG_LEDGER_COLLECTION) and the watchdog's own store "
+        "(RUNONCE_COLLECTION) are both 'scheduler_runs' on the Valkey server RUNONCE_STORE names"
+    ) in body["error"]
+
+
 def test_a_re_run_that_dies_is_reported_once_more_by_the_function(team_ledger, clock, capsys):
     run = TICK - timedelta(hours=1)
     key = scheduled_key("orders-close", run, PROJECT, LOCATION)

@@ -176,7 +176,7 @@ def load_settings(
         )
 
     project = str(pick("project", PROJECT_VARIABLE, "")[1] or "").strip() or None
-    store = _store_setting(*pick("store", STORE_VARIABLE, FIRESTORE))
+    store = _store_choice((overrides or {}).get("store"), os.environ if environ is None else environ)
     overlap = (overrides or {}).get("overlap")
     return Settings(
         lease=lease,
@@ -190,16 +190,38 @@ def load_settings(
     )
 
 
-def _store_setting(name: str, raw: object) -> str:
-    """The `store` setting: `firestore` (any case), or a URL beginning valkey:// or valkeys://
-    (checked whole when the store is built); ConfigError naming it, its password hidden."""
+def store_setting(name: str, raw: object) -> str:
+    """The `store` setting given as `name`: `firestore` (any case), or a URL beginning valkey://
+    or valkeys:// (checked whole when the store is built); ConfigError naming it, its password
+    hidden, otherwise."""
     text = str(raw).strip()
     if text.lower() == FIRESTORE:
         return FIRESTORE
     if text.startswith(VALKEY_SCHEMES):
         return text
-    hidden = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", text)
     raise ConfigError(
-        f"{name}={shown(hidden)} names no run store: use {FIRESTORE} (the default), or a Valkey "
-        "server's URL, valkey://HOST:PORT (valkeys://HOST:PORT for TLS)"
+        f"{name}={shown(hidden_password(text))} names no run store: use {FIRESTORE} (the default), or a "
+        "Valkey server's URL, valkey://HOST:PORT (valkeys://HOST:PORT for TLS)"
     )
+
+
+def hidden_password(text: str) -> str:
+    """`text` with the password of a URL's USER:PASSWORD@ shown as ***."""
+    return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", text)
+
+
+def _store_choice(option: object, env: Mapping[str, str]) -> str:
+    """The run store: the decorator option `store` or RUNONCE_STORE, else Firestore. Both given
+    and naming different stores is a ConfigError: the runonce command and the watchdog find the
+    runs by the variable, so a function recording them elsewhere would hide them."""
+    variable = env.get(STORE_VARIABLE)
+    if option is None:
+        return store_setting(STORE_VARIABLE, FIRESTORE if variable is None else variable)
+    chosen = store_setting("store (decorator option)", option)
+    if variable is not None and store_setting(STORE_VARIABLE, variable) != chosen:
+        raise ConfigError(
+            f"the run store is {shown(hidden_password(chosen))} by the decorator option store= but "
+            f"{shown(hidden_password(variable.strip()))} by {STORE_VARIABLE}: give it in one place (drop "
+            f"the option, or unset {STORE_VARIABLE}), or make both the same"
+        )
+    return chosen

@@ -349,6 +349,7 @@ def deduplicated_event(
     retention: int | None = None,
     collection: str | None = None,
     database: str | None = None,
+    store: str | None = None,
     max_event_age: int | None = None,
     dead_letter_topic: str | None = None,
     consumer: str | None = None,
@@ -364,6 +365,7 @@ def deduplicated_event(
     retention: int | None = None,
     collection: str | None = None,
     database: str | None = None,
+    store: str | None = None,
     max_event_age: int | None = None,
     dead_letter_topic: str | None = None,
     consumer: str | None = None,
@@ -385,12 +387,15 @@ def deduplicated_event(
     `PermanentError`, and an event older than `max_event_age`, are recorded failed and forwarded
     to `dead_letter_topic` (required) before the event is acknowledged; any other exception
     releases the claim and has the event delivered again. `client` replaces the Firestore client.
+    `store` names the run store as RUNONCE_STORE does (`firestore`, or a Valkey server's URL);
+    both set and different is answered `misconfigured`.
     """
     overrides = {
         "lease": lease,
         "retention": retention,
         "collection": collection,
         "database": database,
+        "store": store,
         "max_event_age": max_event_age,
         "dead_letter_topic": dead_letter_topic,
         "consumer": consumer,

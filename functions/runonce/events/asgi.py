@@ -41,6 +41,7 @@ def deduplicated_event(
     retention: int | None = None,
     collection: str | None = None,
     database: str | None = None,
+    store: str | None = None,
     max_event_age: int | None = None,
     dead_letter_topic: str | None = None,
     consumer: str | None = None,
@@ -56,6 +57,7 @@ def deduplicated_event(
     retention: int | None = None,
     collection: str | None = None,
     database: str | None = None,
+    store: str | None = None,
     max_event_age: int | None = None,
     dead_letter_topic: str | None = None,
     consumer: str | None = None,
@@ -68,13 +70,15 @@ def deduplicated_event(
     Place it under the route's decorator; the job receives an `Event`. The route is a Pub/Sub push
     subscription's endpoint, or Eventarc's for a Cloud Run service (a CloudEvent over HTTP, read by
     the cloudevents SDK's `from_http`; the consumer defaults to K_SERVICE, the service's name).
-    Generator functions are refused (NotRunnable).
+    Generator functions are refused (NotRunnable). `store` is the run store, as for
+    `runonce.deduplicated_event`.
     """
     overrides = {
         "lease": lease,
         "retention": retention,
         "collection": collection,
         "database": database,
+        "store": store,
         "max_event_age": max_event_age,
         "dead_letter_topic": dead_letter_topic,
         "consumer": consumer,

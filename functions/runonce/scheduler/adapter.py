@@ -206,6 +206,7 @@ def deduplicated(
     retention: int | None = None,
     collection: str | None = None,
     database: str | None = None,
+    store: str | None = None,
     forced_skew: int | None = None,
     overlap: Overlap | str | None = None,
     client: firestore.Client | None = None,
@@ -219,6 +220,7 @@ def deduplicated(
     retention: int | None = None,
     collection: str | None = None,
     database: str | None = None,
+    store: str | None = None,
     forced_skew: int | None = None,
     overlap: Overlap | str | None = None,
     client: firestore.Client | None = None,
@@ -235,13 +237,15 @@ def deduplicated(
     fix. `async def` and generator functions are refused (NotRunnable). `client` replaces the
     Firestore client built from the settings (its project and database then win). `overlap`
     (`allow`, `skip` or `wait`) is the job's overlap policy when no stack sends it in the
-    X-Runonce-Overlap header (docs/overlap.md).
+    X-Runonce-Overlap header (docs/overlap.md). `store` names the run store as RUNONCE_STORE does
+    (`firestore`, or a Valkey server's URL); both set and different is answered `misconfigured`.
     """
     overrides = {
         "lease": lease,
         "retention": retention,
         "collection": collection,
         "database": database,
+        "store": store,
         "forced_skew": forced_skew,
         "overlap": overlap,
     }

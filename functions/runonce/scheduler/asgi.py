@@ -42,6 +42,7 @@ def deduplicated(
     retention: int | None = None,
     collection: str | None = None,
     database: str | None = None,
+    store: str | None = None,
     forced_skew: int | None = None,
     overlap: Overlap | str | None = None,
     client: firestore.Client | None = None,
@@ -55,6 +56,7 @@ def deduplicated(
     retention: int | None = None,
     collection: str | None = None,
     database: str | None = None,
+    store: str | None = None,
     forced_skew: int | None = None,
     overlap: Overlap | str | None = None,
     client: firestore.Client | None = None,
@@ -67,13 +69,14 @@ def deduplicated(
     response, or a Flask-style `(body, status)`, read as `runonce.deduplicated` reads them. The
     handler is an `async def` endpoint taking `request: Request`; it answers a `JSONResponse`.
     Generator functions are refused (NotRunnable). `overlap` is the job's overlap policy, as
-    for `runonce.deduplicated` (docs/overlap.md).
+    for `runonce.deduplicated` (docs/overlap.md), and so is `store`, the run store.
     """
     overrides = {
         "lease": lease,
         "retention": retention,
         "collection": collection,
         "database": database,
+        "store": store,
         "forced_skew": forced_skew,
         "overlap": overlap,
     }

@@ -9,6 +9,7 @@ it is answered `misconfigured` and tried again at the next request, until it is 
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 from google.auth import exceptions as auth_exceptions
@@ -16,7 +17,7 @@ from google.cloud import firestore
 
 from .._text import describe
 from ..core.errors import ConfigError
-from ..core.settings import FIRESTORE, Settings, load_settings
+from ..core.settings import DEFAULT_DATABASE, FIRESTORE, Settings, load_settings
 from ..core.store import Store
 from .firestore import Ledger, LedgerStore
 
@@ -45,21 +46,36 @@ class Connection:
             return setup
         with self._lock:
             if self._setup is None:
-                settings = load_settings(self._overrides)
-                if settings.store != FIRESTORE:
-                    self._setup = Setup(settings, _valkey_store(settings), settings.project)
-                    return self._setup
-                client = self._client or _client(settings)
-                self._setup = Setup(
-                    settings,
-                    LedgerStore(Ledger(client, settings.collection, settings.lease, settings.retention)),
-                    getattr(client, "project", None),
-                )
+                self._setup = self._built(load_settings(self._overrides))
             return self._setup
 
+    def _built(self, settings: Settings) -> Setup:
+        if settings.store == FIRESTORE:
+            client = self._client or _client(settings.project, settings.database)
+            ledger = Ledger(client, settings.collection, settings.lease, settings.retention)
+            return Setup(settings, LedgerStore(ledger), getattr(client, "project", None))
+        if self._client is not None:
+            raise ConfigError(
+                "the decorator was given a Firestore client (client=) but the run store is a Valkey "
+                "server (store= or RUNONCE_STORE): drop one of them"
+            )
+        store = open_store(settings.store, settings.collection, settings.lease, settings.retention)
+        return Setup(settings, store, settings.project)
 
-def _valkey_store(settings: Settings) -> Store:
-    """The Valkey store the `store` setting names, its records under the collection's name."""
+
+def open_store(
+    store: str,
+    collection: str,
+    lease: timedelta,
+    retention: timedelta,
+    database: str = DEFAULT_DATABASE,
+    project: str | None = None,
+) -> Store:
+    """The run store a `store` setting names (`firestore`, or a Valkey server's URL), its records
+    in `collection` (of Firestore's `database` in `project`), or under it as a key prefix;
+    ConfigError naming what to set when it cannot be built. Nothing is sent before its first call."""
+    if store == FIRESTORE:
+        return LedgerStore(Ledger(_client(project, database), collection, lease, retention))
     try:
         from .valkey import connect
     except ImportError as exc:
@@ -67,12 +83,12 @@ def _valkey_store(settings: Settings) -> Store:
             f"the store is a Valkey server and its client cannot be loaded ({describe(exc, 200)}): "
             "install runonce with the valkey extra, pip install 'runonce[valkey]'"
         ) from None
-    return connect(settings.store, settings.collection, settings.lease, settings.retention)
+    return connect(store, collection, lease, retention)
 
 
-def _client(settings: Settings) -> firestore.Client:
+def _client(project: str | None, database: str) -> firestore.Client:
     try:
-        return firestore.Client(project=settings.project, database=settings.database)
+        return firestore.Client(project=project, database=database)
     except auth_exceptions.DefaultCredentialsError as exc:
         raise ConfigError(
             f"no Google Cloud credentials ({describe(exc, 300)}): deployed, the function's service "

@@ -30,6 +30,7 @@ import copy
 import hashlib
 import json
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -164,18 +165,26 @@ def _translated() -> Iterator[None]:
 
 SCHEMES = ("valkey", "valkeys")
 """A store URL's schemes: `valkey://` over TCP, `valkeys://` over TLS."""
-STORE_OPTIONS = ("replicas", "replica_wait_ms")
+STORE_OPTIONS = ("replicas", "replica_wait_ms", "auth")
 """The store's own options in a URL's query; every other one goes to the client."""
 SOCKET_SECONDS = 5.0
 """How long a call waits to connect, and for an answer, unless the URL says otherwise."""
 
 
-def connect(url: str, prefix: str, lease: timedelta, retention: timedelta) -> ValkeyStore:
+def connect(
+    url: str,
+    prefix: str,
+    lease: timedelta,
+    retention: timedelta,
+    tokens: Callable[[], tuple[str, datetime]] | None = None,
+) -> ValkeyStore:
     """The store `url` names, its records under `prefix`:
     `valkey://[USER:PASSWORD@]HOST:PORT[/DB][?replicas=N&replica_wait_ms=M]`, or `valkeys://` for
     TLS (`ssl_ca_certs=PATH`: the server's CA, as Memorystore's in-transit encryption gives it).
-    Other query options are the client's (`socket_timeout=2`). ConfigError naming the URL (its
-    password hidden), the part that is wrong and the fix."""
+    `auth=iam` authenticates each connection with an IAM access token (`runonce.store._iam`;
+    `tokens` replaces the runtime account's, for tests). Other query options are the client's
+    (`socket_timeout=2`). ConfigError naming the URL (its password hidden), the part that is wrong
+    and the fix."""
     parts = urlsplit(url)
     shown = urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
     if parts.scheme not in SCHEMES:
@@ -188,11 +197,17 @@ def connect(url: str, prefix: str, lease: timedelta, retention: timedelta) -> Va
     replicas = _count(shown, "replicas", options.get("replicas", "0"), 0)
     wait_ms = _count(shown, "replica_wait_ms", options.get("replica_wait_ms", "1000"), 1)
     rest = urlencode([pair for pair in query if pair[0] not in STORE_OPTIONS])
+    authenticated: dict[str, Any] = {}
+    if "auth" in options:
+        from ._iam import iam_password
+
+        parts, authenticated["credential_provider"] = iam_password(shown, parts, options["auth"], tokens)
     try:
         if not parts.hostname:
             raise ValueError("it names no host")
         client = valkey.Valkey.from_url(
             urlunsplit(parts._replace(query=rest)),
+            **authenticated,
             decode_responses=True,
             socket_timeout=SOCKET_SECONDS,  # the URL's own socket_timeout wins
             socket_connect_timeout=SOCKET_SECONDS,
@@ -350,6 +365,15 @@ class ValkeyStore:
         """See `Store.exists`."""
         with _translated():
             return bool(self._client.exists(self._key(key)))
+
+    def keys_starting(self, start: str, most: int) -> list[str]:
+        """At most `most` of the run keys that start with `start`, in order, `start` itself first:
+        for operators' short keys, read with ZSCAN from the index of every record (it walks the
+        whole index: never on a request path)."""
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", start) + "*"
+        with _translated():
+            found = {name for name, _ in self._client.zscan_iter(f"{self._prefix}:index", match=pattern)}
+        return sorted(found, key=lambda name: (name != start, name))[:most]
 
     def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
         """See `Store.complete`: waits for the replicas as a claim does (logged if they lag)."""
