@@ -148,3 +148,33 @@ def test_a_valkeys_url_speaks_tls_verified_by_the_ca_it_names_and_refuses_a_serv
             plain.claim("run-over-tls", dict(FIELDS))
     finally:
         server.stop()
+
+
+def test_runonce_store_ca_gives_the_servers_ca_as_pem_text_as_the_stack_sets_it(
+    valkey_server, tmp_path, monkeypatch
+):
+    """A deployed function has no file for the instance's CA: the stack sets RUNONCE_STORE_CA to
+    the certificates as PEM text (docs/stacks/stores.md), and open_store verifies the server with
+    them; given for a URL without TLS it is a config error naming the fix."""
+    from emulator.process import free_port
+    from runonce.contract import STORE_CA_VARIABLE
+    from runonce.store.connection import open_store
+
+    ca, certificate, key = _certificates(tmp_path)
+    tls_port = free_port()
+    settings = ["--tls-port", str(tls_port), "--tls-cert-file", str(certificate), "--tls-key-file", str(key)]
+    server = ValkeyServer(*settings, "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no")
+    lease, retention = timedelta(seconds=60), timedelta(hours=1)
+    try:
+        monkeypatch.setenv(STORE_CA_VARIABLE, ca.read_text())
+        store = open_store(f"valkeys://127.0.0.1:{tls_port}", "runs", lease, retention)
+        claim = store.claim("run-over-tls-pem", dict(FIELDS))
+        assert isinstance(claim, Claim) and store.complete(claim, StoredResult.of("ok")) is not None
+        with pytest.raises(ConfigError, match="valkeys://"):
+            open_store(f"valkey://127.0.0.1:{tls_port}", "runs", lease, retention)
+        monkeypatch.delenv(STORE_CA_VARIABLE)
+        unverified = open_store(f"valkeys://127.0.0.1:{tls_port}", "runs", lease, retention)
+        with pytest.raises(StoreUnavailable, match="certificate verify failed"):
+            unverified.claim("run-over-tls-pem", dict(FIELDS))
+    finally:
+        server.stop()

@@ -8,6 +8,7 @@ it is answered `misconfigured` and tried again at the next request, until it is 
 
 from __future__ import annotations
 
+import os
 import threading
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -16,6 +17,7 @@ from google.auth import exceptions as auth_exceptions
 from google.cloud import firestore
 
 from .._text import describe
+from ..contract import STORE_CA_VARIABLE
 from ..core.errors import ConfigError
 from ..core.settings import DEFAULT_DATABASE, FIRESTORE, Settings, load_settings
 from ..core.store import Store
@@ -73,7 +75,9 @@ def open_store(
 ) -> Store:
     """The run store a `store` setting names (`firestore`, or a Valkey server's URL), its records
     in `collection` (of Firestore's `database` in `project`), or under it as a key prefix;
-    ConfigError naming what to set when it cannot be built. Nothing is sent before its first call."""
+    ConfigError naming what to set when it cannot be built. Nothing is sent before its first call.
+    A Valkey server's CA (`valkeys://`) may also come as PEM text in RUNONCE_STORE_CA, as the stack
+    gives a Memorystore instance's (docs/stacks/stores.md)."""
     if store == FIRESTORE:
         return LedgerStore(Ledger(_client(project, database), collection, lease, retention))
     try:
@@ -83,7 +87,7 @@ def open_store(
             f"the store is a Valkey server and its client cannot be loaded ({describe(exc, 200)}): "
             "install runonce with the valkey extra, pip install 'runonce[valkey]'"
         ) from None
-    return connect(store, collection, lease, retention)
+    return connect(store, collection, lease, retention, ca=os.environ.get(STORE_CA_VARIABLE) or None)
 
 
 def _client(project: str | None, database: str) -> firestore.Client:

@@ -177,10 +177,12 @@ def connect(
     lease: timedelta,
     retention: timedelta,
     tokens: Callable[[], tuple[str, datetime]] | None = None,
+    ca: str | None = None,
 ) -> ValkeyStore:
     """The store `url` names, its records under `prefix`:
     `valkey://[USER:PASSWORD@]HOST:PORT[/DB][?replicas=N&replica_wait_ms=M]`, or `valkeys://` for
-    TLS (`ssl_ca_certs=PATH`: the server's CA, as Memorystore's in-transit encryption gives it).
+    TLS (the server's CA, as Memorystore's in-transit encryption gives it: `ssl_ca_certs=PATH`, or
+    `ca`, its certificates as PEM text, RUNONCE_STORE_CA).
     `auth=iam` authenticates each connection with an IAM access token (`runonce.store._iam`;
     `tokens` replaces the runtime account's, for tests). Other query options are the client's
     (`socket_timeout=2`). ConfigError naming the URL (its password hidden), the part that is wrong
@@ -198,6 +200,13 @@ def connect(
     wait_ms = _count(shown, "replica_wait_ms", options.get("replica_wait_ms", "1000"), 1)
     rest = urlencode([pair for pair in query if pair[0] not in STORE_OPTIONS])
     authenticated: dict[str, Any] = {}
+    if ca is not None:
+        if parts.scheme != "valkeys":
+            raise ConfigError(
+                f"a CA is given for the store URL {shown!r} (RUNONCE_STORE_CA), which is not TLS: use "
+                "valkeys://, or give no CA"
+            )
+        authenticated["ssl_ca_data"] = ca
     if "auth" in options:
         from ._iam import iam_password
 
