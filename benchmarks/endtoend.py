@@ -15,6 +15,12 @@ uvicorn process: the job body with no deduplication, its floor, and under runonc
 seed's overhead above the functions-framework floor) is printed, not judged: issue 24 sets no
 target for it. The verdict judges the functions-framework variants alone, as before.
 
+As many timed rounds again run beside a CPU hog (`benchmarks.cpu.Hog`, every other round, the
+bench starting and stopping it itself; `--no-hog` skips them), and their ratio is printed under
+the quiet one, shown, not judged. Each variant's CPU per request in its own instance (every
+thread) and in the emulator is read around its batches of the quiet rounds and printed, with
+runonce's above the floor over the seed's.
+
 `python -m benchmarks.endtoend --profile out.prof` also runs runonce's handler under cProfile in
 its process and writes the statistics there (the timings then include the profiler's cost).
 """

@@ -8,7 +8,8 @@ Firestore emulator (and a Pub/Sub emulator for the dead-letter topic runonce req
 path never publishes). The client posts push envelopes with a new messageId per request (every
 request a new event, the happy path), in batches that rotate through the variants. It prints each
 variant's median latency, the overhead above the floor, and the ratio of runonce's overhead to the
-transaction's (target <= 0.75x), and the same at the 10th percentile.
+transaction's (target <= 0.75x), and the same at the 10th percentile; then the same beside a
+CPU hog and the CPU per request, as benchmarks.endtoend does.
 
 Then the store calls alone, in this process on the same emulator, interleaved: runonce's claim
 and completion (the ledger's two direct writes) against the pattern's transaction. Their ratio is
