@@ -10,6 +10,7 @@
 
 local FENCE, TXN = '.fence', '.txn'
 local IN_PROGRESS = '"in_progress"'
+local SKIPPED = '"skipped"'
 
 local function clock(given)
   local time = redis.call('TIME')
@@ -254,10 +255,19 @@ local function take_lock(keys, argv)
   local run, lock = keys[1], keys[2]
   local record = load(run)
   if not holds(record, attempt, fence) then
-    local ours = again == 'again' and load(lock)
-    if ours and record ~= nil and record.attempt_id == attempt and record.status == IN_PROGRESS
-      and ours.lock_attempt_id == attempt and ours[FENCE] == record[FENCE] then
-      return { 'claim', record[FENCE] } -- this call's own write, whose answer was lost
+    if again == 'again' and record ~= nil and record.attempt_id == attempt then
+      -- this call's own write, whose answer was lost: the lock taken, or the overlap it recorded
+      local ours = load(lock) or {}
+      if record.status == IN_PROGRESS and ours.lock_attempt_id == attempt and ours[FENCE] == record[FENCE] then
+        return { 'claim', record[FENCE] }
+      end
+      if record.status == SKIPPED and record.skipped_for then
+        return overlapped(record.skipped_for, ours)
+      end
+      if record.status == IN_PROGRESS and record.released_at and ours.lock_holder
+        and not live(record.lease_expires, now) then
+        return overlapped(ours.lock_holder, ours)
+      end
     end
     return { 'held' }
   end
