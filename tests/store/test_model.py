@@ -165,14 +165,15 @@ class Checked(RuleBasedStateMachine):
             expected = self.model.hold(attempt, 300)
         assert answer == expected, (write, attempt, answer, expected)
 
-    @rule(index=st.integers(0, 5), force=st.booleans())
-    def release_held(self, index, force):
+    @rule(index=st.integers(0, 5), force=st.booleans(), lose=st.booleans())
+    def release_held(self, index, force, lose):
         picked = self._pick(index)
         if picked is None:
             return
         attempt, claim = picked
-        answer = self.store.release_held(claim.key, claim.attempt_id, {**ACTION, "at": self.clock()}, force)
         refused = self.model.release_held(attempt.key, attempt.seq, force)
+        self._arm(lose and refused is None, "commit")  # only a transaction that writes commits
+        answer = self.store.release_held(claim.key, claim.attempt_id, {**ACTION, "at": self.clock()}, force)
         assert (answer.value if isinstance(answer, Refusal) else None) == refused, (answer, refused)
 
     @rule(run=st.sampled_from(RUNS), insist=st.booleans())
@@ -187,11 +188,13 @@ class Checked(RuleBasedStateMachine):
             answer = "refused"
         assert answer == self.model.request_rerun(SLOT, run, insist, TTL)
 
-    @rule(forced=st.sampled_from(FORCED))
-    def take_rerun(self, forced):
+    @rule(forced=st.sampled_from(FORCED), lose=st.booleans())
+    def take_rerun(self, forced, lose):
         fields = {"job": JOB, "schedule_time": "2026-11-30T03:00:00Z", "forced": True}
-        answer = self.store.take_rerun(SLOT, forced, fields)
+        commits = self.model.commits
         modelled = self.model.take_rerun(SLOT, forced)
+        self._arm(lose and self.model.commits > commits, "commit")
+        answer = self.store.take_rerun(SLOT, forced, fields)
         if modelled is None or answer is None:
             assert answer is modelled is None, (answer, modelled)
             return
@@ -340,3 +343,15 @@ def test_a_lock_taken_twice_with_the_same_claim_is_refused_the_second_time_by_th
     again = store.take_lock(claim, JobLock(LOCK, Overlap.SKIP))
     assert isinstance(again, Held) and again.status.value == "in_progress", again
     assert store.complete(taken, StoredResult.of(1)) is not None
+
+
+def test_a_lock_taken_twice_with_the_same_claim_is_refused_by_the_fence_when_the_second_answer_is_lost(
+    store, lose_next_answer
+):
+    claim = store.claim(RUNS[0], {"job": JOB, "forced": False, "schedule_time": RUNS[0]})
+    assert isinstance(claim, Claim)
+    taken = store.take_lock(claim, JobLock(LOCK, Overlap.SKIP))
+    assert isinstance(taken, Claim)
+    lose_next_answer()
+    again = store.take_lock(claim, JobLock(LOCK, Overlap.SKIP))
+    assert isinstance(again, Held) and again.status.value == "in_progress", again
