@@ -692,6 +692,15 @@ def _contended(run: Callable[[], _T]) -> _T:
             if not isinstance(exc.__cause__, gexc.Aborted):
                 raise
             last = exc
+        except gexc.InvalidArgument as exc:
+            if "transaction is invalid or closed" not in str(exc).lower():
+                raise
+            # The client sent the commit again after losing its answer; the first may have landed.
+            raise StoreUnavailable(
+                f"the transaction's outcome is unknown ({describe(exc, 300)}): its commit's answer was "
+                "lost and the store had closed it when it was sent again; read the record before "
+                "trying again"
+            ) from exc
         time.sleep(random.uniform(0, CONTENDED_PAUSE_SECONDS * 2**attempt))
     raise StoreUnavailable(f"the transaction kept losing to others: {describe(last, 300)}") from last
 
