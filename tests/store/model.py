@@ -104,6 +104,7 @@ class Model:
     # The clock.
 
     def advance(self, seconds: float) -> None:
+        """Move the clock `seconds` on."""
         self.now += timedelta(seconds=seconds)
 
     def _live(self, lease: datetime | None) -> bool:

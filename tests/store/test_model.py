@@ -118,13 +118,14 @@ class Checked(RuleBasedStateMachine):
 
     @rule(run=st.sampled_from(RUNS), lose=st.booleans())
     def plain_claim(self, run, lose):
-        self.claim(run, None, lose)
+        self._deliver(run, None, lose)
 
     @rule(run=st.sampled_from(RUNS), overlap=st.sampled_from(LOCKED), lose=st.booleans())
     def locked_claim(self, run, overlap, lose):
-        self.claim(run, overlap, lose)
+        self._deliver(run, overlap, lose)
 
-    def claim(self, run: str, overlap: Overlap | None, lose: bool) -> None:
+    def _deliver(self, run: str, overlap: Overlap | None, lose: bool) -> None:
+        """A delivery of `run` claims it (with the job lock under `overlap`), on the store and the model."""
         fields = {"job": JOB, "schedule_time": run, "forced": False}
         self._arm(lose, "claim")
         if overlap is None:
