@@ -53,7 +53,6 @@ from . import _records
 from ._budget import Budget
 from ._commit import Write, Writes
 from ._records import (
-    LOCK_ATTEMPT_FIELD,
     finish_fields,
     held,
     hold_fields,
@@ -298,20 +297,28 @@ class Ledger:
         live), then one commit."""
         budget = Budget(CLAIM_SECONDS, self._claim_retry)
         doc, lock_doc = self._collection.document(claim.key), self._collection.document(lock.id)
+        sent = False  # a commit of this call was sent: the record may hold its own write
         for _ in range(_CLAIM_ATTEMPTS):
             now = clock.now()
             snapshot, locked = self._read(doc, lock_doc, budget)
             record = (snapshot.to_dict() or {}) if snapshot.exists else {}
+            lock_data = (locked.to_dict() or {}) if locked.exists else None
+            if sent and record.get("attempt_id") == claim.attempt_id:
+                # An earlier try of this call landed; only its answer was lost.
+                together = locked.exists and locked.update_time == snapshot.update_time
+                again = _records.sent_again(record, lock_data, claim.attempt_id, together, now)
+                if again is True:
+                    return claim._replace(update_time=snapshot.update_time, lock=lock.id)
+                if isinstance(again, str):
+                    return _records.overlapped(claim.key, lock, again, lock_data or {})
             if (
-                record.get("attempt_id") != claim.attempt_id
+                not snapshot.exists
+                or snapshot.update_time != claim.update_time
                 or record.get("status") != RunStatus.IN_PROGRESS.value
             ):
-                return Held(claim.key, RunStatus.IN_PROGRESS)
-            lock_data = (locked.to_dict() or {}) if locked.exists else None
-            if lock_data is not None and lock_data.get(LOCK_ATTEMPT_FIELD) == claim.attempt_id:
-                # An earlier try of ours took it; only its answer was lost.
-                return claim._replace(update_time=snapshot.update_time, lock=lock.id)
+                return Held(claim.key, RunStatus.IN_PROGRESS)  # the fence: this claim no longer holds it
             rival = self._rival(lock_data, claim.key, now, budget)
+            sent = True
             try:
                 if rival is None:
                     lease = {name: record[name] for name in ("attempt_id", "lease_expires", EXPIRE_AT_FIELD)}
@@ -685,6 +692,15 @@ def _contended(run: Callable[[], _T]) -> _T:
             if not isinstance(exc.__cause__, gexc.Aborted):
                 raise
             last = exc
+        except gexc.InvalidArgument as exc:
+            if "transaction is invalid or closed" not in str(exc).lower():
+                raise
+            # The client sent the commit again after losing its answer; the first may have landed.
+            raise StoreUnavailable(
+                f"the transaction's outcome is unknown ({describe(exc, 300)}): its commit's answer was "
+                "lost and the store had closed it when it was sent again; read the record before "
+                "trying again"
+            ) from exc
         time.sleep(random.uniform(0, CONTENDED_PAUSE_SECONDS * 2**attempt))
     raise StoreUnavailable(f"the transaction kept losing to others: {describe(last, 300)}") from last
 

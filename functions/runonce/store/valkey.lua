@@ -11,6 +11,7 @@
 
 local FENCE, TXN = '.fence', '.txn'
 local IN_PROGRESS = '"in_progress"'
+local SKIPPED = '"skipped"'
 
 local function clock(given)
   local time = redis.call('TIME')
@@ -271,11 +272,11 @@ local function claim(keys, argv)
   return { 'claim', number(fence), number(attempts), reopened, lock and 1 or 0 }
 end
 
--- take_lock: KEYS run lock; ARGV prefix now run attempt fence policy again ('again': this call sent
--- again after a lost answer), then the templates: the run's lock-taken fields, the lock's record,
--- a skipped record's fields, a released claim's fields.
+-- take_lock: KEYS run lock; ARGV prefix now run attempt fence policy call (this call's id, the same
+-- when it is sent again after a lost answer, written on the run as `.txn`), then the templates: the
+-- run's lock-taken fields, the lock's record, a skipped record's fields, a released claim's fields.
 local function take_lock(keys, argv)
-  local prefix, run_key, attempt, fence, policy, again = argv[1], argv[3], argv[4], argv[5], argv[6], argv[7]
+  local prefix, run_key, attempt, fence, policy, call = argv[1], argv[3], argv[4], argv[5], argv[6], argv[7]
   local now, server = clock(argv[2])
   local taken, lockfields, skipped, released, from
   taken, from = section(argv, 8)
@@ -285,26 +286,35 @@ local function take_lock(keys, argv)
   local run, lock = keys[1], keys[2]
   local record = load(run)
   if not holds(record, attempt, fence) then
-    local ours = again == 'again' and load(lock)
-    if ours and record ~= nil and record.attempt_id == attempt and record.status == IN_PROGRESS
-      and ours.lock_attempt_id == attempt and ours[FENCE] == record[FENCE] then
-      return { 'claim', record[FENCE] } -- this call's own write, whose answer was lost
+    if record ~= nil and record.attempt_id == attempt and record[TXN] == call then
+      -- this call's own write, whose answer was lost: the lock taken, or the overlap it recorded
+      local ours = load(lock) or {}
+      if record.status == IN_PROGRESS and ours.lock_attempt_id == attempt and ours[FENCE] == record[FENCE] then
+        return { 'claim', record[FENCE] }
+      end
+      if record.status == SKIPPED and record.skipped_for then
+        return overlapped(record.skipped_for, ours)
+      end
+      if record.status == IN_PROGRESS and record.released_at and ours.lock_holder
+        and not live(record.lease_expires, now) then
+        return overlapped(ours.lock_holder, ours)
+      end
     end
     return { 'held' }
   end
   local rival, lockrecord = rival_of(prefix, lock, run_key, now)
   local next_fence = fence_over(server, record, lockrecord)
   if rival == nil then
-    write(prefix, run, timed(taken, now), false, next_fence, now, nil, record)
+    write(prefix, run, timed(taken, now), false, next_fence, now, call, record)
     local lease = { lock_attempt_id = record.attempt_id, lease_expires = record.lease_expires,
       expire_at = record.expire_at }
     write(prefix, lock, merged(timed(lockfields, now), lease), true, next_fence, now, nil, lockrecord or false)
     return { 'claim', number(next_fence) }
   end
   if policy == 'skip' then
-    write(prefix, run, merged(timed(skipped, now), { skipped_for = rival }), false, next_fence, now, nil, record)
+    write(prefix, run, merged(timed(skipped, now), { skipped_for = rival }), false, next_fence, now, call, record)
   else
-    write(prefix, run, timed(released, now), false, next_fence, now, nil, record)
+    write(prefix, run, timed(released, now), false, next_fence, now, call, record)
   end
   return overlapped(rival, lockrecord)
 end

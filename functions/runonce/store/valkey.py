@@ -359,11 +359,12 @@ class ValkeyStore:
             _records.skipped_fields("", _NOW, self._retention),
             _records.released_fields(_NOW),
         ]
-        head = [_encode(claim.key), _encode(claim.attempt_id), _token(claim), lock.policy.value]
+        # The call's id, written with its write: sent again after a lost answer, it finds its own.
+        call = uuid.uuid4().hex
+        head = [_encode(claim.key), _encode(claim.attempt_id), _token(claim), lock.policy.value, call]
         sections = [item for t in templates for item in _section(t)]
         keys = [self._key(claim.key), self._key(lock.id)]
-        # Sent again after a lost answer, it may find its own write: the lock this attempt took.
-        answer = self._call("take_lock", keys, [*head, "", *sections], [*head, "again", *sections])
+        answer = self._call("take_lock", keys, [*head, *sections])
         if answer[0] == "claim":
             return claim._replace(update_time=_fence(answer[1]), lock=lock.id)
         if answer[0] == "overlap":
@@ -582,10 +583,10 @@ class ValkeyStore:
         """The `now` a function decides on: '' for the server's clock, else the test's clock's."""
         return "" if self._clock is None else str(_microseconds(self._clock()))
 
-    def _call(self, function: str, keys: list[str], args: list[str], again: list[str] | None = None) -> Any:
-        """FCALL `function` (see `_sent`), with `again` instead of `args` when it is sent again."""
+    def _call(self, function: str, keys: list[str], args: list[str]) -> Any:
+        """FCALL `function` (see `_sent`)."""
         name = f"runonce_{LIBRARY_VERSION}_{function}"
-        return self._sent(lambda resent: self._fcall(name, keys, again if resent and again else args))
+        return self._sent(lambda resent: self._fcall(name, keys, args))
 
     def _call_replicated(self, function: str, keys: list[str], args: list[str]) -> tuple[Any, int]:
         """FCALL `function` and, in the same round trip, WAIT for the replicas (if any): its
