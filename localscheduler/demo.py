@@ -63,7 +63,6 @@ from localscheduler.scheduler.misses import PlannedMisses
 from localscheduler.side_by_side import side_by_side
 from localscheduler.verdicts.events import event_summary, render_events
 from localscheduler.verdicts.scheduled import fault_summary, guarantee_summary, render
-from runonce import contract
 from runonce.contract import MissedRun
 from stacks.team import PUSH, REPO_ROOT, TEAMS_DIR, Team, load_teams
 
@@ -351,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         for (team, job), pool in sim.pools.items():
             print(
                 f"  {team}/{job}: {len(pool.instances)} instances{hosts[(team, job)]}, run lease "
-                f"{pool.env[contract.LEASE_VARIABLE]} s of schedule ({sim.clock_file.parent})"
+                f"{sim.leases[(team, job)]} s of schedule ({sim.clock_file.parent})"
             )
         for each in sim.teams:
             for service_job in each.service_jobs:
