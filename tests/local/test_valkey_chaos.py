@@ -67,7 +67,9 @@ def unkeyed(valkey_url, firestore_emulator, tmp_path_factory):
     team = unkeyed_team(tmp_path_factory.mktemp("valkey-unkeyed-job"))
     mix = FaultMix(seed=SEED, killed_after_effect=0.4)
     log_dir = tmp_path_factory.mktemp("valkey-unkeyed")
-    return simulate([team], START, timedelta(minutes=8), RATE, mix, log_dir, firestore_emulator.host, valkey_url)
+    return simulate(
+        [team], START, timedelta(minutes=8), RATE, mix, log_dir, firestore_emulator.host, valkey_url
+    )
 
 
 class TestOnValkey(ChaosProperties):
