@@ -20,7 +20,7 @@ from emulator.valkey import ValkeyServer
 from localscheduler.demos.events import DEMO_MIX, EXAMPLE, EventHarness
 from localscheduler.demos.simulation import Result, Simulation
 from localscheduler.scheduler.faults import FaultMix
-from localscheduler.verdicts.scheduled import failures, render
+from localscheduler.verdicts.scheduled import failures, fault_summary, guarantee_summary, render
 from stacks.team import Job, Retry, Team
 
 RATE = 15.0
@@ -127,6 +127,10 @@ class ValkeySection:
 
 
 def report(result: Result, url: str) -> str:
-    """The scheduled job's table (its verdict row), and each run that failed its verdict."""
+    """The scheduled job's table (its verdict row), the faults injected, each run that failed its
+    verdict, and what the verdict found."""
     title = f"Valkey store (RUNONCE_STORE={url}): the example job every minute, at {RATE:g}x"
-    return "\n".join([title, render(result.rows), *failures(result.verdicts)])
+    summary = fault_summary(result.journal) + f"; instances replaced: {result.restarts}"
+    return "\n".join(
+        [title, render(result.rows), summary, *failures(result.verdicts), *guarantee_summary(result.verdicts)]
+    )
