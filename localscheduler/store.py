@@ -9,6 +9,7 @@ while the effects stay in Firestore.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -81,18 +82,20 @@ class ValkeyLedger:
     prefix: str = RUNS_COLLECTION
     timeline: ServerInstant | None = None
 
+    @functools.cached_property
     def _store(self) -> Any:
+        """The store's reads, on one client (its connection pool serves every thread)."""
         from runonce.store.valkey import connect  # the valkey extra: loaded only for this ledger
 
         return connect(self.url, self.prefix, timedelta(seconds=1), timedelta(days=1))
 
     def records(self) -> dict[str, dict]:
         """See `Ledger.records`: the server's index of every record under the prefix."""
-        return {key: self._on_timeline(record) for key, record in self._store().find({}).items()}
+        return {key: self._on_timeline(record) for key, record in self._store.find({}).items()}
 
     def read(self, key: str) -> dict | None:
         """See `Ledger.read`."""
-        record = self._store().read(key)
+        record = self._store.read(key)
         return None if record is None else self._on_timeline(record)
 
     def _on_timeline(self, record: dict) -> dict:

@@ -61,14 +61,15 @@ def chaos_jobs() -> list[Job]:
     ]
 
 
-def chaos_teams() -> list[Team]:
+def chaos_teams(suffix: str = "") -> list[Team]:
     """The chaos jobs in one project, and a job of the same id in another project and region: a
-    run of its own, never a duplicate of the first's."""
+    run of its own, never a duplicate of the first's. A suite that shares the Firestore emulator
+    with another gives its projects a `suffix`: other projects, other run keys, other effects."""
     return [
-        Team(name="chaos", project="runonce-chaos", region="europe-west1", jobs=chaos_jobs()),
+        Team(name="chaos", project=f"runonce-chaos{suffix}", region="europe-west1", jobs=chaos_jobs()),
         Team(
             name="chaos-west",
-            project="runonce-chaos-west",
+            project=f"runonce-chaos-west{suffix}",
             region="us-central1",
             jobs=[chaos_job("every-minute", "* * * * *", "America/Los_Angeles")],
         ),
@@ -96,9 +97,9 @@ handle = report_job.handle
 """
 
 
-def unkeyed_team(source: Path) -> Team:
+def unkeyed_team(source: Path, suffix: str = "") -> Team:
     """A team whose one job is the example's with its effect not keyed by the run key, written
-    to the folder `source`."""
+    to the folder `source`; its project ends with `suffix` (see `chaos_teams`)."""
     example = Job(name="report", schedule="* * * * *", source="report").source_dir / "main.py"
     (source / "main.py").write_text(f"EXAMPLE = {str(example)!r}\n" + UNKEYED_JOB)
     (source / "local_demo.toml").write_text((example.parent / "local_demo.toml").read_text())
@@ -110,7 +111,7 @@ def unkeyed_team(source: Path) -> Team:
         attempt_deadline_seconds=15,
         retry=FAST_RETRY,
     )
-    return Team(name="unkeyed", project="runonce-unkeyed", region="europe-west1", jobs=[job])
+    return Team(name="unkeyed", project=f"runonce-unkeyed{suffix}", region="europe-west1", jobs=[job])
 
 
 def simulate(

@@ -39,7 +39,9 @@ MIX = FaultMix(
     killed_after_effect=0.08,
     forced_run=0.08,
 )
-TEAMS = chaos_teams()
+SUFFIX = "-valkey"
+"""Projects of their own: tests/local/test_chaos.py may play the same schedule on the same emulator."""
+TEAMS = chaos_teams(SUFFIX)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,7 @@ def test_the_runs_were_kept_on_the_valkey_server_and_not_in_firestore(chaos, val
 def unkeyed(valkey_url, firestore_emulator, tmp_path_factory):
     """A short simulation of a job whose effect is not keyed by the run key, 40% of its runs
     killed right after the effect, on the Valkey server."""
-    team = unkeyed_team(tmp_path_factory.mktemp("valkey-unkeyed-job"))
+    team = unkeyed_team(tmp_path_factory.mktemp("valkey-unkeyed-job"), SUFFIX)
     mix = FaultMix(seed=SEED, killed_after_effect=0.4)
     log_dir = tmp_path_factory.mktemp("valkey-unkeyed")
     return simulate(
