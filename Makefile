@@ -83,11 +83,14 @@ typecheck: $(STAMP)
 ## then the event path's round trips per outcome, then the round trips per delivery under each overlap policy
 ## (allow, skip, wait side by side), then end to end over HTTP (functions-framework processes, floor subtracted),
 ## scheduled against the seed and events against one transaction on the event id; then the cold start's imports against
-## functions_framework + firestore; then synth time against a plain cdktf app, and 100 jobs against 1. All run; exit 1 if a target is missed.
+## functions_framework + firestore; then synth time against a plain cdktf app, and 100 jobs against 1. After the end to end
+## ones, the Valkey rows (benchmarks/valkey*.py): the store against Powertools' SET NX + SET on one redis-server (store time,
+## round trips), end to end on Valkey, and events per second at 8 concurrent requests on each store. All run; exit 1 if a target is missed.
 bench: $(STAMP)
 	@status=0; $(PY) -m benchmarks.ledger || status=1; echo; $(PY) -m benchmarks.events || status=1; \
 	echo; $(PY) -m benchmarks.overlap || status=1; \
 	echo; $(PY) -m benchmarks.endtoend || status=1; echo; $(PY) -m benchmarks.endtoend_events || status=1; \
+	echo; $(PY) -m benchmarks.valkey || status=1; echo; $(PY) -m benchmarks.valkey_endtoend || status=1; \
 	echo; $(PY) -m benchmarks.coldstart || status=1; \
 	echo; $(PY) -m benchmarks.synth || status=1; exit $$status
 
@@ -113,6 +116,46 @@ $(CHECKOV_STAMP): policy/requirements-checkov.txt $(STAMP)
 # The stacks tests run checkov on the synthesized example stacks.
 test: $(CHECKOV_STAMP)
 
+# TOOLCHAIN=cdktn: the same stacks on CDK Terrain, CDKTF's maintained fork (docs/stacks/toolchain.md),
+# from its own venv (requirements-cdktn.txt) with jsii on Node 22 from npm (toolchains/cdktn), no CLI:
+# the app synthesizes itself and Terraform deploys cdktf.out. Same Terraform JSON (tests/stacks/test_toolchain.py).
+TOOLCHAIN       ?= cdktf
+CDKTN_VENV      := $(VENV)/cdktn
+CDKTN_STAMP     := $(CDKTN_VENV)/.installed-$(shell cksum < requirements-cdktn.txt | cut -d' ' -f1)
+CDKTN_NODE_DIR  := toolchains/cdktn
+CDKTN_NODE_STAMP := $(CDKTN_NODE_DIR)/node_modules/.installed-$(shell cksum < $(CDKTN_NODE_DIR)/package-lock.json | cut -d' ' -f1)
+CDKTN_APP       := RUNONCE_TOOLCHAIN=cdktn JSII_NODE=$(CURDIR)/$(CDKTN_NODE_DIR)/node_modules/.bin/node $(CDKTN_VENV)/bin/python -O main.py
+
+ifeq ($(filter $(TOOLCHAIN),cdktf cdktn),)
+$(error TOOLCHAIN=$(TOOLCHAIN) is not a toolchain: use TOOLCHAIN=cdktf (the default) or TOOLCHAIN=cdktn)
+endif
+
+# CDK Terrain's venv: its packages replace cdktf's (same module names inside jsii), so they live apart.
+$(CDKTN_STAMP): requirements-cdktn.txt
+	$(PYTHON) -m venv $(CDKTN_VENV)
+	$(CDKTN_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-cdktn.txt
+	rm -f $(CDKTN_VENV)/.installed-* && touch $@
+
+$(CDKTN_NODE_STAMP): $(CDKTN_NODE_DIR)/package.json $(CDKTN_NODE_DIR)/package-lock.json
+	cd $(CDKTN_NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	rm -f $(CDKTN_NODE_DIR)/node_modules/.installed-* && touch $@
+
+# The stacks tests synthesize every stack under both toolchains and compare the JSON.
+test: $(CDKTN_STAMP) $(CDKTN_NODE_STAMP)
+
+ifeq ($(TOOLCHAIN),cdktn)
+## make synth TOOLCHAIN=cdktn, make deploy TOOLCHAIN=cdktn STACK=<team>: the same on CDK Terrain (its
+## own venv and Node 22; the app synthesizes, then Terraform init and apply in cdktf.out/stacks/<team>).
+synth: $(CDKTN_STAMP) $(CDKTN_NODE_STAMP)
+	$(CDKTN_APP)
+
+deploy: $(CDKTN_STAMP) $(CDKTN_NODE_STAMP)
+	@test -n "$(STACK)" || { echo "usage: make deploy TOOLCHAIN=cdktn STACK=<team>  (the team's name, or its file in teams/)"; exit 2; }
+	@stack=$$($(CDKTN_VENV)/bin/python -m stacks.stack_names '$(STACK)') || exit 2; \
+	echo "$(CDKTN_APP)" && $(CDKTN_APP) && \
+	echo "terraform -chdir=cdktf.out/stacks/$$stack init && terraform -chdir=cdktf.out/stacks/$$stack apply" && \
+	terraform -chdir="cdktf.out/stacks/$$stack" init -input=false && terraform -chdir="cdktf.out/stacks/$$stack" apply
+else
 ## make synth: validate every team in teams/, then write cdktf.out/stacks/<team> (offline).
 synth: $(STAMP) $(NODE_STAMP)
 	$(CDKTF) synth
@@ -122,6 +165,7 @@ synth: $(STAMP) $(NODE_STAMP)
 deploy: $(STAMP) $(NODE_STAMP)
 	@test -n "$(STACK)" || { echo "usage: make deploy STACK=<team>  (the team's name, or its file in teams/)"; exit 2; }
 	@stack=$$($(PY) -m stacks.stack_names '$(STACK)') || exit 2; echo "$(CDKTF) deploy $$stack"; $(CDKTF) deploy "$$stack"
+endif
 
 ## make policy: least-privilege rule pack and checkov (offline) on every synthesized stack.
 ## make policy POLICY_TARGETS=tests/stacks/fixtures/bad.tf.json: the same on the bad stack (fails).

@@ -30,9 +30,8 @@ def main() -> int:
         return 1
     # Imported only now: loading cdktf and the provider bindings takes seconds a failing run
     # does not need.
-    from cdktf import App
-
     from stacks.team_stack import TeamStack
+    from stacks.toolchain import App
 
     app = App()
     for team in folder.teams:

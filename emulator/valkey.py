@@ -60,6 +60,11 @@ class ValkeyServer:
         """What the server printed."""
         return Path(self._folder.name, "server.log").read_text(errors="replace")
 
+    @property
+    def pid(self) -> int:
+        """The server's process id (benchmarks.valkey reads its CPU time)."""
+        return self._process.pid
+
     def kill(self) -> None:
         """End the server at once (SIGKILL), as a crashed primary ends."""
         self._process.kill()

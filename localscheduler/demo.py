@@ -69,6 +69,7 @@ from localscheduler.side_by_side import side_by_side
 from localscheduler.verdicts.events import event_summary, render_events
 from localscheduler.verdicts.scheduled import failures, fault_summary, guarantee_summary, render
 from runonce.contract import MissedRun
+from stacks.config.store import Firestore
 from stacks.team import PUSH, REPO_ROOT, TEAMS_DIR, Team, load_teams
 
 PROJECT = "runonce-local"
@@ -223,11 +224,21 @@ def _watch(sim: Simulation, result: Result) -> bool:
     return ok
 
 
-def _event_harnesses(teams: list[Team], seed: int, log_dir: Path) -> list[EventHarness]:
-    """The example event job, then every push event job of the team files (an Eventarc job is a
-    CloudEvent function, which a push subscription cannot serve)."""
-    harnesses = [EventHarness(EVENT_JOB, EXAMPLE, DEMO_MIX, seed, PROJECT, log_dir / EVENT_JOB)]
+def on_firestore(teams: list[Team], say: bool = False) -> list[Team]:
+    """The teams whose runs the demo plays on the Firestore emulator: a team on Valkey
+    (`Team.store`) is left out of these sections, whose ledger is Firestore's."""
+    kept = [team for team in teams if isinstance(team.store, Firestore)]
     for team in teams:
+        if say and team not in kept:
+            print(f"  team {team.name}: not played on the Firestore emulator (its runs are on Valkey)")
+    return kept
+
+
+def _event_harnesses(teams: list[Team], seed: int, log_dir: Path) -> list[EventHarness]:
+    """The example event job, then every push event job of the team files on Firestore (an Eventarc
+    job is a CloudEvent function, which a push subscription cannot serve)."""
+    harnesses = [EventHarness(EVENT_JOB, EXAMPLE, DEMO_MIX, seed, PROJECT, log_dir / EVENT_JOB)]
+    for team in on_firestore(teams):
         for job in team.event_jobs:
             if job.trigger != PUSH:
                 print(f"  {team.name}/{job.name}: not served ({job.trigger} trigger: a CloudEvent function)")
@@ -288,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     print("building runonce's wheel and installing it in a fresh venv, for the services ...", flush=True)
     python = installed_python(log_dir / "services")
     sim = Simulation(
-        load_teams(args.teams),
+        on_firestore(load_teams(args.teams), say=True),
         start,
         timedelta(hours=args.hours),
         args.rate,

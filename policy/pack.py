@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy import stack_set
-from policy.rules import deploy, iam, monitoring, network, operators, pubsub, storage, watchdog
+from policy.rules import deploy, iam, monitoring, network, operators, pubsub, storage, store, watchdog
 from policy.stack_set import Offenders
 from policy.synthesized import Resource, Stack
 from policy.verdict import Verdict
@@ -238,6 +238,35 @@ LEAST_PRIVILEGE = [
         storage.bucket_private,
         "error",
         'Set uniform_bucket_level_access = true and public_access_prevention = "enforced".',
+    ),
+    Rule(
+        "RO-VAL-1",
+        store.no_eviction,
+        "error",
+        'Set engine_configs = {"maxmemory-policy" = "noeviction"} on the Valkey instance: the default, '
+        "volatile-lru, evicts keys with an expiry, and every run record has one (an evicted record is "
+        "a run that runs again).",
+    ),
+    Rule(
+        "RO-VAL-2",
+        store.encrypted_in_transit,
+        "error",
+        'Set transit_encryption_mode = "SERVER_AUTHENTICATION" on the Valkey instance (only at '
+        "creation) and give the runtimes its CA (RUNONCE_STORE_CA).",
+    ),
+    Rule(
+        "RO-VAL-3",
+        store.no_public_path,
+        "error",
+        "Reach the store only through its Private Service Connect endpoints: give the instance "
+        "desired_auto_created_endpoints, and open no firewall rule to 0.0.0.0/0.",
+    ),
+    Rule(
+        "RO-VAL-4",
+        store.store_roles_on_instance_only,
+        "error",
+        "Grant no roles/memorystore.* (or roles/redis.*) on the project: it reaches every instance. "
+        "runonce's client needs none (AUTH_DISABLED); a connection role belongs on the one instance.",
     ),
     Rule(
         "RO-WDG-1",

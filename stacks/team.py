@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from runonce.contract import Overlap
 from stacks.config.state import GcsState
+from stacks.config.store import Firestore, Network, Valkey
 from stacks.config.targets import BuildTrigger, CloudRunJob, GoogleApi, Target, Workflow
 from stacks.config.team import (
     EVENTARC,
@@ -51,9 +52,11 @@ __all__ = [
     "BuildTrigger",
     "CloudRunJob",
     "EventJob",
+    "Firestore",
     "GcsState",
     "GoogleApi",
     "Job",
+    "Network",
     "Overlap",
     "PushRetry",
     "Retry",
@@ -61,6 +64,7 @@ __all__ = [
     "ServiceJob",
     "Target",
     "Team",
+    "Valkey",
     "Workflow",
     "load_team_file",
     "load_teams",

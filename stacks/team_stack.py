@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cdktf import Annotations, GcsBackend, LocalBackend, TerraformStack
 from constructs import Construct
 
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.sharing import FunctionSettings, SharedFunction, explain, shared_functions
 from stacks.config.state import local_state_file, missing_local_state
+from stacks.config.store import Valkey
 from stacks.config.team import EVENTARC, REPO_ROOT, ServiceJob, Team
 from stacks.constructs import provider
 from stacks.constructs.app_engine import AppEngineAccess
@@ -26,6 +26,7 @@ from stacks.constructs.deduplicated_function import (
     DeduplicatedFunctionProps,
     FunctionSpec,
     job_archive,
+    store_requirements,
 )
 from stacks.constructs.event_job import (
     EventDelivery,
@@ -44,13 +45,18 @@ from stacks.constructs.provider import (
     TimeProvider,
 )
 from stacks.constructs.required_apis import RequiredApis, RequiredApisProps
-from stacks.constructs.run_service import RunService, RunServiceProps
+from stacks.constructs.run_service import RunService, RunServiceProps, service_environment
 from stacks.constructs.scheduled_job import ScheduledJob, ScheduledJobProps
 from stacks.constructs.service_agents import declare_beta_provider, eventarc_agent, pubsub_agent
+from stacks.constructs.store_access import attach_function, attach_service
+from stacks.constructs.store_network import APIS as STORE_APIS
+from stacks.constructs.store_network import StoreNetwork, StoreNetworkProps
 from stacks.constructs.target_access import grant_target, target_apis
 from stacks.constructs.team_identity import TeamIdentity, TeamIdentityProps
+from stacks.constructs.valkey_store import ValkeyStore, ValkeyStoreProps
 from stacks.constructs.watchdog import Watchdog, WatchdogProps
 from stacks.contract import ACKNOWLEDGED, EVENT_CONSUMER_FIELD, EVENT_SOURCE_FIELD
+from stacks.toolchain import Annotations, GcsBackend, LocalBackend, TerraformStack
 from stacks.validate import windows
 
 
@@ -85,6 +91,8 @@ class TeamStack(TerraformStack):
             target_services.add(defaults.API_PUBSUB)
         if any(job.trigger == EVENTARC for job in team.event_jobs):
             target_services.add(defaults.API_EVENTARC)
+        if isinstance(team.store, Valkey):
+            target_services.update(STORE_APIS)
         services = (*defaults.REQUIRED_APIS, *sorted(target_services - set(defaults.REQUIRED_APIS)))
         self.apis = RequiredApis(self, "apis", RequiredApisProps(project=team.project, services=services))
         """The enabled APIs."""
@@ -110,6 +118,39 @@ class TeamStack(TerraformStack):
             ),
         )
         """The team's run ledger."""
+        # The store (issue 32): a team on Valkey gets its instance and the network to reach it.
+        self.store_network: StoreNetwork | None = None
+        """The Valkey store's network, subnetwork, connection policy and connector; None on Firestore."""
+        self.valkey: ValkeyStore | None = None
+        """The Valkey instance (or its data source) and its URL and CA; None on Firestore."""
+        if isinstance(team.store, Valkey):
+            self.store_network = StoreNetwork(
+                self,
+                "store-network",
+                StoreNetworkProps(
+                    project=team.project,
+                    region=team.region,
+                    team=team.name,
+                    network=team.store.network,
+                    apis=self.apis,
+                    machine_type=team.store.connector_machine_type,
+                    min_instances=team.store.connector_min_instances,
+                    max_instances=team.store.connector_max_instances,
+                    connection_policy=not team.store.existing,
+                ),
+            )
+            self.valkey = ValkeyStore(
+                self,
+                "valkey",
+                ValkeyStoreProps(
+                    project=team.project,
+                    region=team.region,
+                    team=team.name,
+                    store=team.store,
+                    network=self.store_network,
+                    apis=self.apis,
+                ),
+            )
         self.build = BuildStorage(
             self,
             "build",
@@ -317,7 +358,7 @@ class TeamStack(TerraformStack):
         for shared in functions:
             source = shared.settings.source
             if source not in archives:
-                archives[source] = job_archive(shared.first, archive_dir)
+                archives[source] = job_archive(shared.first, archive_dir, store_requirements(team))
             self.functions[shared.name] = DeduplicatedFunction(
                 self,
                 f"{shared.name}-function",
@@ -434,6 +475,8 @@ class TeamStack(TerraformStack):
             self.watchdog.deploy(
                 self.build, self.identity.build_email, self.iam_settled, archive_dir, scheduled
             )
+        if self.valkey is not None and self.store_network is not None:
+            self._attach_store(self.valkey, self.store_network)
         self.operators = (
             OperatorAccess(
                 self,
@@ -472,3 +515,22 @@ class TeamStack(TerraformStack):
         )
         """The team's log-based metrics, alert policies, e-mail channels and dashboard
         (docs/monitoring.md); None for a team without functions, services or App Engine jobs."""
+
+    def _attach_store(self, valkey: ValkeyStore, network: StoreNetwork) -> None:
+        """Every function (the watchdog's too) and every deployed service of the team gets the
+        store's variables and its path into the VPC (`stacks.constructs.store_access`)."""
+        functions = list(self.functions.values())
+        if self.watchdog is not None and self.watchdog.function is not None:
+            functions.append(self.watchdog.function)
+        for function in functions:
+            attach_function(function, valkey.environment, network)
+        for service in self.services.values():
+            if service.deployed is None:
+                continue
+            props = service.props
+            environment = {
+                **service_environment(self.team, props.service, props.retention_seconds),
+                **props.service.env,
+                **valkey.environment,
+            }
+            attach_service(service.deployed, environment, network)

@@ -25,7 +25,8 @@ RETENTION_VARIABLE = "RUNONCE_RETENTION_SECONDS"
 COLLECTION_VARIABLE = "RUNONCE_COLLECTION"
 DATABASE_VARIABLE = "RUNONCE_DATABASE"
 STORE_VARIABLE = "RUNONCE_STORE"
-"""The run store: `firestore` (the default), or a Valkey store's URL (`valkey://HOST:PORT`)."""
+"""The run store: `firestore` (the default), or a Valkey store's URL (`valkey://HOST:PORT`,
+`valkeys://` with TLS, `?replicas=N`); the stack sets it for a team on Valkey (docs/stacks/stores.md)."""
 FORCED_SKEW_VARIABLE = "RUNONCE_FORCED_SKEW_SECONDS"
 MAX_EVENT_AGE_VARIABLE = "RUNONCE_MAX_EVENT_AGE_SECONDS"
 DEAD_LETTER_TOPIC_VARIABLE = "RUNONCE_DEAD_LETTER_TOPIC"
@@ -41,6 +42,9 @@ TARGET_GRACE_VARIABLE = "RUNONCE_TARGET_GRACE_SECONDS"
 JOB_VARIABLE = "RUNONCE_JOB"
 """An event function's job, as the team file names it: the `job` field of its log lines, which the
 stack's metrics and alerts label by and `runonce dead-letters --job` takes (the stack sets it)."""
+STORE_CA_VARIABLE = "RUNONCE_STORE_CA"
+"""With `valkeys://`: the server's CA certificates, as PEM text (the instance's own CA, which the
+stack reads from the instance at apply time: no file exists to name in a deployed function)."""
 CONSUMER_VARIABLE = "K_SERVICE"
 """Set by Cloud Run in every container to the service's name (a Cloud Run function's too): the
 consumer of an event function's CloudEvents (Cloud Run's "Container runtime contract")."""

@@ -53,6 +53,15 @@ APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
     "google_monitoring_alert_policy": ("monitoring.googleapis.com",),
     "google_monitoring_notification_channel": ("monitoring.googleapis.com",),
     "google_monitoring_dashboard": ("monitoring.googleapis.com",),
+    "google_compute_network": ("compute.googleapis.com",),
+    "google_compute_subnetwork": ("compute.googleapis.com",),
+    "google_compute_firewall": ("compute.googleapis.com",),
+    "google_network_connectivity_service_connection_policy": (
+        "networkconnectivity.googleapis.com",
+        "serviceconsumermanagement.googleapis.com",
+    ),
+    "google_memorystore_instance": ("memorystore.googleapis.com",),
+    "google_vpc_access_connector": ("vpcaccess.googleapis.com",),
 }
 GCF_SOURCE_READER_ROLES = {"roles/storage.objectViewer", "roles/storage.objectAdmin"}
 ACCOUNT_REFERENCE = re.compile(r"\$\{google_service_account\.([^.}]+)\.email\}")

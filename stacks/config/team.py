@@ -13,6 +13,7 @@ from pathlib import Path
 
 from runonce.contract import DEFAULT_COLLECTION, Overlap
 from stacks.config.state import GcsState
+from stacks.config.store import Firestore, Valkey
 from stacks.config.targets import Target
 from stacks.locations import app_engine_scheduler_region
 
@@ -584,6 +585,11 @@ class Team:
     for that rule's findings anywhere in the team's stack, or a rule id and one resource's
     Terraform address as the report prints it (`"RO-IAM-3:google_project_iam_member.x"`) for that
     resource only. Default none: every finding fails."""
+    # The store (issue 32): its own block, additive.
+    store: Firestore | Valkey = field(default_factory=Firestore)
+    """Where the team's runs are recorded: `Firestore()` (the default: the database above), or
+    `Valkey(...)`, a Memorystore for Valkey instance and its network (stacks/config/store.py,
+    docs/stacks/stores.md). The functions, services and watchdog find it in RUNONCE_STORE."""
 
     @property
     def location(self) -> str:

@@ -11,7 +11,6 @@ provider 6.50 its read fails on a missing account with the provider's own error,
 
 from __future__ import annotations
 
-from cdktf import ITerraformDependable, Postcondition, TerraformResourceLifecycle
 from constructs import Construct
 
 from stacks.config import defaults
@@ -20,6 +19,7 @@ from stacks.constructs import provider
 from stacks.constructs.dedup_store import DedupStore
 from stacks.constructs.function_identity import grant_ledger
 from stacks.constructs.required_apis import RequiredApis
+from stacks.toolchain import ITerraformDependable, Postcondition, TerraformResourceLifecycle
 
 DEFAULT_ACCOUNT = ""
 """`AppEngineJob.service_account` for App Engine's default account."""

@@ -8,7 +8,6 @@ Terraform sees no change to them.
 
 from __future__ import annotations
 
-from cdktf import ITerraformDependable
 from constructs import Construct
 
 from stacks import naming
@@ -21,6 +20,7 @@ from stacks.constructs.provider import (
     StorageBucketIamMember,
 )
 from stacks.constructs.required_apis import RequiredApis
+from stacks.toolchain import ITerraformDependable
 
 
 def grant_build_access(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdktf import AssetType, TerraformAsset
 from constructs import Construct
 
 from stacks import naming
@@ -23,6 +22,7 @@ from stacks.constructs.provider import (
     StorageBucketVersioning,
 )
 from stacks.constructs.required_apis import RequiredApis
+from stacks.toolchain import AssetType, TerraformAsset
 
 
 @dataclass(frozen=True)

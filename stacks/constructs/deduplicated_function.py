@@ -3,6 +3,8 @@ serving one job or several with the same settings (`stacks.config.sharing`)."""
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,9 +14,10 @@ from runonce import contract
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.sharing import SharedFunction
+from stacks.config.store import Valkey
 from stacks.config.targets import TARGET_VARIABLE
 from stacks.config.team import FUNCTIONS_DIR, REPO_ROOT, Job, Team
-from stacks.constructs.archive import Archive, build_archive
+from stacks.constructs.archive import Archive, build_archive, with_requirements
 from stacks.constructs.build_storage import BuildStorage
 from stacks.constructs.function_identity import FunctionIdentity
 from stacks.constructs.identity import CREATE_BEFORE_DESTROY, resource_id
@@ -130,11 +133,24 @@ def runonce_environment(team: Team, function: SharedFunction) -> dict[str, str]:
     return environment
 
 
-def job_archive(job: Job, out_dir: Path) -> Archive:
-    """The job's folder at the archive root with the runonce library beside it."""
+def job_archive(job: Job, out_dir: Path, extra_requirements: Sequence[str] = ()) -> Archive:
+    """The job's folder at the archive root with the runonce library beside it, and
+    `extra_requirements` after its requirements.txt's own lines (`store_requirements`)."""
     return build_archive(
-        {"": job.source_dir, defaults.RUNONCE_PACKAGE: FUNCTIONS_DIR / defaults.RUNONCE_PACKAGE}, out_dir
+        {"": job.source_dir, defaults.RUNONCE_PACKAGE: FUNCTIONS_DIR / defaults.RUNONCE_PACKAGE},
+        out_dir,
+        with_requirements(job.source_dir, extra_requirements, out_dir),
     )
+
+
+def store_requirements(team: Team) -> tuple[str, ...]:
+    """What a function of the team needs besides its folder's requirements: the `valkey` extra's
+    pinned client (from functions/pyproject.toml, the library's own pin) for a team on Valkey,
+    whose runonce loads `runonce.store.valkey`; nothing for Firestore."""
+    if not isinstance(team.store, Valkey):
+        return ()
+    with (FUNCTIONS_DIR / "pyproject.toml").open("rb") as file:
+        return tuple(tomllib.load(file)["project"]["optional-dependencies"]["valkey"])
 
 
 class DeduplicatedFunction(Construct):

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cdktf import ITerraformDependable, Postcondition, TerraformResourceLifecycle
 from constructs import Construct
 
 from stacks import naming
@@ -35,6 +34,7 @@ from stacks.constructs.provider import (
 from stacks.constructs.required_apis import RequiredApis
 from stacks.constructs.scheduled_job import Invoked, grant_run_invoker, seconds
 from stacks.contract import DEAD_LETTER_TOPIC_VARIABLE, JOB_VARIABLE, MAX_EVENT_AGE_VARIABLE
+from stacks.toolchain import ITerraformDependable, Postcondition, TerraformResourceLifecycle
 
 
 def event_environment(team: Team, job: EventJob) -> dict[str, str]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from cdktf import TerraformResourceLifecycle
 from constructs import Construct
 
 from stacks.config import defaults
 from stacks.constructs.provider import ServiceAccount
 from stacks.constructs.required_apis import RequiredApis
+from stacks.toolchain import TerraformResourceLifecycle
 
 CREATE_BEFORE_DESTROY = TerraformResourceLifecycle(create_before_destroy=True)
 """`lifecycle { create_before_destroy = true }`: set on functions and invoker grants, so that a

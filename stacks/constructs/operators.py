@@ -24,7 +24,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cdktf import TerraformResource
 from constructs import Construct
 
 from stacks.config import defaults
@@ -35,6 +34,7 @@ from stacks.constructs.provider import (
     PubsubTopicIamMember,
 )
 from stacks.constructs.required_apis import RequiredApis
+from stacks.toolchain import TerraformResource
 
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9-]+")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cdktf import ITerraformDependable
 from constructs import Construct
 
 from stacks.config import defaults
 from stacks.constructs.provider import ProjectService, Sleep
+from stacks.toolchain import ITerraformDependable
 
 
 @dataclass(frozen=True)

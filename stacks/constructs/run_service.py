@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdktf import ITerraformDependable, Postcondition, TerraformResourceLifecycle
 from constructs import Construct
 
 from runonce import contract
@@ -30,6 +29,7 @@ from stacks.constructs.function_identity import FunctionIdentity, FunctionIdenti
 from stacks.constructs.identity import member
 from stacks.constructs.provider import ProjectIamMember
 from stacks.constructs.required_apis import RequiredApis
+from stacks.toolchain import ITerraformDependable, Postcondition, TerraformResourceLifecycle
 
 INGRESS = "INGRESS_TRAFFIC_INTERNAL_ONLY"
 """A deployed service's ingress: internal traffic and, from the same project on the run.app URL,

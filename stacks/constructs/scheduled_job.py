@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cdktf import ITerraformDependable
 from constructs import Construct
 
 from runonce.contract import Overlap
@@ -26,6 +25,7 @@ from stacks.constructs.provider import (
     CloudSchedulerJobRetryConfig,
 )
 from stacks.constructs.required_apis import RequiredApis
+from stacks.toolchain import ITerraformDependable
 
 
 class Invoked(Protocol):

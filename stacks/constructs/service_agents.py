@@ -25,12 +25,12 @@ through overrides, not through the 31 MB google-beta bindings that a synth would
 
 from __future__ import annotations
 
-from cdktf import TerraformResource, TerraformStack
 from constructs import Construct
 
 from stacks.config import defaults
 from stacks.constructs.provider import ProjectIamMember
 from stacks.constructs.required_apis import RequiredApis
+from stacks.toolchain import TerraformResource, TerraformStack
 
 BETA_PROVIDER = "google-beta"
 BETA_SOURCE = "hashicorp/google-beta"

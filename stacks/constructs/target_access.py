@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import re
 
-from cdktf import ITerraformDependable
 from constructs import Construct
 
 from stacks.config import defaults
@@ -47,6 +46,7 @@ from stacks.constructs import provider
 from stacks.constructs.identity import member, resource_id
 from stacks.constructs.provider import ProjectIamMember, ServiceAccountIamMember
 from stacks.constructs.required_apis import RequiredApis
+from stacks.toolchain import ITerraformDependable
 
 ROLE_WORKFLOW = "roles/workflows.invoker"
 ROLE_CLOUD_RUN_JOB = "roles/run.jobsExecutorWithOverrides"

@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdktf import Annotations
 from constructs import Construct
 
 from runonce import contract
@@ -35,13 +34,14 @@ from stacks import naming
 from stacks.config import defaults
 from stacks.config.lookback import TICK_SCHEDULE, first_judged_seconds, lookback_seconds
 from stacks.config.team import FUNCTIONS_DIR, LEASE_MARGIN_SECONDS, Job, Retry, Team
-from stacks.constructs.archive import build_archive
+from stacks.constructs.archive import build_archive, with_requirements
 from stacks.constructs.build_storage import BuildStorage
 from stacks.constructs.dedup_store import DedupStore, DedupStoreProps
 from stacks.constructs.deduplicated_function import (
     DeduplicatedFunction,
     DeduplicatedFunctionProps,
     FunctionSpec,
+    store_requirements,
 )
 from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
 from stacks.constructs.identity import member
@@ -60,6 +60,7 @@ from stacks.contract import (
     WATCHDOG_LOCATION_VARIABLE,
     WATCHDOG_TEAM_VARIABLE,
 )
+from stacks.toolchain import Annotations
 
 COLLECTION = "watchdog_runs"
 TIMEOUT_SECONDS = 300
@@ -134,6 +135,9 @@ class WatchdogProps:
     apis: RequiredApis
     delete_protection: bool = True
     """Protect its own database from deletion, as the ledger is."""
+    requirements: tuple[str, ...] = ()
+    """Lines its archive's requirements.txt gains (`store_requirements`: the valkey client for a
+    team on Valkey)."""
 
     @classmethod
     def of(
@@ -155,6 +159,7 @@ class WatchdogProps:
             invoker_email=invoker_email,
             apis=apis,
             delete_protection=team.delete_protection,
+            requirements=store_requirements(team),
         )
 
     @property
@@ -306,6 +311,7 @@ class Watchdog(Construct):
                 defaults.RUNONCE_PACKAGE: FUNCTIONS_DIR / defaults.RUNONCE_PACKAGE,
             },
             archive_dir,
+            with_requirements(FUNCTIONS_DIR / naming.WATCHDOG, props.requirements, archive_dir),
         )
         self.function = DeduplicatedFunction(
             self,

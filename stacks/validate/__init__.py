@@ -6,7 +6,8 @@ teams), `schedules` (Scheduler's settings), `windows` (leases, retries and reten
 timeout and the next run), `functions` (Cloud Run's limits, the handler and its requirements,
 env and labels), `targets` (Google API targets), `events` (event jobs), `sharing` (jobs of one
 function starting at once), `catch_up` (the watchdog's catch-up window of a scheduled job),
-`alerts` (whom the team's alerts reach, and when), `watchdog` (the
+`alerts` (whom the team's alerts reach, and when), `store` (a Valkey store's region, sizes,
+network, and the parts of a team that cannot use it), `watchdog` (the
 names the team's watchdog takes), `operators` (`Team.operators`) and `quotas`. Google's own
 limits are pinned in `stacks.locations`, `function_limits` and `cron_check`. This module only
 runs them, in the order their problems are reported. Files that do not load or hold values of
@@ -33,6 +34,7 @@ from stacks.validate import (
 )
 from stacks.validate.operators import operators
 from stacks.validate.quotas import quota_problems
+from stacks.validate.store import store_problems
 from stacks.validate.team import team_fields
 from stacks.validate.watchdog import watchdog
 from stacks.validate.windows import retry_window_seconds
@@ -66,6 +68,7 @@ def find_problems(teams: Sequence[Team], files: Sequence[str] | None = None) -> 
             problems.extend(_app_engine_job(team, app_engine_job))
         problems.extend(sharing.crowded_functions(team))
         problems.extend(alerts.alert_settings(team))
+        problems.extend(store_problems(team))
         found.extend(_in_file(problem, file) for problem in problems)
     found.extend(quota_problems(teams, shown))
     return found

@@ -279,7 +279,8 @@ def _relative_target(path: Path, node: ast.ImportFrom, name: str) -> list[Path]:
 def _runtime_statements(tree: ast.Module) -> Iterator[ast.stmt]:
     """Every statement of the module that can run, in source order: the body of
     `if TYPE_CHECKING:` (or `if typing.TYPE_CHECKING:`) is left out, since only a type checker
-    reads it and its imports need no pin; its `else:` branch runs and is kept. Imports are
+    reads it and its imports need no pin; its `else:` branch runs and is kept. So is the body of a
+    `try` that catches ImportError (an optional import, `_catches_import_error`). Imports are
     statements, so only the statement blocks are walked (bodies, `except` handlers, `case`s),
     not the expressions."""
     pending: list[ast.AST] = list(reversed(tree.body))
@@ -289,6 +290,11 @@ def _runtime_statements(tree: ast.Module) -> Iterator[ast.stmt]:
             yield node
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             blocks: list[ast.AST] = list(node.orelse)
+        elif isinstance(node, ast.Try) and _catches_import_error(node):
+            # An optional import: its module answers a clear error when it is missing (the Valkey
+            # store's client, loaded only when RUNONCE_STORE chooses it); the stack adds what a
+            # team's choice needs (`store_requirements`), so a folder need not list it.
+            blocks = [*node.handlers, *node.orelse, *node.finalbody]
         else:
             blocks = [
                 child
@@ -298,6 +304,16 @@ def _runtime_statements(tree: ast.Module) -> Iterator[ast.stmt]:
                 if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case)
             ]
         pending.extend(reversed(blocks))
+
+
+def _catches_import_error(node: ast.Try) -> bool:
+    """Whether a handler of this `try` catches ImportError (or ModuleNotFoundError) by name."""
+    names = {"ImportError", "ModuleNotFoundError"}
+    for handler in node.handlers:
+        caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if any(isinstance(kind, ast.Name) and kind.id in names for kind in caught):
+            return True
+    return False
 
 
 def _is_type_checking(test: ast.expr) -> bool:

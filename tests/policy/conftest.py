@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from stacks.team import load_team_file
+from stacks.team import TEAMS_DIR, load_team_file
 from tests.stacks.conftest import synthesize
 
 EVERY_FEATURE = Path(__file__).parent.parent / "stacks" / "fixtures" / "every_feature.py"
@@ -19,3 +19,10 @@ def every(tmp_path_factory) -> dict[str, Any]:
     """The every-feature team's synthesized stack document (scheduled jobs, a proxy of each target
     kind, a push job, Eventarc jobs on a topic and on a bucket, a migration's kept accounts)."""
     return synthesize(load_team_file(EVERY_FEATURE), tmp_path_factory.mktemp("archives")).document
+
+
+@pytest.fixture(scope="session")
+def ledger(tmp_path_factory) -> dict[str, Any]:
+    """The ledger team's synthesized stack document (teams/ledger.py: a store on Memorystore for
+    Valkey, its network and connector)."""
+    return synthesize(load_team_file(TEAMS_DIR / "ledger.py"), tmp_path_factory.mktemp("archives")).document

@@ -155,7 +155,7 @@ def test_a_stack_wide_acknowledgement_covers_every_finding_of_its_rule_and_no_ot
     document = carrying(json.loads(BAD.read_text()), {"RO-DEP-1": REASON})
     findings = check_stack("bad", document)
     dep = [finding for finding in findings if finding.rule.id == "RO-DEP-1"]
-    assert len(dep) == 29
+    assert len(dep) == 30  # the Valkey instance that waits for no API is one of them
     assert all(finding.acknowledged == REASON and not finding.fails for finding in dep)
     others = [finding for finding in findings if finding.rule.id != "RO-DEP-1"]
     assert others

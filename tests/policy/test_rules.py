@@ -118,6 +118,8 @@ class Case:
     breaks: Callable[[Document], None]
     always_compliant_before: bool = True
     """False for a rule that can only fail or not apply (RO-IAM-5: any key fails)."""
+    stack: str = "every"
+    """The fixture of the stack it breaks: `every`, or `ledger` (the Valkey store's rules)."""
 
 
 CASES = [
@@ -300,6 +302,46 @@ CASES = [
         set_at("google_storage_bucket", "build_bucket", "public_access_prevention", "inherited"),
     ),
     Case(
+        "RO-VAL-1",
+        "google_memorystore_instance",
+        "valkey_instance",
+        set_at(
+            "google_memorystore_instance",
+            "valkey_instance",
+            "engine_configs",
+            {"maxmemory-policy": "volatile-lru"},
+        ),
+        stack="ledger",
+    ),
+    Case(
+        "RO-VAL-2",
+        "google_memorystore_instance",
+        "valkey_instance",
+        set_at(
+            "google_memorystore_instance",
+            "valkey_instance",
+            "transit_encryption_mode",
+            "TRANSIT_ENCRYPTION_DISABLED",
+        ),
+        stack="ledger",
+    ),
+    Case(
+        "RO-VAL-3",
+        "google_memorystore_instance",
+        "valkey_instance",
+        set_at("google_memorystore_instance", "valkey_instance", "desired_auto_created_endpoints", None),
+        stack="ledger",
+    ),
+    Case(
+        "RO-VAL-4",
+        "google_project_iam_member",
+        "team-build-log-writer",
+        set_at(
+            "google_project_iam_member", "team-build-log-writer", "role", "roles/memorystore.dbConnectionUser"
+        ),
+        stack="ledger",
+    ),
+    Case(
         "RO-WDG-1",
         "google_project_iam_member",
         "watchdog_ledger-reader",
@@ -340,8 +382,8 @@ def test_the_pack_lists_its_rules_in_id_order():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.rule for case in CASES])
-def test_the_rule_finds_the_synthesized_stack_compliant_and_flags_the_broken_resource(every, case):
-    rule, document = PACK[case.rule], copy.deepcopy(every)
+def test_the_rule_finds_the_synthesized_stack_compliant_and_flags_the_broken_resource(request, case):
+    rule, document = PACK[case.rule], copy.deepcopy(request.getfixturevalue(case.stack))
     before = verdicts(rule, document)
     assert Verdict.NON_COMPLIANT not in before.values()
     if case.always_compliant_before:

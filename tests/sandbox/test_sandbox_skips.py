@@ -22,12 +22,14 @@ from tests.sandbox.variables import (
     FRESH_PROJECT_VARIABLES,
     REQUIRED,
     SERVICE_IMAGE_VARIABLE,
+    VALKEY_VARIABLE,
 )
 
 SANDBOX_VARIABLES = (
     *REQUIRED,
     BUILD_TRIGGER_VARIABLE,
     SERVICE_IMAGE_VARIABLE,
+    VALKEY_VARIABLE,
     *FRESH_PROJECT_VARIABLES,
     "RUNONCE_SANDBOX_REGION",
 )
@@ -38,6 +40,7 @@ MODULES = {
     "test_fresh_project",
     "test_workflow_target",
     "test_service_jobs",
+    "test_valkey_store",
 }
 """Every module of sandbox tests: each must show up, skipped."""
 
@@ -86,6 +89,8 @@ def test_without_any_variable_every_sandbox_test_is_skipped_naming_what_to_set(t
             assert message.endswith(f", {BUILD_TRIGGER_VARIABLE}"), message
         elif "service_job" in test:
             assert message.endswith(f", {SERVICE_IMAGE_VARIABLE}"), message
+        elif "valkey" in test:
+            assert message.endswith(f", {VALKEY_VARIABLE}"), message
         elif "fresh_project" in test:
             assert message.endswith(", ".join(("", *FRESH_PROJECT_VARIABLES))), message
         else:

@@ -20,6 +20,9 @@ SERVICE_IMAGE_VARIABLE = "RUNONCE_SANDBOX_SERVICE_IMAGE"
 `POST /jobs/close` handler is `@deduplicated` (any framework: docs/library.md), for the service
 jobs: the stack deploys one service from it and the sandbox stack another, the "existing" one.
 `make service-image IMAGE=...` builds one (examples/service) with Cloud Build."""
+VALKEY_VARIABLE = "RUNONCE_SANDBOX_VALKEY"
+"""Set to 1 to deploy a team on Memorystore for Valkey too (tests/sandbox/test_valkey_store.py): its
+instance takes tens of minutes to create and is billed while it lives (docs/stacks/stores.md)."""
 FRESH_PROJECT_VARIABLES = ("RUNONCE_SANDBOX_BILLING_ACCOUNT", "RUNONCE_SANDBOX_PARENT")
 """The billing account (`billingAccounts/ID`) and the folder or organization (`folders/ID`,
 `organizations/ID`) the fresh project test creates its project with."""

@@ -25,6 +25,7 @@ from tests.stacks.conftest import synthesize
 needs_terraform = pytest.mark.skipif(TERRAFORM is None, reason="needs the terraform CLI (not on PATH)")
 
 EVERY_FEATURE = Path(__file__).parent / "fixtures" / "every_feature.py"
+VALKEY_EXISTING = Path(__file__).parent / "fixtures" / "valkey_existing.py"
 PROJECT_NUMBER = "123456789012"
 OTHER_PROJECT_NUMBER = 987654321098
 SUMMARY = {
@@ -116,6 +117,52 @@ def _app_engine_accounts(present: bool) -> Attributes:
     return attributes
 
 
+# --- Memorystore for Valkey instance, created (`google_memorystore_instance`) or read
+# (`data.google_memorystore_instance`), stacks/constructs/valkey_store.py. Provider 6.50,
+# resource_memorystore_instance.go: `psc_auto_connections` a computed list whose entries carry
+# `connection_type` (CONNECTION_TYPE_PRIMARY, CONNECTION_TYPE_READER for cluster mode disabled),
+# `ip_address`, `port` (6379), `network` (projects/P/global/networks/N); `engine_configs` a map of
+# what was set; `persistence_config` a list of one block with `mode` (DISABLED, RDB, AOF);
+# `replica_count` a number; `mode`, `transit_encryption_mode`, `authorization_mode` the API's enums
+# (Memorystore v1 REST reference, Instance).
+def _connections(team: Team, network: str, types: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "connection_type": kind,
+            "ip_address": f"10.64.0.{index + 2}",
+            "port": 6379,
+            "network": f"projects/{team.project}/global/networks/{network}",
+            "project_id": team.project,
+        }
+        for index, kind in enumerate(types)
+    ]
+
+
+def _valkey(
+    network: str = "",
+    types: tuple[str, ...] = ("CONNECTION_TYPE_PRIMARY", "CONNECTION_TYPE_READER"),
+    **changes: Any,
+) -> Attributes:
+    def attributes(team: Team, config: Mapping[str, Any]) -> dict[str, Any]:
+        store = team.store
+        named = network or store.network.network or f"runonce-{team.name}"
+        read = {
+            "instance_id": config["instance_id"],
+            "location": config["location"],
+            "project": config["project"],
+            "mode": "CLUSTER_DISABLED",
+            "engine_configs": {"maxmemory-policy": "noeviction"},
+            "persistence_config": [{"mode": "AOF", "aof_config": [{"append_fsync": "EVERY_SEC"}]}],
+            "transit_encryption_mode": "SERVER_AUTHENTICATION",
+            "authorization_mode": "AUTH_DISABLED",
+            "replica_count": 1,
+            "psc_auto_connections": _connections(team, named, types),
+        }
+        return read | changes
+
+    return attributes
+
+
 CASES: dict[str, list[Case]] = {
     "data.google_cloud_run_v2_service": [
         Case("its own account, internal ingress", _service()),
@@ -168,6 +215,35 @@ CASES: dict[str, list[Case]] = {
             "no App Engine application", _app_engine_accounts(present=False), breaks="length(self.accounts)"
         ),
     ],
+    "google_memorystore_instance": [
+        Case("a primary and a reader endpoint", _valkey()),
+        Case(
+            "a reader endpoint only",
+            _valkey(types=("CONNECTION_TYPE_READER",)),
+            breaks="psc_auto_connections",
+        ),
+    ],
+    "data.google_memorystore_instance": [
+        Case("as runonce needs it", _valkey()),
+        Case("cluster mode", _valkey(mode="CLUSTER"), breaks="self.mode"),
+        # Memorystore's default policy (volatile-lru) is not listed among what was set.
+        Case("eviction left at the default", _valkey(engine_configs={}), breaks="maxmemory-policy"),
+        Case(
+            "allkeys-lru",
+            _valkey(engine_configs={"maxmemory-policy": "allkeys-lru"}),
+            breaks="maxmemory-policy",
+        ),
+        Case("RDB snapshots", _valkey(persistence_config=[{"mode": "RDB"}]), breaks="persistence_config"),
+        Case("no persistence block", _valkey(persistence_config=[]), breaks="persistence_config"),
+        Case(
+            "no encryption in transit",
+            _valkey(transit_encryption_mode="TRANSIT_ENCRYPTION_DISABLED"),
+            breaks="transit_encryption_mode",
+        ),
+        Case("no replica", _valkey(replica_count=0), breaks="replica_count"),
+        Case("IAM authentication", _valkey(authorization_mode="IAM_AUTH"), breaks="authorization_mode"),
+        Case("endpoints in another network", _valkey(network="default"), breaks="endswith(c.network"),
+    ],
 }
 """The reads of each kind of owner, good and bad."""
 
@@ -179,7 +255,8 @@ REFERENCES: dict[str, Callable[[Team], dict[str, Any]]] = {
 
 
 def _team_files() -> list[Path]:
-    return [*sorted(path for path in TEAMS_DIR.glob("*.py") if not path.name.startswith("_")), EVERY_FEATURE]
+    teams = sorted(path for path in TEAMS_DIR.glob("*.py") if not path.name.startswith("_"))
+    return [*teams, EVERY_FEATURE, VALKEY_EXISTING]
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from stacks.team import load_team_file
+from stacks.team import TEAMS_DIR, load_team_file
 from stacks.validate import find_problems
 from tests.stacks.conftest import Synthesized, synthesize
 from tests.stacks.waits import longest_wait, seconds
 
 FIRST_DEPLOY = Path(__file__).resolve().parents[2] / "docs" / "stacks" / "first-deploy.md"
 EVERY_FEATURE = Path(__file__).parent / "fixtures" / "every_feature.py"
+VALKEY_EXISTING = Path(__file__).parent / "fixtures" / "valkey_existing.py"
 ROLE = re.compile(r"`(roles/[A-Za-z.]+)`")
 
 
@@ -23,7 +24,14 @@ ROLE = re.compile(r"`(roles/[A-Za-z.]+)`")
 def stacks(example, payments, archive_dir) -> dict[str, Synthesized]:
     every = load_team_file(EVERY_FEATURE)
     assert find_problems([every]) == []
-    return {"example": example, "payments": payments, "every": synthesize(every, archive_dir)}
+    return {
+        "example": example,
+        "payments": payments,
+        "every": synthesize(every, archive_dir),
+        # A team on Valkey, creating its network; one on an existing instance in a named network.
+        "ledger": synthesize(load_team_file(TEAMS_DIR / "ledger.py"), archive_dir),
+        "existing": synthesize(load_team_file(VALKEY_EXISTING), archive_dir),
+    }
 
 
 def documented_roles() -> dict[str, list[str]]:

@@ -1,7 +1,8 @@
 """Every value that flows from one block of a synthesized stack into another has a documented
 shape (docs/stacks/shapes.md), and the consumer takes that shape.
 
-The stacks: the example, payments and every-feature teams. `tests/stacks/flows.py` parses their
+The stacks: the example, payments, every-feature and ledger teams and the existing-Valkey fixture.
+`tests/stacks/flows.py` parses their
 `${...}` references; the table's rows say which (source attribute, consumer field) pairs may
 occur and how the consumer writes the reference. Each consumer field's accepted shape below is
 the provider's or Google's, cited in the table's source column.
@@ -14,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from stacks.team import load_team_file
+from stacks.team import TEAMS_DIR, load_team_file
 from stacks.validate import find_problems
 from tests.stacks.conftest import Synthesized, synthesize
 from tests.stacks.flows import EMBEDDED, REF, Flow, Row, documented_rows, flows, matches
 
 EVERY_FEATURE = Path(__file__).parent / "fixtures" / "every_feature.py"
+VALKEY_EXISTING = Path(__file__).parent / "fixtures" / "valkey_existing.py"
 ROWS = documented_rows()
 
 EMAIL = r"[a-z0-9-]+@[a-z0-9.-]+\.gserviceaccount\.com"
@@ -31,6 +33,8 @@ TOPIC = r"[A-Za-z][\w.~+%-]{2,254}"
 BUCKET = r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]"
 REPOSITORY = r"[a-z][a-z0-9-]*"
 REPOSITORY_PARENT = r"projects/[^/]+/locations/[a-z0-9-]+/repositories/"
+NETWORK_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+NETWORK_PATH = rf"projects/[^/]+/global/networks/{NETWORK_NAME}"
 ACCEPTED = {
     # IAM members: "serviceAccount:{emailid}" (the provider's IAM pages).
     "google_project_iam_member.member": rf"serviceAccount:{EMAIL}",
@@ -82,6 +86,29 @@ ACCEPTED = {
     "google_project_iam_member.condition.expression": r"[0-9]{6,}",
     "data.google_storage_bucket.lifecycle.postcondition.condition": r"[0-9]{6,}",
     "google_monitoring_alert_policy.notification_channels": r"projects/[^/]+/notificationChannels/[0-9]+",
+    # A Valkey store's network (docs/stacks/stores.md): paths where the provider documents paths.
+    "google_compute_subnetwork.network": NETWORK_PATH,
+    "google_memorystore_instance.desired_auto_created_endpoints.network": NETWORK_PATH,
+    "google_network_connectivity_service_connection_policy.network": NETWORK_PATH,
+    "google_network_connectivity_service_connection_policy.psc_config.subnetworks": (
+        r"projects/[^/]+/regions/[a-z0-9-]+/subnetworks/[a-z]([-a-z0-9]*[a-z0-9])?"
+    ),
+    "google_vpc_access_connector.network": NETWORK_NAME,
+    "google_compute_firewall.network": NETWORK_NAME,
+    "google_cloudfunctions2_function.service_config.vpc_connector": (
+        r"projects/[^/]+/locations/[a-z0-9-]+/connectors/[a-z][-a-z0-9]{0,23}[a-z0-9]"
+    ),
+    # The instance's endpoints (the primary picked by type) and its CA chain, into the store's locals.
+    "local.valkey_store": (
+        r'\[\{(connection_type = "CONNECTION_TYPE_PRIMARY", ip_address = "[0-9.]+", port = \d+'
+        r'|certificates = \["-----BEGIN CERTIFICATE-----).*\]'
+    ),
+    "google_cloudfunctions2_function.service_config.environment_variables.RUNONCE_STORE": (
+        r"valkeys://[0-9.]+:\d+\?replicas=\d+"
+    ),
+    "google_cloudfunctions2_function.service_config.environment_variables.RUNONCE_STORE_CA": (
+        r"-----BEGIN CERTIFICATE-----.*"
+    ),
     "google_cloudfunctions2_function.service_config.environment_variables.RUNONCE_WATCHDOG_JOBS": (
         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
     ),
@@ -93,7 +120,15 @@ ACCEPTED = {
 def stacks(example, payments, archive_dir) -> list[Synthesized]:
     every = load_team_file(EVERY_FEATURE)
     assert find_problems([every]) == []
-    return [example, payments, synthesize(every, archive_dir)]
+    # Teams on Valkey: one creating its instance and network, one reading both.
+    valkey = [load_team_file(TEAMS_DIR / "ledger.py"), load_team_file(VALKEY_EXISTING)]
+    assert find_problems(valkey) == []
+    return [
+        example,
+        payments,
+        synthesize(every, archive_dir),
+        *(synthesize(team, archive_dir) for team in valkey),
+    ]
 
 
 def _undocumented(synth: Synthesized) -> list[Flow]:

@@ -48,7 +48,11 @@ def read(tmp_path: Path, text: str):
 def test_the_shipped_team_folder_reads_and_validates_without_problems():
     folder = read_team_folder()
     assert folder.problems == []
-    assert [file.shown for file in folder.files] == ["teams/example.py", "teams/payments.py"]
+    assert [file.shown for file in folder.files] == [
+        "teams/example.py",
+        "teams/ledger.py",
+        "teams/payments.py",
+    ]
     assert find_problems(folder.teams, [file.shown for file in folder.files]) == []
 
 

@@ -534,6 +534,31 @@ def test_a_runonce_module_loaded_only_for_type_checking_adds_no_requirement(tmp_
     assert problems_of_job(source=function_folder(tmp_path, body)) == []
 
 
+def test_an_import_guarded_by_an_import_error_handler_needs_no_pin(tmp_path):
+    """An optional import (its module answers its own error when it is missing, as the bundled
+    runonce does for the Valkey store's client) asks for no pin; the same import unguarded, or in
+    the handler or the else branch of that try, still does. Before, every Firestore team's synth
+    failed: the bundled runonce's `from .valkey import connect` asked every folder for valkey."""
+    body = (
+        "try:\n    import yaml\nexcept ImportError:\n    import toml\nelse:\n    import flask\n"
+        "try:\n    import zmq\nexcept (KeyError, ModuleNotFoundError):\n    pass\n"
+        "try:\n    import attr\nexcept KeyError:\n    pass\n\n"
+        "@deduplicated\ndef handle(request):\n    return {}"
+    )
+    team = replace(GOOD_TEAM, jobs=[replace(GOOD_JOB, source=function_folder(tmp_path, body))])
+    assert sorted(p.fix.split("==")[0] for p in find_problems([team])) == [
+        "add a pinned attrs",
+        "add a pinned toml",
+    ]
+
+
+def test_the_bundled_runonce_asks_no_folder_for_the_valkey_client():
+    """runonce loads `runonce.store.valkey` (and its client) only when RUNONCE_STORE chooses it: the
+    example's folders, which do not list valkey, pass."""
+    assert problems_of_job() == []
+    assert "valkey" not in (GOOD_JOB.source_dir / "requirements.txt").read_text()
+
+
 def test_local_modules_nested_requirements_and_dependencies_of_listed_packages_count(tmp_path):
     body = (
         "import helpers\nimport flask\nfrom google.api_core import retry\n\n"

@@ -44,7 +44,6 @@ from ..core.handler import claim_failed, misconfigured, rejected, run_once, serv
 from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
 from ..core.store import Claim
-from ..hosts import host_of
 from ..hosts.flask import read_response
 from ..store.connection import Connection, Setup
 from .deadletter import DeadLetterFailed, DeadLetters, publisher_client
@@ -319,6 +318,8 @@ def _respond(
     """A request's answer (functions-framework's http, a Flask or Django view) in its host's response
     type, or a CloudEvent's result (EventRetry to have it delivered again)."""
     if not (arguments and _is_cloud_event(arguments[0])):
+        from ..hosts import host_of  # at the first request: decorating loads no host (cold start)
+
         host = host_of(arguments)
         request = host.request_of(arguments)
         answer = answer_http(

@@ -27,7 +27,6 @@ from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
 from ..core.run import Run
 from ..core.store import Claim, JobLock, Store
-from ..hosts import host_of
 from ..store.connection import Connection
 from .delivery import BadDelivery, Delivery, job_overlap, parse_delivery
 from .keys import job_lock, rerun_slot, run_key
@@ -184,6 +183,8 @@ def _forced(request: Incoming, store: Store, delivery: Delivery, key: str, attem
 
 
 def _respond(job: Callable[..., Any], connection: Connection, *arguments: Any, **keywords: Any) -> Any:
+    from ..hosts import host_of  # at the first delivery: decorating loads no host (cold start)
+
     host = host_of(arguments)
     request: Incoming = host.incoming(job, arguments, keywords)
     return host.respond(serve(lambda attempt: handle(request, connection, attempt)))

@@ -5,7 +5,8 @@
 --
 -- A record is a hash: each field of the run's record holds its value as JSON text, an instant as
 -- {"$dt":MICROSECONDS}; `.fence` holds the fencing token, `.txn` the last transaction that wrote
--- it. A template's instant {"$rel":MICROSECONDS} is that long after the call's `now`.
+-- it. A template's instant {"$rel":MICROSECONDS} is that long after the call's `now`. A section
+-- of fields arrives as one argument, a JSON object of each name and its stored text.
 -- Every function takes ARGV[1] = the key prefix, ARGV[2] = `now` in microseconds ('' = TIME).
 
 local FENCE, TXN = '.fence', '.txn'
@@ -43,11 +44,9 @@ local function live(lease, now)
 end
 
 local function section(argv, from)
-  local fields, count = {}, tonumber(argv[from])
-  for i = 1, count do
-    fields[argv[from + 2 * i - 1]] = argv[from + 2 * i]
-  end
-  return fields, from + 2 * count + 1
+  -- one argument, a JSON object of each field's name and stored text: decoded in C, where
+  -- a name and a value per argument cost the client and this function each a step per field
+  return cjson.decode(argv[from]), from + 1
 end
 
 local function timed(fields, now)
@@ -81,14 +80,25 @@ local function load(key)
   return record, flat
 end
 
-local function fence_after(server, keys)
-  -- the next token: later than every token these keys had, and not before the server's clock
+local function fence_over(server, ...)
+  -- the next token: later than every token these records (as loaded; nil: none) had, and not
+  -- before the server's clock
   local fence = server
-  for _, key in ipairs(keys) do
-    local old = tonumber(redis.call('HGET', key, FENCE) or '0')
+  for i = 1, select('#', ...) do
+    local record = select(i, ...)
+    local old = tonumber(record and record[FENCE] or '0')
     if old >= fence then
       fence = old + 1
     end
+  end
+  return fence
+end
+
+local function fence_after(server, keys)
+  -- fence_over, the keys' tokens read
+  local fence = server
+  for _, key in ipairs(keys) do
+    fence = fence_over(fence, { [FENCE] = redis.call('HGET', key, FENCE) })
   end
   return fence
 end
@@ -106,18 +116,24 @@ local function unindex(prefix, key)
 end
 
 local function outlive(index, ttl)
-  -- an index lives as long as its longest-lived record
-  local left = redis.call('PTTL', index)
+  -- an index lives as long as its longest-lived record (GT: never shortened, never given an
+  -- expiry it has not got)
   if ttl == nil then
     redis.call('PERSIST', index)
-  elseif left ~= -1 and left < ttl then
-    redis.call('PEXPIRE', index, ttl)
+  else
+    redis.call('PEXPIRE', index, ttl, 'GT')
   end
 end
 
-local function keep(prefix, key, now)
-  -- the key expires at the record's expire_at; the indexes list it, scored by claimed_at
-  local expire = instant(redis.call('HGET', key, 'expire_at'))
+local function keep(prefix, key, now, record, old)
+  -- the key expires at the record's expire_at; the indexes list it, scored by claimed_at. `record`:
+  -- the fields that decide it as written (nil: read them); `old`: the record before the write, if
+  -- this call loaded it (its index entries, there as long as it is, need no ZADD if unchanged).
+  if record == nil then
+    local values = redis.call('HMGET', key, 'expire_at', 'claimed_at', 'job')
+    record = { expire_at = values[1] or nil, claimed_at = values[2] or nil, job = values[3] or nil }
+  end
+  local expire = instant(record.expire_at)
   local ttl = nil
   if expire then
     ttl = math.max(1, math.floor((expire - now) / 1000))
@@ -125,27 +141,33 @@ local function keep(prefix, key, now)
   else
     redis.call('PERSIST', key)
   end
-  local claimed = instant(redis.call('HGET', key, 'claimed_at'))
+  local claimed = instant(record.claimed_at)
   local score = claimed and number(claimed) or '-inf'
   local name = name_of(prefix, key)
   local indexes = { prefix .. ':index' }
-  local job = redis.call('HGET', key, 'job')
+  local job = record.job
   if job then
     indexes[2] = prefix .. ':job:' .. job
   end
+  local listed = old and old.claimed_at == record.claimed_at and old.job == job
   for _, index in ipairs(indexes) do
-    local fresh = redis.call('EXISTS', index) == 0
-    redis.call('ZADD', index, score, name)
-    if fresh and ttl then
-      redis.call('PEXPIRE', index, ttl)
-    else
+    if listed then
       outlive(index, ttl)
+    else
+      local fresh = redis.call('EXISTS', index) == 0
+      redis.call('ZADD', index, score, name)
+      if fresh and ttl then
+        redis.call('PEXPIRE', index, ttl)
+      else
+        outlive(index, ttl)
+      end
     end
   end
 end
 
-local function write(prefix, key, fields, replace, fence, now, txn)
-  if replace then
+local function write(prefix, key, fields, replace, fence, now, txn, old)
+  -- `old`: the record as this call loaded it, false if it had none, nil if not loaded
+  if replace and old ~= false then
     redis.call('DEL', key)
   end
   local flat = {}
@@ -158,7 +180,13 @@ local function write(prefix, key, fields, replace, fence, now, txn)
     flat[#flat + 1], flat[#flat + 2] = TXN, txn
   end
   redis.call('HSET', key, unpack(flat))
-  keep(prefix, key, now)
+  local record = nil
+  if replace or old == false then
+    record = fields
+  elseif old then
+    record = merged(old, fields)
+  end
+  keep(prefix, key, now, record, old or nil)
 end
 
 local function remove(prefix, key)
@@ -202,6 +230,7 @@ local function claim(keys, argv)
   skipped = section(argv, from)
   local run, lock = keys[1], keys[2]
   local record, flat = load(run)
+  local lockrecord = nil
   if record ~= nil then
     if record.attempt_id == attempt and record.status == IN_PROGRESS then
       -- this attempt's own claim, whose answer was lost: the same claim again
@@ -214,28 +243,30 @@ local function claim(keys, argv)
     end
   end
   if lock then
-    local rival, lockrecord = rival_of(prefix, lock, run_key, now)
+    local rival
+    rival, lockrecord = rival_of(prefix, lock, run_key, now)
     if rival then
       if policy == 'skip' then
-        local fence = fence_after(server, { run })
+        local fence = fence_over(server, record)
         local base = record == nil and merged(fields, skipped_new) or skipped
-        write(prefix, run, merged(timed(base, now), { skipped_for = rival }), record == nil, fence, now)
+        local skip = merged(timed(base, now), { skipped_for = rival })
+        write(prefix, run, skip, record == nil, fence, now, nil, record or false)
       end
       return overlapped(rival, lockrecord)
     end
   end
-  local fence = fence_after(server, { run, lock })
+  local fence = fence_over(server, record, lockrecord)
   local attempts, reopened = 1, 0
   if record == nil then
-    write(prefix, run, timed(merged(fields, lease, { attempts = '1' }), now), true, fence, now)
+    write(prefix, run, timed(merged(fields, lease, { attempts = '1' }), now), true, fence, now, nil, false)
   else
     attempts = tonumber(record.attempts or '0') + 1
     reopened = record.history and 1 or 0
     local taken = { attempts = number(attempts), previous_attempt_id = record.attempt_id or 'null' }
-    write(prefix, run, merged(timed(lease, now), taken), false, fence, now)
+    write(prefix, run, merged(timed(lease, now), taken), false, fence, now, nil, record)
   end
   if lock then
-    write(prefix, lock, timed(lockfields, now), true, fence, now)
+    write(prefix, lock, timed(lockfields, now), true, fence, now, nil, lockrecord or false)
   end
   return { 'claim', number(fence), number(attempts), reopened, lock and 1 or 0 }
 end
@@ -262,18 +293,18 @@ local function take_lock(keys, argv)
     return { 'held' }
   end
   local rival, lockrecord = rival_of(prefix, lock, run_key, now)
-  local next_fence = fence_after(server, { run, lock })
+  local next_fence = fence_over(server, record, lockrecord)
   if rival == nil then
-    write(prefix, run, timed(taken, now), false, next_fence, now)
+    write(prefix, run, timed(taken, now), false, next_fence, now, nil, record)
     local lease = { lock_attempt_id = record.attempt_id, lease_expires = record.lease_expires,
       expire_at = record.expire_at }
-    write(prefix, lock, merged(timed(lockfields, now), lease), true, next_fence, now)
+    write(prefix, lock, merged(timed(lockfields, now), lease), true, next_fence, now, nil, lockrecord or false)
     return { 'claim', number(next_fence) }
   end
   if policy == 'skip' then
-    write(prefix, run, merged(timed(skipped, now), { skipped_for = rival }), false, next_fence, now)
+    write(prefix, run, merged(timed(skipped, now), { skipped_for = rival }), false, next_fence, now, nil, record)
   else
-    write(prefix, run, timed(released, now), false, next_fence, now)
+    write(prefix, run, timed(released, now), false, next_fence, now, nil, record)
   end
   return overlapped(rival, lockrecord)
 end
@@ -293,10 +324,10 @@ local function finish(keys, argv)
   end
   local lockrecord = lock and load(lock)
   local ours = lockrecord and lockrecord[FENCE] == fence
-  local next_fence = fence_after(server, { run, lock })
-  write(prefix, run, update, false, next_fence, now)
+  local next_fence = fence_over(server, record, lockrecord)
+  write(prefix, run, update, false, next_fence, now, nil, record)
   if ours and mode == 'keep' then
-    write(prefix, lock, { lease_expires = update.lease_expires }, false, next_fence, now)
+    write(prefix, lock, { lease_expires = update.lease_expires }, false, next_fence, now, nil, lockrecord)
   elseif ours then
     remove(prefix, lock)
   end

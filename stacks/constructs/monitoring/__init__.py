@@ -2,7 +2,7 @@
 the `runonce` command to run, the e-mail channels they notify, and one dashboard
 (docs/monitoring.md lists every metric, alert and threshold, with its sources).
 
-One module per signal (`answers`, `dead_letters`, `missed_runs`, `latency`), each giving its
+One module per signal (`answers`, `dead_letters`, `missed_runs`, `latency`, `valkey`), each giving its
 alert policies and its dashboard charts; `filters`, `metrics`, `alerts`, `channels` and
 `dashboard` are what they are made of. `Monitoring` puts a team's together.
 """
@@ -12,12 +12,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cdktf import ITerraformDependable, TerraformLocal, Token
 from constructs import Construct
 
 from stacks.config import defaults
 from stacks.constructs import provider
-from stacks.constructs.monitoring import answers, channels, dashboard, dead_letters, latency, missed_runs
+from stacks.constructs.monitoring import (
+    answers,
+    channels,
+    dashboard,
+    dead_letters,
+    latency,
+    missed_runs,
+    valkey,
+)
 from stacks.constructs.monitoring.alerts import Alerting
 from stacks.constructs.monitoring.channels import EMAIL_CHANNEL, channel_id
 from stacks.constructs.monitoring.filters import (
@@ -45,6 +52,7 @@ from stacks.constructs.provider import (
     MonitoringNotificationChannel,
     Sleep,
 )
+from stacks.toolchain import ITerraformDependable, TerraformLocal, Token
 
 __all__ = [
     "CATCH_UP",
@@ -182,6 +190,8 @@ class Monitoring(Construct):
         answers.alert_sustained(alerting, self.answers_name, self.answered_on, after=on_metrics)
         for events in props.events:
             dead_letters.alert_backlog(alerting, events)
+        if props.store_instance:
+            valkey.alert_store(alerting, props.store_instance, props.store_node_type)
         self.policies = alerting.policies
 
     @property
@@ -208,4 +218,6 @@ class Monitoring(Construct):
         if self.props.events:
             charts.append(dead_letters.chart(list(self.props.events)))
         charts.append(latency.chart(list(self.service_names.values()), self.props.app_engine_services))
+        if self.props.store_instance:
+            charts.append(valkey.chart(self.props.store_instance))
         return dashboard.document(self.props.team, charts)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cdktf import ITerraformDependable
 from constructs import Construct
 
 from stacks.config import defaults
@@ -21,6 +20,7 @@ from stacks.constructs.provider import (
     MonitoringAlertPolicyConditionsConditionThresholdAggregations,
     MonitoringAlertPolicyDocumentation,
 )
+from stacks.toolchain import ITerraformDependable
 
 
 def threshold(filter_: str, name: str, duration: str, above: float, aligner: str, period: str) -> Any:

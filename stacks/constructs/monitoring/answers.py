@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cdktf import ITerraformDependable
-
 from stacks.constructs.monitoring.alerts import Alerting, threshold
 from stacks.constructs.monitoring.dashboard import Chart, series
 from stacks.constructs.monitoring.filters import (
@@ -20,6 +18,7 @@ from stacks.constructs.monitoring.filters import (
     any_of,
     metric_filter,
 )
+from stacks.toolchain import ITerraformDependable
 
 SUSTAINED_OUTCOMES = ("misconfigured", "store_unavailable")
 """The answers that alert once they keep coming for `AlertThresholds.sustained_seconds`."""

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cdktf import Fn, Token
-
 from stacks.contract import DEAD_LETTER_MESSAGE_ID_FIELD, MISSED_RUN_FIELD, WATCHDOG_LOGGER
+from stacks.toolchain import Fn, Token
 
 RUNONCE_LOGGER = "runonce"
 """The `logger` of every line the library writes (runonce/_logs.py)."""

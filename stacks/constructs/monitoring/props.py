@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from stacks import naming
 from stacks.config import defaults
+from stacks.config.store import Valkey
 from stacks.config.team import EVENTARC, AlertThresholds, Team
 from stacks.constructs.required_apis import RequiredApis
 
@@ -58,6 +59,10 @@ class MonitoringProps:
     """How long the alert policies on the log-based metrics wait after the metrics are created."""
     catches_up: bool = False
     """Whether the team's watchdog catches up missed runs (a job has `catch_up_seconds`)."""
+    store_instance: str = ""
+    """The team's Valkey instance, by id, whose own signals are watched too; "" for Firestore."""
+    store_node_type: str = ""
+    """That instance's node type (the replication lag threshold depends on it)."""
 
     @classmethod
     def of(cls, team: Team, services: Mapping[str, str], apis: RequiredApis) -> MonitoringProps:
@@ -90,4 +95,6 @@ class MonitoringProps:
             emails=tuple(team.alert_emails),
             thresholds=team.alert_thresholds,
             catches_up=team.watched and any(job.catch_up_seconds > 0 for job in team.scheduled_views),
+            store_instance=team.store.instance_id(team.name) if isinstance(team.store, Valkey) else "",
+            store_node_type=team.store.node_type if isinstance(team.store, Valkey) else "",
         )
