@@ -230,7 +230,7 @@ def on_firestore(teams: list[Team], say: bool = False) -> list[Team]:
     kept = [team for team in teams if isinstance(team.store, Firestore)]
     for team in teams:
         if say and team not in kept:
-            print(f"  team {team.name}: not played on the Firestore emulator (its runs are on Valkey)")
+            print(f"  team {team.name}: played in the Valkey section, not on the Firestore emulator")
     return kept
 
 
@@ -298,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="runonce-demo-"))
     print("building runonce's wheel and installing it in a fresh venv, for the services ...", flush=True)
     python = installed_python(log_dir / "services")
+    teams = load_teams(args.teams)
     sim = Simulation(
-        on_firestore(load_teams(args.teams), say=True),
+        on_firestore(teams, say=True),
         start,
         timedelta(hours=args.hours),
         args.rate,
@@ -320,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     proxy = ProxyHarness(PROJECT, emulator.host, sim.log_dir / "proxy", PROXY_RUNS, args.seed)
     service_harnesses: list[ServiceHarness] = []
     schedules = SchedulesHarness(PROJECT, emulator.host, sim.log_dir / "schedules")
-    valkey = ValkeySection(PROJECT, emulator.host, sim.log_dir / "valkey", faults, args.seed)
+    on_valkey = [team for team in teams if team not in sim.teams]
+    valkey = ValkeySection(PROJECT, emulator.host, sim.log_dir / "valkey", faults, args.seed, on_valkey)
     started_pids: list[int] = []
 
     def stop_everything() -> None:
@@ -362,8 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update(FIRESTORE_EMULATOR_HOST=emulator.host, GOOGLE_CLOUD_PROJECT=PROJECT)
         print("starting the Valkey server (the Valkey section's run store) ...", flush=True)
         valkey_url = valkey.start()
-        assert valkey.events is not None
-        events.append(valkey.events)
+        events.extend(valkey.events)
         print("starting functions-framework instances, and the service jobs' servers ...", flush=True)
         sim.start_instances()
         hosts = {(team.name, job.name): _served_as(service) for team, job, service in sim.served()}
@@ -400,9 +401,10 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(outcome[0], BaseException):
             started_pids.extend(sim.pids())
             sim.stop()  # the scheduled jobs' instances are done: their cores go to the event jobs
+            played = ", ".join(f"{team.name}/{job.name}" for team in valkey.teams for job in team.jobs)
             print(
-                f"Valkey store: the example job every minute on {valkey_url}, "
-                f"{valkey.span.total_seconds() / 60:g} min of schedule ...",
+                f"Valkey store: {played} on {valkey_url}, {valkey.span.total_seconds() / 60:g} min of "
+                f"schedule at {valkey.rate:g}x ...",
                 flush=True,
             )
             valkey_outcome.append(valkey.play_scheduled())
@@ -449,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
             _report(outcome[0], sim, args, schedules.lanes())
             _report_events(event_outcome[0], events)
             print()
-            print(report_valkey(valkey_outcome[0], valkey_url))
+            print(report_valkey(valkey_outcome[0], valkey_url, valkey.rate))
             print()
             print(proxy_outcome[0].render())
             print(f"logs: {proxy.log_dir}")

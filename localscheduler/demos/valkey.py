@@ -1,14 +1,18 @@
-"""The demo's Valkey section: a scheduled job and an event job whose instances keep their runs on a
-Valkey server the section starts (`valkey-server`, else Debian's `redis-server`; `make demo` installs
-it when neither is there), named to them by RUNONCE_STORE, and judged as every other job is.
+"""The demo's Valkey section: the team files' teams on Valkey (`Team(store=Valkey(...))`, left out of
+the Firestore sections) played on a Valkey server the section starts (`valkey-server`, else Debian's
+`redis-server`; `make demo` installs it when neither is there), named to their instances by
+RUNONCE_STORE, and judged as every other job is. With no such team in the team files it plays the
+example job (functions/report, every minute) and the example event function instead.
 
-The scheduled job is the example's (functions/report), every minute, played with the demo's fault
-mix by its own `Simulation` on the Firestore emulator's effects, at RATE: the server judges leases on
-its own clock, at wall speed, so the instances get the lease in whole wall seconds, and at 15x the
-one-second lease is the 15 s of schedule that ends before the job's last retry (at 25 s). The event
-job is the example event function (functions/events_example) with the demo's event mix, an
-`EventHarness` whose ledger is on the server; it plays beside the other event jobs. Each is one
-verdict row, and either failing fails the demo.
+The scheduled jobs play with the demo's fault mix in their own `Simulation` (effects in the
+Firestore emulator, as everywhere) at a rate of their own: the server judges leases on its own
+clock, at wall speed, so the instances get the lease in whole wall seconds, and the section plays at
+the rate at which one wall second is the shortest lease the jobs have on Firestore (81 s of
+schedule for ledger/close, whose last retry comes at 135 s; 15 s for the example job, whose last
+retry comes at 25 s), WALL_SECONDS of it. The event jobs are `EventHarness`es whose ledger is on the
+server, played beside the other event jobs: a team's push event jobs with the team files' event
+mix, or the example event function with the demo's. Each job is one verdict row, and any failing
+fails the demo. The local server has no replica: the deployed URL's `replicas` is left out.
 """
 
 from __future__ import annotations
@@ -17,17 +21,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from emulator.valkey import ValkeyServer
-from localscheduler.demos.events import DEMO_MIX, EXAMPLE, EventHarness
-from localscheduler.demos.simulation import Result, Simulation
+from localscheduler.demos.events import DEMO_MIX, EXAMPLE, TEAM_CONFIG, TEAM_MIX, EventFunction, EventHarness
+from localscheduler.demos.simulation import Result, Simulation, simulation_lease
 from localscheduler.scheduler.faults import FaultMix
+from localscheduler.scheduler.plan import planned_runs
 from localscheduler.verdicts.scheduled import failures, fault_summary, guarantee_summary, render
-from stacks.team import Job, Retry, Team
+from stacks.team import PUSH, Job, Retry, Team
 
-RATE = 15.0
-"""Simulated seconds per wall second: a one-second lease on the server is 15 s of schedule."""
-SPAN = timedelta(minutes=10)
 START = datetime(2026, 3, 29, 0, 55, tzinfo=UTC)
-TEAM = Team(
+WALL_SECONDS = 40.0
+"""The wall time of the scheduled jobs' schedule (their instances' start and last retries aside)."""
+FASTEST = 120.0
+"""The rate is never above the demo's."""
+EXAMPLE_TEAM = Team(
     name="valkey",
     project="runonce-valkey",
     region="europe-west1",
@@ -43,12 +49,23 @@ TEAM = Team(
         )
     ],
 )
-EVENT_JOB = "valkey/events-example"
+EXAMPLE_EVENT_JOB = "valkey/events-example"
+
+
+def section_rate(teams: list[Team]) -> float:
+    """Simulated seconds per wall second at which a one-second lease on the server is the shortest
+    lease the teams' jobs get on Firestore (whole seconds, at most FASTEST)."""
+    leases = [
+        simulation_lease(job, planned_runs(team, job, START, START + timedelta(hours=1)))
+        for team in teams
+        for job in team.jobs
+    ]
+    return float(min([FASTEST, *leases]))
 
 
 class ValkeySection:
-    """The server, the scheduled job's simulation and the event job's harness: `start()`, then
-    `play_scheduled()` and the event harness (`events`, played with the other event jobs)."""
+    """The server, the scheduled jobs' simulation and the event jobs' harnesses: `start()`, then
+    `play_scheduled()`, and the harnesses (`events`) played with the other event jobs."""
 
     def __init__(
         self,
@@ -57,17 +74,21 @@ class ValkeySection:
         log_dir: Path,
         faults: FaultMix,
         seed: int,
-        span: timedelta = SPAN,
+        teams: list[Team],
+        wall_seconds: float = WALL_SECONDS,
     ):
+        """`teams`: the team files' teams on Valkey (none: the example job and event function)."""
         self.project = project
         self.emulator_host = emulator_host
         self.log_dir = log_dir
         self.faults = faults
         self.seed = seed
-        self.span = span
+        self.teams = teams or [EXAMPLE_TEAM]
+        self.rate = section_rate(self.teams)
+        self.span = timedelta(minutes=max(1, round(self.rate * wall_seconds / 60)))
         self.server: ValkeyServer | None = None
         self.sim: Simulation | None = None
-        self.events: EventHarness | None = None
+        self.events: list[EventHarness] = []
 
     @property
     def name(self) -> str:
@@ -85,10 +106,10 @@ class ValkeySection:
         self.server = ValkeyServer()
         url = self.server.url
         self.sim = Simulation(
-            [TEAM],
+            self.teams,
             START,
             self.span,
-            RATE,
+            self.rate,
             self.faults,
             self.log_dir / "scheduled",
             self.project,
@@ -96,13 +117,35 @@ class ValkeySection:
             instances_per_job=3,
             store=url,
         )
-        self.events = EventHarness(
-            EVENT_JOB, EXAMPLE, DEMO_MIX, self.seed, self.project, self.log_dir / "events", store=url
-        )
+        self.events = [
+            EventHarness(
+                f"{team.name}/{job.name}",
+                EventFunction.of(job),
+                TEAM_MIX,
+                self.seed,
+                self.project,
+                self.log_dir / f"{team.name}-{job.name}",
+                TEAM_CONFIG,
+                store=url,
+            )
+            for team in self.teams
+            for job in team.event_jobs
+            if job.trigger == PUSH
+        ] or [
+            EventHarness(
+                EXAMPLE_EVENT_JOB,
+                EXAMPLE,
+                DEMO_MIX,
+                self.seed,
+                self.project,
+                self.log_dir / "events",
+                store=url,
+            )
+        ]
         return url
 
     def play_scheduled(self) -> Result:
-        """Start the scheduled job's instances, play its schedule with faults, judge it, and stop
+        """Start the scheduled jobs' instances, play their schedule with faults, judge it, and stop
         the instances."""
         assert self.sim is not None, "start() first"
         try:
@@ -114,22 +157,22 @@ class ValkeySection:
     def pids(self) -> list[int]:
         """Instance process groups still running."""
         sim = [] if self.sim is None else self.sim.pids()
-        return sim + ([] if self.events is None else self.events.pids())
+        return sim + [pid for harness in self.events for pid in harness.pids()]
 
     def stop(self) -> None:
         """Stop the instances and the server; safe to call twice."""
         if self.sim is not None:
             self.sim.stop()
-        if self.events is not None:
-            self.events.stop()
+        for harness in self.events:
+            harness.stop()
         if self.server is not None:
             self.server.stop()
 
 
-def report(result: Result, url: str) -> str:
-    """The scheduled job's table (its verdict row), the faults injected, each run that failed its
-    verdict, and what the verdict found."""
-    title = f"Valkey store (RUNONCE_STORE={url}): the example job every minute, at {RATE:g}x"
+def report(result: Result, url: str, rate: float) -> str:
+    """The scheduled jobs' table (a verdict row each), the faults injected, each run that failed
+    its verdict, and what the verdict found."""
+    title = f"Valkey store (RUNONCE_STORE={url}), at {rate:g}x"
     summary = fault_summary(result.journal) + f"; instances replaced: {result.restarts}"
     return "\n".join(
         [title, render(result.rows), summary, *failures(result.verdicts), *guarantee_summary(result.verdicts)]
