@@ -4,13 +4,20 @@ asks; a forced run reads it but is not entered."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import flask
 import pytest
 
 import runonce
+from runonce.scheduler.keys import rerun_slot
 from tests.core.conftest import key_of, scheduler_headers
+from tests.core.test_overlap import run_store
 
-EARLIER, LATER = "2026-11-29T02:55:00Z", "2026-11-29T03:00:00Z"
+__all__ = ["run_store"]  # the fixture
+
+OLDEST, EARLIER, LATER = "2026-11-29T02:50:00Z", "2026-11-29T02:55:00Z", "2026-11-29T03:00:00Z"
+JOB = ("acme-prod", "europe-west1", "nightly-report")
 """Two runs of the job, both due by the time of the `clock` fixture (03:00:05): not forced."""
 FORCED = "2026-11-29T04:00:00Z"
 """Ahead of the clock by more than the forced skew: a forced run."""
@@ -80,3 +87,27 @@ def test_the_previous_is_read_once_when_asked_and_never_when_not(app, probe, tap
     probe.behaviour = twice
     assert _deliver(app, LATER)["result"] == {"same": True}
     assert tap.calls["RunQuery"] == 1 and tap.calls["Commit"] == 4
+
+
+@pytest.mark.both_stores
+def test_a_rerun_of_an_older_run_reads_the_run_before_it_and_leaves_later_runs_previous(
+    app, probe, clock, run_store
+):
+    probe.behaviour = lambda request: ("bad input", 400)
+    failed = _deliver(app, OLDEST)
+    assert failed["outcome"] == "failed"
+    seen: list = []
+    probe.behaviour = _syncing(seen)
+    assert _deliver(app, EARLIER)["result"] == {"cursor": 10}
+    run_store.request_rerun(
+        rerun_slot(*JOB),
+        failed["run_key"],
+        {"by": "ops@example.com", "schedule_time": OLDEST},
+        False,
+        timedelta(hours=1),
+    )
+    rerun = _deliver(app, FORCED)
+    assert (rerun["run_key"], rerun["result"]) == (failed["run_key"], {"cursor": 10})
+    assert seen[1] is None  # nothing completed before the oldest run
+    assert _deliver(app, LATER)["result"] == {"cursor": 20}  # EARLIER's, not the re-run's
+    assert seen[2].schedule_time == EARLIER

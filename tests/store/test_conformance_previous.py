@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runonce.core.store import Claim, Done, Previous, Store, StoredResult
+from runonce.core.store import Claim, Done, Previous, Store, StoredResult, done_id
 from runonce.scheduler.keys import completions
 from tests.store.test_conformance import LEASE, RETENTION, START, kind, lose_next_answer, store, tap, writes
 
@@ -176,3 +176,13 @@ def test_entries_sort_as_their_schedule_times_across_digit_counts(store):
         assert store.complete(claim, StoredResult.of(key), done) is not None
     assert store.previous(INDEX, late.order + 1).result == "late"
     assert store.previous(INDEX, late.order).result == "early"
+
+
+def test_on_valkey_an_entry_whose_record_expired_is_passed_over_and_unlisted(valkey_store):
+    store = valkey_store(LEASE, RETENTION)
+    _completed(store, 3, {"cursor": 300})
+    _completed(store, 4, {"cursor": 400})
+    expired = done_id(INDEX, _before(4))
+    store._client.delete(store._key(expired))  # as its TTL would
+    assert store.previous(INDEX, _before(5)).result == {"cursor": 300}
+    assert store._client.zscore(f"{store._prefix}:done:{INDEX}", expired) is None
