@@ -45,7 +45,21 @@ from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
 from ..contract import EXPIRE_AT_FIELD, Overlap, RunStatus
 from ..core.errors import ConfigError, StoreDenied, StoreRejected, StoreUnavailable
-from ..core.store import Claim, Decision, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
+from ..core.store import (
+    Claim,
+    Decision,
+    Done,
+    Held,
+    JobLock,
+    Overlapped,
+    Previous,
+    Refusal,
+    Rerun,
+    StoredResult,
+    done_entry,
+    done_id,
+    previous_of,
+)
 from . import _records
 from ._records import finish_fields, held, hold_fields, lease_fields, lock_record, release_decision
 
@@ -385,10 +399,21 @@ class ValkeyStore:
             found = {name for name, _ in self._client.zscan_iter(f"{self._prefix}:index", match=pattern)}
         return sorted(found, key=lambda name: (name != start, name))[:most]
 
-    def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
+    def complete(self, claim: Claim, stored: StoredResult, done: Done | None = None) -> StoredResult | None:
         """See `Store.complete`: waits for the replicas as a claim does (logged if they lag)."""
-        done = self._finish(claim, RunStatus.COMPLETED, stored.fields())
-        return stored if done else None
+        entry: list[str] = []
+        if done is not None:
+            fields = done_entry(done, claim.key, stored, _NOW + self._retention)
+            entry = [done.completions, done_id(done.completions, done.order), *_section(fields)]
+        written = self._finish(claim, RunStatus.COMPLETED, stored.fields(), entry)
+        return stored if written else None
+
+    def previous(self, index: str, before: int) -> Previous | None:
+        """See `Store.previous`: one function call."""
+        args = [done_id(index, before), done_id(index, 0)]
+        with _translated():
+            flat = self._call("previous", [f"{self._prefix}:done:{index}"], args)
+        return previous_of(_record(flat))
 
     def fail(self, claim: Claim, error: str) -> bool:
         """See `Store.fail`: waits for the replicas as a claim does (logged if they lag)."""
@@ -534,9 +559,11 @@ class ValkeyStore:
 
     # One operation, one function call.
 
-    def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any]) -> bool:
+    def _finish(
+        self, claim: Claim, status: RunStatus, fields: dict[str, Any], entry: Sequence[str] = ()
+    ) -> bool:
         update = finish_fields(status, fields, _NOW, self._retention)
-        done, acknowledged = self._guarded(claim, update, status, "free", replicated=True)
+        done, acknowledged = self._guarded(claim, update, status, "free", replicated=True, entry=entry)
         if done and acknowledged < self._replicas:
             log(
                 logging.WARNING,
@@ -553,12 +580,20 @@ class ValkeyStore:
         status: RunStatus,
         lock_mode: str,
         replicated: bool = False,
+        entry: Sequence[str] = (),
     ) -> tuple[bool, int]:
         """Write `update` if `claim` still holds the run, freeing the job lock it holds with it
         (`lock_mode` free) or holding it as long as the new lease (keep); else whether the record
         is already this attempt's with `status` (a write of its own landed, its answer lost). With
         the replicas that acknowledged it, when `replicated` (else as many as are waited for)."""
-        args = [_encode(claim.attempt_id), _token(claim), _encode(status.value), lock_mode, *_section(update)]
+        args = [
+            _encode(claim.attempt_id),
+            _token(claim),
+            _encode(status.value),
+            lock_mode,
+            *_section(update),
+            *entry,
+        ]
         keys = self._claim_keys(claim)
         if replicated:
             answer, acknowledged = self._call_replicated("finish", keys, args)
