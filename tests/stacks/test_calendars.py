@@ -6,6 +6,7 @@ excludes every tick, naming the job, the field and the fix."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, date, datetime
 
@@ -13,15 +14,16 @@ import pytest
 
 import runonce
 from localscheduler.scheduler.delivery import scheduler_headers
-from runonce.contract import CALENDAR_HEADER
+from runonce.contract import CALENDAR_HEADER, WATCHDOG_JOBS_VARIABLE
 from runonce.scheduler.exclusion import JobCalendar, job_calendar
+from runonce.scheduler.watchdog import parse_jobs
 from stacks.config.headers import job_headers
 from stacks.config.team import Calendar, Window
 from stacks.team import AppEngineJob, Job, Service, ServiceJob, Team
 from stacks.validate import find_problems
 from tests.conftest import ManualClock
 from tests.stacks.conftest import synthesize
-from tests.stacks.test_schedules import sent_headers
+from tests.stacks.test_schedules import sent_headers, watchdog_env
 
 ACTIVE = Window(start=date(2026, 12, 1), end=date(2027, 3, 31))
 HOLIDAYS = Calendar(dates=[date(2026, 12, 25), date(2027, 1, 1)])
@@ -61,9 +63,18 @@ def test_the_calendar_header_the_stack_sends_reads_back_as_the_jobs_calendar(arc
     assert job_calendar(sent_headers(synth, "sweep")) == JobCalendar("Etc/UTC", ACTIVE.start, ACTIVE.end)
 
 
-def test_a_job_without_a_calendar_sends_no_calendar_header(archive_dir):
+def test_a_job_without_a_calendar_sends_no_calendar_header_and_the_watchdog_none(archive_dir):
     synth = synthesize(replace(TEAM, jobs=[replace(BERLIN_REPORT, active=None, exclude=None)]), archive_dir)
     assert CALENDAR_HEADER not in sent_headers(synth, "report")
+    [entry] = json.loads(watchdog_env(synth)[WATCHDOG_JOBS_VARIABLE])
+    assert "calendar" not in entry
+
+
+def test_the_watchdog_reads_the_jobs_calendar_from_its_configuration(archive_dir):
+    [entry] = json.loads(watchdog_env(synthesize(TEAM, archive_dir))[WATCHDOG_JOBS_VARIABLE])
+    # `since` is a token until apply: the watchdog reads the entry as it will be then.
+    [watched] = parse_jobs(json.dumps([{**entry, "since": "2026-12-07T06:00:00Z"}]), WATCHDOG_JOBS_VARIABLE)
+    assert watched.calendar == CALENDAR
 
 
 def test_the_local_scheduler_sends_the_same_calendar_header_as_the_stack():
