@@ -18,8 +18,7 @@ from runonce.contract import CALENDAR_HEADER, WATCHDOG_JOBS_VARIABLE
 from runonce.scheduler.exclusion import JobCalendar, job_calendar
 from runonce.scheduler.watchdog import parse_jobs
 from stacks.config.headers import job_headers
-from stacks.config.team import Calendar, Window
-from stacks.team import AppEngineJob, Job, Service, ServiceJob, Team
+from stacks.team import AppEngineJob, Calendar, Job, Service, ServiceJob, Team, Window
 from stacks.validate import find_problems
 from tests.conftest import ManualClock
 from tests.stacks.conftest import synthesize
