@@ -89,6 +89,8 @@ class WatchedJobProps:
     location: str = ""
     """Its Scheduler job's region when it is not the team's (an App Engine job's is the
     application's, `Team.scheduler_region`); "" for the team's."""
+    calendar: str = ""
+    """Its calendar (`Job.calendar`) as the X-Runonce-Calendar header carries it; "" for none."""
 
     @classmethod
     def of(cls, team: Team, job: Job, grace: int) -> WatchedJobProps:
@@ -103,6 +105,7 @@ class WatchedJobProps:
             lookback_seconds=lookback_seconds(grace, job.retention_seconds),
             catch_up_seconds=job.catch_up_seconds,
             location=region if region != team.region else "",
+            calendar=job.calendar.header_value() if job.calendar else "",
         )
 
     @property
@@ -363,6 +366,7 @@ class Watchdog(Construct):
                 "catch_up_seconds": job.catch_up_seconds,
                 "since": self.since[job.job].rfc3339,
                 **job.located,
+                **({"calendar": job.calendar} if job.calendar else {}),
             }
             for job in props.jobs
         ]

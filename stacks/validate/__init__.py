@@ -5,7 +5,8 @@ module per concern: `team` (the team's own fields), `names` (derived resource na
 teams), `schedules` (Scheduler's settings), `windows` (leases, retries and retention against the
 timeout and the next run), `functions` (Cloud Run's limits, the handler and its requirements,
 env and labels), `targets` (Google API targets), `events` (event jobs), `sharing` (jobs of one
-function starting at once), `catch_up` (the watchdog's catch-up window of a scheduled job),
+function starting at once), `calendars` (a job's active window and excluded dates),
+`catch_up` (the watchdog's catch-up window of a scheduled job),
 `alerts` (whom the team's alerts reach, and when), `store` (a Valkey store's region, sizes,
 network, and the parts of a team that cannot use it), `watchdog` (the
 names the team's watchdog takes), `operators` (`Team.operators`) and `quotas`. Google's own
@@ -22,6 +23,7 @@ from stacks.config.problem import InvalidConfig, Problem, ProblemAt
 from stacks.config.team import AppEngineJob, EventJob, Job, Service, ServiceJob, Team
 from stacks.validate import (
     alerts,
+    calendars,
     catch_up,
     events,
     functions,
@@ -89,6 +91,7 @@ def _job(team: Team, job: Job) -> Iterator[Problem]:
     yield from names.job_name(team, job.name, problem)
     yield from schedules.schedule(job, problem)
     yield from schedules.overlap(job, problem)
+    yield from calendars.calendar(job, problem)
     ranges = [*schedules.limits(job, problem), *schedules.retry_ranges(job.retry, problem)]
     yield from ranges
     if not ranges:  # cross-layer rules only make sense (and give sane hints) on in-range values
@@ -154,6 +157,7 @@ def _scheduled(team: Team, view: Job, max_deadline: int, problem: ProblemAt) -> 
     """Scheduler's settings of a service or App Engine job, checked on its `scheduled` view."""
     yield from schedules.schedule(view, problem)
     yield from schedules.overlap(view, problem)
+    yield from calendars.calendar(view, problem)
     ranges = [
         *schedules.attempt_deadline(view, max_deadline, problem),
         *schedules.retry_ranges(view.retry, problem),

@@ -208,6 +208,8 @@ class Refusal(str, Enum):
     """The claim's lease has not ended: its attempt may be alive."""
     REPLAYED = "replayed"
     """The record says the event was replayed already."""
+    RECORDED = "recorded"
+    """The run already has a record (an excluded run's record is written only where none is)."""
 
 
 Decision = Callable[[dict[str, Any] | None], Mapping[str, Any] | Refusal]

@@ -20,7 +20,17 @@ from .. import _logs as logs
 from .._instant import parse_instant
 from .._logs import log
 from .._trace import trace_fields
-from ..contract import Overlap
+from .._version import __version__
+from ..contract import (
+    CLAIMED_AT_FIELD,
+    EXCLUDED_BECAUSE_FIELD,
+    EXPIRE_AT_FIELD,
+    STATUS_FIELD,
+    VERSION_FIELD,
+    Excluded,
+    Overlap,
+    RunStatus,
+)
 from ..core.decoration import decorate
 from ..core.errors import ConfigError, StoreError
 from ..core.finish import Attempt
@@ -28,9 +38,10 @@ from ..core.handler import claim_failed, misconfigured, rejected, run_once, serv
 from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
 from ..core.run import Run
-from ..core.store import Claim, Done, JobLock, Previous, Store
+from ..core.store import Claim, Done, JobLock, Previous, Refusal, Store
 from ..store.connection import Connection
 from .delivery import BadDelivery, Delivery, job_overlap, parse_delivery
+from .exclusion import job_calendar
 from .keys import completions, job_lock, rerun_slot, run_key
 
 if TYPE_CHECKING:  # types only: a scheduled function's cold start creates none of them
@@ -139,6 +150,7 @@ def handle(request: Incoming, connection: Connection, attempt: Attempt) -> Answe
     )
     try:
         delivery = delivery._replace(overlap=job_overlap(request.headers, settings.overlap))
+        calendar = job_calendar(request.headers)
     except ConfigError as exc:
         return misconfigured(exc, attempt)
     if delivery.schedule_time.utc < now - settings.retention:
@@ -150,6 +162,11 @@ def handle(request: Incoming, connection: Connection, attempt: Attempt) -> Answe
             latency_ms=attempt.ms(),
         )
         return Outcome.TOO_OLD.answer(run_key=key)
+    # A forced run is an operator's choice (or a re-run): the calendar excludes scheduled runs only.
+    scheduled = calendar is not None and not delivery.forced
+    because = calendar.excluded_because(delivery.schedule_time.utc) if scheduled and calendar else None
+    if because is not None:
+        return _excluded(store, delivery, key, because, settings.retention, attempt)
     if delivery.forced:
         try:
             delivery = _scheduled_if_recorded(store, delivery)
@@ -161,6 +178,36 @@ def handle(request: Incoming, connection: Connection, attempt: Attempt) -> Answe
         else:
             return _forced(request, store, delivery, key, attempt)
     return _run_once(store, _occurrence(delivery, key, store), request, attempt)
+
+
+def _excluded(
+    store: Store, delivery: Delivery, key: str, because: Excluded, retention: timedelta, attempt: Attempt
+) -> Answer:
+    """A scheduled run the job's calendar excludes: recorded `excluded` (where it has no record yet,
+    in one store call), never run, answered 200 so Scheduler does not retry it."""
+    now = clock.now()
+    record = {
+        **_occurrence(delivery, key, store).fields,
+        STATUS_FIELD: RunStatus.EXCLUDED.value,
+        EXCLUDED_BECAUSE_FIELD: because.value,
+        VERSION_FIELD: __version__,
+        "attempts": 0,
+        CLAIMED_AT_FIELD: now,
+        "finished_at": now,
+        EXPIRE_AT_FIELD: now + retention,
+    }
+    try:
+        store.amend(key, lambda existing: record if existing is None else Refusal.RECORDED)
+    except StoreError as exc:
+        return claim_failed(exc, key, attempt)
+    log(
+        logging.INFO,
+        f"the job's calendar excludes this run ({because.value}): recorded excluded, not run",
+        outcome=Outcome.EXCLUDED.label,
+        excluded_because=because.value,
+        latency_ms=attempt.ms(),
+    )
+    return Outcome.EXCLUDED.answer(run_key=key, excluded_because=because.value)
 
 
 def _run_once(
