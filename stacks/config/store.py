@@ -66,6 +66,10 @@ class Valkey:
     append_fsync: str = "EVERY_SEC"
     """AOF fsync mode, one of `APPEND_FSYNC`: EVERY_SEC loses at most a second of writes when a
     node restarts; ALWAYS loses none and costs throughput."""
+    iam_auth: bool = True
+    """IAM authentication (`authorization_mode = IAM_AUTH`, `auth=iam` in RUNONCE_STORE): a caller
+    needs roles/memorystore.dbConnectionUser, which the stack grants on this instance alone to the
+    team's runtime accounts and operators. False leaves the network as the only boundary."""
     deletion_protection: bool = True
     """Refuse to delete the instance (and with it every run record)."""
     network: Network = field(default_factory=Network)

@@ -154,7 +154,7 @@ def _valkey(
             "engine_configs": {"maxmemory-policy": "noeviction"},
             "persistence_config": [{"mode": "AOF", "aof_config": [{"append_fsync": "EVERY_SEC"}]}],
             "transit_encryption_mode": "SERVER_AUTHENTICATION",
-            "authorization_mode": "AUTH_DISABLED",
+            "authorization_mode": "IAM_AUTH" if store.iam_auth else "AUTH_DISABLED",
             "replica_count": 1,
             "psc_auto_connections": _connections(team, named, types),
         }
@@ -241,7 +241,10 @@ CASES: dict[str, list[Case]] = {
             breaks="transit_encryption_mode",
         ),
         Case("no replica", _valkey(replica_count=0), breaks="replica_count"),
-        Case("IAM authentication", _valkey(authorization_mode="IAM_AUTH"), breaks="authorization_mode"),
+        # The team files on an existing instance keep Valkey(iam_auth=True): their functions send a token.
+        Case(
+            "no IAM authentication", _valkey(authorization_mode="AUTH_DISABLED"), breaks="authorization_mode"
+        ),
         Case("endpoints in another network", _valkey(network="default"), breaks="endswith(c.network"),
     ],
 }
