@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from policy import grants
+from policy.rules.store import is_connection_grant
 from policy.synthesized import MEMBER_ACCOUNT, Resource, Stack
 from policy.verdict import Verdict
 from stacks.contract import DATABASE_VARIABLE, WATCHDOG_JOBS_VARIABLE, WATCHDOG_LEDGER_DATABASE_VARIABLE
@@ -127,13 +128,16 @@ def is_catch_up_runner(resource: Resource, stack: Stack) -> bool:
 
 def watchdog_holds_only_what_it_needs(resource: Resource, stack: Stack) -> Verdict:
     """Every grant to a watchdog's account is datastore.viewer on the ledger's database or
-    datastore.user on its own database; and, only for a watchdog that catches up, datastore.user
-    on the ledger's database and the job runner on the project, with no condition."""
+    datastore.user on its own database, or the connection role on the team's Valkey instance (which
+    IAM cannot make read-only); and, only for a watchdog that catches up, datastore.user on the
+    ledger's database and the job runner on the project, with no condition."""
     if not resource.is_iam:
         return Verdict.NOT_APPLICABLE
     mine = _mine(resource, stack)
     if not mine:
         return Verdict.NOT_APPLICABLE
+    if is_connection_grant(resource, stack):
+        return Verdict.COMPLIANT
     held = (resource.role, _scope(resource))
     return Verdict.COMPLIANT if all(held in _allowed(dog) for dog in mine) else Verdict.NON_COMPLIANT
 
