@@ -308,7 +308,7 @@ class Watchdog(Construct):
             title=f"runonce {props.team} watchdog: pause Scheduler jobs",
             description="Read and pause Cloud Scheduler jobs (runonce pause_after_failures)",
             permissions=list(defaults.PAUSER_PERMISSIONS),
-            depends_on=props.apis.of(defaults.API_SCHEDULER),
+            depends_on=props.apis.of(defaults.API_IAM),
         )
         return [
             ProjectIamMember(

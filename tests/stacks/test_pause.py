@@ -67,3 +67,9 @@ def test_only_a_watchdog_that_may_pause_gets_the_custom_role_with_exactly_get_an
     assert CdktfTesting.to_have_resource_with_properties(
         pausing.json, "google_project_iam_custom_role", {"project": PAUSING.project}
     )
+
+
+def test_the_stacks_iam_wait_waits_for_the_pausers_grant(pausing):
+    settled = pausing.resources("time_sleep")["iam-settled"]
+    waited = {address.rsplit("_", 1)[0] for address in settled["depends_on"]}
+    assert "google_project_iam_member.watchdog_job-pauser" in waited
