@@ -185,8 +185,10 @@ bench-synth: $(STAMP)
 ## Scheduler with faults on an accelerated clock (one run never delivered and one claim left stuck
 ## on purpose), then an event job pushed by the Pub/Sub emulator with faults, each ending with a
 ## verdict table, then Flask and Django on gunicorn and FastAPI on uvicorn under the same faults, a
-## verdict row each, then a job per overlap policy and a run the watchdog catches up, a row each; the
-## picture of every delivery goes to build/demo-timeline.png (see docs/demo.md).
+## verdict row each, then a job per overlap policy and a run the watchdog catches up, a row each, and a
+## scheduled job and an event job on a Valkey server it starts (redis-server, installed by
+## valkey-server when missing), a row each; the picture of every delivery goes to build/demo-timeline.png
+## (see docs/demo.md).
 .PHONY: demo
-demo: $(STAMP)
+demo: $(STAMP) valkey-server
 	$(PY) -m localscheduler $(DEMO_ARGS)

@@ -15,6 +15,12 @@ uvicorn process: the job body with no deduplication, its floor, and under runonc
 seed's overhead above the functions-framework floor) is printed, not judged: issue 24 sets no
 target for it. The verdict judges the functions-framework variants alone, as before.
 
+As many timed rounds again run beside a CPU hog (`benchmarks.cpu.Hog`, every other round, the
+bench starting and stopping it itself; `--no-hog` skips them), and their ratio is printed under
+the quiet one, shown, not judged. Each variant's CPU per request in its own instance (every
+thread) and in the emulator is read around its batches of the quiet rounds and printed, with
+runonce's above the floor over the seed's.
+
 `python -m benchmarks.endtoend --profile out.prof` also runs runonce's handler under cProfile in
 its process and writes the statistics there (the timings then include the profiler's cost).
 """
@@ -29,13 +35,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import requests
 
 from benchmarks import own_time as own
+from benchmarks.cpu import HOG, GroupCpu, Hog
 from benchmarks.own_time import OwnTimes, StoreClock, TimedClient
 from emulator.firestore import FirestoreEmulator
 from localscheduler.hosts.pool import InstancePool
@@ -65,6 +72,12 @@ class Measurement:
     """Requests per variant not answered 200 with the happy-path outcome."""
     baseline: str = SEED
     """The variant runonce is compared with."""
+    cpu: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per variant, CPU ms per request of each process group measured ("function": the variant's
+    own instance, every thread; "emulator"): time the processes spent while that variant's
+    batches ran, over its requests."""
+    hogged: Measurement | None = None
+    """The same variants' requests in the rounds run beside a CPU hog, interleaved with these."""
 
     def median(self, variant: str) -> float:
         """Median latency of one variant, ms."""
@@ -87,6 +100,11 @@ class Measurement:
         """runonce's median overhead above the floor over the baseline's: the figure with the target."""
         return self.ratio_at()
 
+    def cpu_overhead(self, variant: str) -> float:
+        """CPU ms per request of `variant` above its floor's, every measured process added up."""
+        floor = FLOORS.get(variant, "floor")
+        return sum(self.cpu[variant].values()) - sum(self.cpu[floor].values())
+
 
 def _happy(variant: str, response: requests.Response) -> bool:
     if response.status_code != 200:
@@ -107,39 +125,82 @@ def interleaved(
     batch: int,
     baseline: str = SEED,
     after: Callable[[requests.Session, dict[str, str]], None] | None = None,
+    hog: bool = False,
+    processes: dict[str, int] | None = None,
 ) -> Measurement:
     """Start the pools, time `runs` requests per variant after `warmup` of each, stop the pools.
 
     Requests go in batches of `batch` per variant, the first variant rotating every round, so
-    that every variant sees the same machine load. `after` gets the session and the URLs once the
-    timed requests are done, before the pools stop.
+    that every variant sees the same machine load. With `hog`, as many rounds again run beside a
+    CPU hog (`benchmarks.cpu.Hog`), every other round, and go to the result's `hogged`. The CPU
+    time of each variant's instance, and of each process group in `processes` (name: group id,
+    an emulator), is read around every batch of the quiet rounds. `after` gets the session and
+    the URLs once the timed requests are done, before the pools stop.
     """
-    latencies: dict[str, list[float]] = {variant: [] for variant in pools}
-    failures = dict.fromkeys(pools, 0)
+    quiet = _Rounds(pools)
+    hogged = _Rounds(pools)
     try:
         for pool in pools.values():
             pool.start()
         urls = {variant: pool.instances[0].url for variant, pool in pools.items()}
-        with requests.Session() as session:
+        groups = {variant: GroupCpu(pool.pids()[0]) for variant, pool in pools.items()}
+        shared = {name: GroupCpu(group) for name, group in (processes or {}).items()}
+        with requests.Session() as session, Hog() as cpu_hog:
             session.trust_env = False
             names = list(pools)
             warm_rounds = -(-warmup // batch)
-            for round_ in range(warm_rounds + max(1, -(-runs // batch))):
+            timed_rounds = max(1, -(-runs // batch)) * (2 if hog else 1)
+            for round_ in range(warm_rounds + timed_rounds):
+                timed = round_ >= warm_rounds
+                beside_hog = hog and timed and (round_ - warm_rounds) % 2 == 1
+                cpu_hog.run(beside_hog)
+                rounds = hogged if beside_hog else quiet
                 order = names[round_ % len(names) :] + names[: round_ % len(names)]
                 for variant in order:
+                    meters = {"function": groups[variant], **shared}
+                    before = {name: meter.seconds() for name, meter in meters.items()}
                     for _ in range(batch):
                         started = time.perf_counter()
                         response = send(session, variant, urls[variant])
                         ms = (time.perf_counter() - started) * 1000
-                        if round_ >= warm_rounds:
-                            latencies[variant].append(ms)
-                            failures[variant] += not _happy(variant, response)
+                        if timed:
+                            rounds.record(variant, ms, _happy(variant, response))
+                    if timed and not beside_hog:
+                        for name, meter in meters.items():
+                            quiet.cpu[variant][name] = (
+                                quiet.cpu[variant].get(name, 0.0) + meter.seconds() - before[name]
+                            )
+            cpu_hog.run(False)
             if after is not None:
                 after(session, urls)
     finally:
         for pool in pools.values():
             pool.stop()
-    return Measurement(latencies, failures, baseline)
+    return quiet.measurement(baseline, hogged.measurement(baseline, None) if hog else None)
+
+
+class _Rounds:
+    """What the timed rounds of one kind (quiet, or beside the hog) gathered."""
+
+    def __init__(self, pools: dict[str, InstancePool]):
+        self.latencies: dict[str, list[float]] = {variant: [] for variant in pools}
+        self.failures = dict.fromkeys(pools, 0)
+        self.cpu: dict[str, dict[str, float]] = {variant: {} for variant in pools}
+        """Per variant, CPU seconds per process group over all its batches."""
+
+    def record(self, variant: str, ms: float, happy: bool) -> None:
+        """One timed request."""
+        self.latencies[variant].append(ms)
+        self.failures[variant] += not happy
+
+    def measurement(self, baseline: str, hogged: Measurement | None) -> Measurement:
+        """The latencies, failures and CPU ms per request."""
+        cpu = {
+            variant: {name: seconds * 1000 / len(self.latencies[variant]) for name, seconds in spent.items()}
+            for variant, spent in self.cpu.items()
+            if spent and self.latencies[variant]
+        }
+        return Measurement(self.latencies, self.failures, baseline, cpu, hogged)
 
 
 def new_runs() -> Callable[[], dict[str, str]]:
@@ -177,10 +238,17 @@ def own_time(emulator_host: str, runs: int, warmup: int) -> OwnTimes:
 
 
 def measure(
-    emulator_host: str, runs: int, warmup: int, batch: int, log_dir: Path, profile: Path | None = None
+    emulator_host: str,
+    runs: int,
+    warmup: int,
+    batch: int,
+    log_dir: Path,
+    profile: Path | None = None,
+    hog: bool = False,
+    processes: dict[str, int] | None = None,
 ) -> Measurement:
     """Serve the three variants and the two FastAPI ones, and time `runs` requests of each after
-    `warmup` of each."""
+    `warmup` of each (and as many beside a CPU hog with `hog`); `processes` as `interleaved` takes it."""
     env = {"GOOGLE_CLOUD_PROJECT": PROJECT, "FIRESTORE_EMULATOR_HOST": emulator_host}
     if profile is not None:
         env["BENCH_PROFILE"] = str(profile)
@@ -200,20 +268,58 @@ def measure(
     def write_profile(session: requests.Session, urls: dict[str, str]) -> None:
         session.get(urls[RUNONCE] + "profile", timeout=30).raise_for_status()
 
-    return interleaved(pools, send, runs, warmup, batch, after=write_profile if profile else None)
+    return interleaved(
+        pools,
+        send,
+        runs,
+        warmup,
+        batch,
+        after=write_profile if profile else None,
+        hog=hog,
+        processes=processes,
+    )
 
 
 def render(result: Measurement, batch: int, target: float = TARGET_RATIO) -> str:
     """The report: medians, overheads above the floor, the ratio against the target, and the
-    FastAPI row's ratio, shown, when it was measured."""
-    count = len(result.latencies["floor"])
+    FastAPI row's ratio, shown, when it was measured; then the CPU each request cost, and the
+    rounds beside the CPU hog, shown, when they were measured."""
     fastapi = FASTAPI in result.latencies
     served = ", the FastAPI ones one uvicorn process each" if fastapi else ""
     lines = [
         f"End to end over HTTP: one functions-framework process per variant (gunicorn, 1 worker, "
-        f"1 thread){served}, one emulator; median of {count} requests each, "
+        f"1 thread){served}, one emulator; median of {len(result.latencies['floor'])} requests each, "
         f"in interleaved batches of {batch}",
-        f"  {'variant':<24}{'median':>10}{'over floor':>14}{'p10':>10}{'over floor':>14}{'not happy':>11}",
+        *_table(result),
+        f"  ratio runonce overhead / {result.baseline} overhead  {result.ratio:.2f}x at the median "
+        f"(target <= {target}x), {result.ratio_at(Measurement.p10):.2f}x at the 10th percentile",
+    ]
+    if fastapi:
+        lines.append(
+            f"  ratio runonce (FastAPI) overhead over its floor / {result.baseline} overhead  "
+            f"{result.ratio_at(variant=FASTAPI):.2f}x at the median, "
+            f"{result.ratio_at(Measurement.p10, FASTAPI):.2f}x at the 10th percentile "
+            "(shown, not judged: no target)"
+        )
+    if result.cpu:
+        lines.extend(_cpu_lines(result))
+    hogged = result.hogged
+    if hogged is not None:
+        lines += [
+            f"Beside a CPU hog (python -c '{HOG}'), in every other round of the same run: median of "
+            f"{len(hogged.latencies['floor'])} requests each",
+            *_table(hogged),
+            f"  ratio runonce overhead / {hogged.baseline} overhead  {hogged.ratio:.2f}x at the median, "
+            f"{hogged.ratio_at(Measurement.p10):.2f}x at the 10th percentile (shown, not judged: the "
+            f"target is the quiet rounds'; quiet {result.ratio:.2f}x)",
+        ]
+    return "\n".join(lines)
+
+
+def _table(result: Measurement) -> list[str]:
+    """A row per variant: median and 10th percentile, each above its floor, and requests not happy."""
+    lines = [
+        f"  {'variant':<24}{'median':>10}{'over floor':>14}{'p10':>10}{'over floor':>14}{'not happy':>11}"
     ]
     for variant in result.latencies:
         over, over10 = (
@@ -228,25 +334,36 @@ def render(result: Measurement, batch: int, target: float = TARGET_RATIO) -> str
             f"  {variant:<24}{result.median(variant):7.2f} ms{over:>14}"
             f"{result.p10(variant):7.2f} ms{over10:>14}{result.failures[variant]:>11}"
         )
+    return lines
+
+
+def _cpu_lines(result: Measurement) -> list[str]:
+    """CPU ms per request of each measured process, the judged variants' above their floor, and
+    runonce's over the baseline's."""
+    names = list(result.cpu["floor"])
+    lines = [
+        "  CPU per request in the quiet rounds, every thread (function: the variant's own instance): "
+        + ", ".join(f"{name}" for name in names)
+    ]
+    for variant in (variant for variant in result.cpu if variant not in SHOWN):
+        spent = "  ".join(f"{name} {result.cpu[variant][name]:5.2f} ms" for name in names)
+        over = "" if variant == "floor" else f"  above the floor {result.cpu_overhead(variant):5.2f} ms"
+        lines.append(f"  {variant:<24}{spent}{over}")
     lines.append(
-        f"  ratio runonce overhead / {result.baseline} overhead  {result.ratio:.2f}x at the median "
-        f"(target <= {target}x), {result.ratio_at(Measurement.p10):.2f}x at the 10th percentile"
+        f"  ratio runonce CPU above the floor / {result.baseline}'s  "
+        f"{result.cpu_overhead(RUNONCE) / result.cpu_overhead(result.baseline):.2f}x (shown, not judged)"
     )
-    if fastapi:
-        lines.append(
-            f"  ratio runonce (FastAPI) overhead over its floor / {result.baseline} overhead  "
-            f"{result.ratio_at(variant=FASTAPI):.2f}x at the median, "
-            f"{result.ratio_at(Measurement.p10, FASTAPI):.2f}x at the 10th percentile "
-            "(shown, not judged: no target)"
-        )
-    return "\n".join(lines)
+    return lines
 
 
 def verdict(result: Measurement, target: float = TARGET_RATIO) -> int:
     """Print whether the median ratio meets `target` with every judged request answered as
-    expected (the FastAPI variants are shown, not judged); 0 if so."""
+    expected, beside the hog too (the FastAPI variants are shown, not judged); 0 if so."""
+    failures = {**result.failures}
+    if result.hogged is not None:
+        failures = {variant: count + result.hogged.failures[variant] for variant, count in failures.items()}
     met = result.ratio <= target and not any(
-        failures for variant, failures in result.failures.items() if variant not in SHOWN
+        count for variant, count in failures.items() if variant not in SHOWN
     )
     print(f"verdict: {'target met' if met else 'TARGET MISSED'} (ratio {result.ratio:.2f}x)")
     return 0 if met else 1
@@ -260,6 +377,9 @@ def sizes(prog: str, description: str) -> argparse.ArgumentParser:
         "--warmup", type=int, default=300, help="untimed requests per variant first (default 300)"
     )
     parser.add_argument("--batch", type=int, default=20, help="requests per variant in a row (default 20)")
+    parser.add_argument(
+        "--no-hog", dest="hog", action="store_false", help="skip the rounds beside a CPU hog (run by default)"
+    )
     return parser
 
 
@@ -281,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
             args.batch,
             Path(tempfile.mkdtemp(prefix="runonce-bench-")),
             args.profile,
+            args.hog,
+            {"emulator": emulator.process_group} if emulator.process_group is not None else None,
         )
         library = own_time(emulator.host, args.runs, args.warmup)
     print(render(result, args.batch))

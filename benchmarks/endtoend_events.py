@@ -8,7 +8,8 @@ Firestore emulator (and a Pub/Sub emulator for the dead-letter topic runonce req
 path never publishes). The client posts push envelopes with a new messageId per request (every
 request a new event, the happy path), in batches that rotate through the variants. It prints each
 variant's median latency, the overhead above the floor, and the ratio of runonce's overhead to the
-transaction's (target <= 0.75x), and the same at the 10th percentile.
+transaction's (target <= 0.75x), and the same at the 10th percentile; then the same beside a
+CPU hog and the CPU per request, as benchmarks.endtoend does.
 
 Then the store calls alone, in this process on the same emulator, interleaved: runonce's claim
 and completion (the ledger's two direct writes) against the pattern's transaction. Their ratio is
@@ -89,9 +90,17 @@ def own_time(firestore_host: str, pubsub_host: str, runs: int, warmup: int) -> O
 
 
 def measure(
-    firestore_host: str, pubsub_host: str, runs: int, warmup: int, batch: int, log_dir: Path
+    firestore_host: str,
+    pubsub_host: str,
+    runs: int,
+    warmup: int,
+    batch: int,
+    log_dir: Path,
+    hog: bool = False,
+    processes: dict[str, int] | None = None,
 ) -> Measurement:
-    """Serve the three variants and time `runs` push requests of each after `warmup` of each."""
+    """Serve the three variants and time `runs` push requests of each after `warmup` of each (and
+    as many beside a CPU hog with `hog`); `processes` as `benchmarks.endtoend.interleaved` takes it."""
     run = uuid.uuid4().hex[:8]
     env = {
         "GOOGLE_CLOUD_PROJECT": PROJECT,
@@ -109,7 +118,7 @@ def measure(
     def send(session: requests.Session, variant: str, url: str) -> requests.Response:
         return session.post(url, data=envelope(), headers=JSON, timeout=30)
 
-    return interleaved(pools, send, runs, warmup, batch, baseline=TRANSACTION)
+    return interleaved(pools, send, runs, warmup, batch, baseline=TRANSACTION, hog=hog, processes=processes)
 
 
 def store_floor(firestore_host: str, runs: int, warmup: int) -> tuple[float, float]:
@@ -161,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             args.warmup,
             args.batch,
             Path(tempfile.mkdtemp(prefix="runonce-bench-events-")),
+            args.hog,
+            {"emulator": firestore_emulator.process_group} if firestore_emulator.process_group else None,
         )
         ours, pattern = store_floor(firestore_emulator.host, args.runs, args.warmup)
         library = own_time(firestore_emulator.host, pubsub_emulator.host, args.runs, args.warmup)

@@ -65,6 +65,11 @@ class EmulatorProcess:
         """host:port, the value for the client's *_EMULATOR_HOST variable."""
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def process_group(self) -> int | None:
+        """The process group of gcloud and the JVM it spawned while running, else None."""
+        return self._proc.pid if self._proc is not None else None
+
     def start(self) -> Self:
         """Launch the emulator and block until it says it is ready."""
         for tool in ("gcloud", "java"):

@@ -10,16 +10,19 @@ files, each with its own instances, publishes messages with an event fault mix (
 localscheduler.demos.events) and prints the event table, a row per event job; then the proxied
 job (localscheduler.demos.proxy) and the services, Flask and Django on gunicorn and FastAPI on
 uvicorn (localscheduler.demos.services), a row each; then the schedules, a job per overlap policy
-and a run the watchdog's catch-up starts (localscheduler.demos.schedules), a row each. Exits 1 if
+and a run the watchdog's catch-up starts (localscheduler.demos.schedules), a row each. The Valkey
+section (localscheduler.demos.valkey) starts a Valkey server (redis-server where Valkey is not
+installed) and plays the example job, after the team files' jobs, and the example event job, beside
+the other event jobs, with their runs kept there (RUNONCE_STORE), a row each. Exits 1 if
 any run broke the guarantee (see localscheduler.verdicts.scheduled), never finished within its
 retry window, any message did not end with exactly one effect or one dead letter (see
 localscheduler.verdicts.events), any proxied or service run did not end with exactly one effect
-and a 2xx, any schedules row failed its policy's verdict, any team's watchdog did not report
-exactly its runs lost on purpose once, or any process it started outlived it; 130 on Ctrl-C,
-after stopping everything. The runs lost on purpose are expected misses: each must go exactly
-as planned, and then does not fail the demo. Last, while the Firestore emulator still runs, each
-team's watchdog ticks twice on the demo's ledger and the demo ends with `runonce runs` for the
-job of those runs (see localscheduler.demos.watch).
+and a 2xx, any schedules row failed its policy's verdict, a Valkey row failed, any team's
+watchdog did not report exactly its runs lost on purpose once, or any process it started
+outlived it; 130 on Ctrl-C, after stopping everything. The runs lost on purpose are expected
+misses: each must go exactly as planned, and then does not fail the demo. Last, while the
+Firestore emulator still runs, each team's watchdog ticks twice on the demo's ledger and the demo
+ends with `runonce runs` for the job of those runs (see localscheduler.demos.watch).
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ from localscheduler.demos.schedules import render as render_schedules
 from localscheduler.demos.services import ServiceHarness, ServiceResult, play_services
 from localscheduler.demos.services import render as render_services
 from localscheduler.demos.simulation import Result, Simulation
+from localscheduler.demos.valkey import ValkeySection
+from localscheduler.demos.valkey import report as report_valkey
 from localscheduler.demos.watch import FirestoreSettings, watch_missed_runs
 from localscheduler.folder_file import FolderFileError
 from localscheduler.hosts.service import Service, TeamServices, installed_python, services
@@ -62,8 +67,7 @@ from localscheduler.scheduler.faults import FaultMix
 from localscheduler.scheduler.misses import PlannedMisses
 from localscheduler.side_by_side import side_by_side
 from localscheduler.verdicts.events import event_summary, render_events
-from localscheduler.verdicts.scheduled import fault_summary, guarantee_summary, render
-from runonce import contract
+from localscheduler.verdicts.scheduled import failures, fault_summary, guarantee_summary, render
 from runonce.contract import MissedRun
 from stacks.config.store import Firestore
 from stacks.team import PUSH, REPO_ROOT, TEAMS_DIR, Team, load_teams
@@ -140,9 +144,12 @@ def _progress(sim: Simulation, started: float, planned: int) -> str:
 
 
 def _leftovers(
-    pids: list[int], emulators: list[FirestoreEmulator | PubSubEmulator], patience: float = 5.0
+    pids: list[int],
+    emulators: list[FirestoreEmulator | PubSubEmulator | ValkeySection],
+    patience: float = 5.0,
 ) -> list[str]:
-    """What still runs of what the demo started (instance process groups, the emulators' ports),
+    """What still runs of what the demo started (instance process groups, the emulators' and the
+    Valkey server's ports),
     after giving killed processes `patience` seconds to be reaped."""
     deadline = time.monotonic() + patience
     while True:
@@ -172,15 +179,8 @@ def _report(result: Result, sim: Simulation, args: argparse.Namespace, schedules
     print()
     print(render(result.rows))
     print(fault_summary(result.journal) + f"; instances replaced: {result.restarts}")
-    bad = [verdict for verdict in result.verdicts if not verdict.ok]
-    for verdict in bad:
-        trigger = verdict.trigger
-        kind = "forced run" if trigger.forced else "run"
-        print(
-            f"  FAIL {trigger.run.team.name}/{trigger.run.job.name} {kind} "
-            f"{trigger.run.schedule_time:%Y-%m-%d %H:%M}Z: "
-            f"{'; '.join(verdict.problems)} (run key {trigger.key})"
-        )
+    for line in failures(result.verdicts):
+        print(line)
     for line in guarantee_summary(result.verdicts):
         print(line)
     print(_timeline(result, sim, args, schedules))
@@ -230,7 +230,7 @@ def on_firestore(teams: list[Team], say: bool = False) -> list[Team]:
     kept = [team for team in teams if isinstance(team.store, Firestore)]
     for team in teams:
         if say and team not in kept:
-            print(f"  team {team.name}: not played on the Firestore emulator (its runs are on Valkey)")
+            print(f"  team {team.name}: played in the Valkey section, not on the Firestore emulator")
     return kept
 
 
@@ -298,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="runonce-demo-"))
     print("building runonce's wheel and installing it in a fresh venv, for the services ...", flush=True)
     python = installed_python(log_dir / "services")
+    teams = load_teams(args.teams)
     sim = Simulation(
-        on_firestore(load_teams(args.teams), say=True),
+        on_firestore(teams, say=True),
         start,
         timedelta(hours=args.hours),
         args.rate,
@@ -320,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     proxy = ProxyHarness(PROJECT, emulator.host, sim.log_dir / "proxy", PROXY_RUNS, args.seed)
     service_harnesses: list[ServiceHarness] = []
     schedules = SchedulesHarness(PROJECT, emulator.host, sim.log_dir / "schedules")
+    on_valkey = [team for team in teams if team not in sim.teams]
+    valkey = ValkeySection(PROJECT, emulator.host, sim.log_dir / "valkey", faults, args.seed, on_valkey)
     started_pids: list[int] = []
 
     def stop_everything() -> None:
@@ -333,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
             service.stop()
         started_pids.extend(schedules.pids())
         schedules.stop()
+        started_pids.extend(valkey.pids())
+        valkey.stop()
         pubsub.stop()
         emulator.stop()
 
@@ -344,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     proxy_outcome: list[ProxyResult] = []
     service_outcome: list[list[ServiceResult]] = []
     schedules_outcome: list[list[JobSeen]] = []
+    valkey_outcome: list[Result] = []
     watched: list[bool] = []
 
     def play() -> None:
@@ -356,13 +362,16 @@ def main(argv: list[str] | None = None) -> int:
         print("starting the Firestore emulator ...", flush=True)
         emulator.start()
         os.environ.update(FIRESTORE_EMULATOR_HOST=emulator.host, GOOGLE_CLOUD_PROJECT=PROJECT)
+        print("starting the Valkey server (the Valkey section's run store) ...", flush=True)
+        valkey_url = valkey.start()
+        events.extend(valkey.events)
         print("starting functions-framework instances, and the service jobs' servers ...", flush=True)
         sim.start_instances()
         hosts = {(team.name, job.name): _served_as(service) for team, job, service in sim.served()}
         for (team, job), pool in sim.pools.items():
             print(
                 f"  {team}/{job}: {len(pool.instances)} instances{hosts[(team, job)]}, run lease "
-                f"{pool.env[contract.LEASE_VARIABLE]} s of schedule ({sim.clock_file.parent})"
+                f"{sim.leases[(team, job)]} s of schedule ({sim.clock_file.parent})"
             )
         for each in sim.teams:
             for service_job in each.service_jobs:
@@ -392,6 +401,14 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(outcome[0], BaseException):
             started_pids.extend(sim.pids())
             sim.stop()  # the scheduled jobs' instances are done: their cores go to the event jobs
+            played = ", ".join(f"{team.name}/{job.name}" for team in valkey.teams for job in team.jobs)
+            print(
+                f"Valkey store: {played} on {valkey_url}, {valkey.span.total_seconds() / 60:g} min of "
+                f"schedule at {valkey.rate:g}x ...",
+                flush=True,
+            )
+            valkey_outcome.append(valkey.play_scheduled())
+            started_pids.extend(valkey.pids())
             print(f"{len(events)} event jobs: starting the Pub/Sub emulator and instances ...", flush=True)
             pubsub.start()
             os.environ["PUBSUB_EMULATOR_HOST"] = pubsub.host
@@ -434,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
             _report(outcome[0], sim, args, schedules.lanes())
             _report_events(event_outcome[0], events)
             print()
+            print(report_valkey(valkey_outcome[0], valkey_url, valkey.rate))
+            print()
             print(proxy_outcome[0].render())
             print(f"logs: {proxy.log_dir}")
             print()
@@ -452,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         stop_everything()
-    alive = _leftovers(started_pids, [emulator, pubsub])
+    alive = _leftovers(started_pids, [emulator, pubsub, valkey])
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     if alive:
@@ -461,5 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     watch_ok = bool(watched) and all(watched)
     services_ok = bool(service_outcome) and all(result.ok for result in service_outcome[0])
     schedules_ok = bool(schedules_outcome) and all(job.ok for job in schedules_outcome[0])
+    valkey_ok = bool(valkey_outcome) and valkey_outcome[0].ok
     passed = outcome[0].ok and events_ok and proxy_outcome[0].ok and services_ok and schedules_ok and watch_ok
+    passed = passed and valkey_ok
     return 0 if passed and not alive else 1

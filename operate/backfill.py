@@ -48,6 +48,7 @@ from runonce.core.store import (
     RequestState,
     Store,
 )
+from runonce.scheduler.exclusion import included
 from runonce.scheduler.expected import cron_instant, expected_times, forced_key
 
 NEVER_DELIVERED = "never_delivered"
@@ -104,8 +105,8 @@ def missed_runs(
 ) -> list[Missed]:
     """The runs of `target` scheduled in (start, end] that have no completed record, oldest first:
     no record, in progress under an ended lease, or (asked for) failed or skipped by the job's
-    overlap policy."""
-    times = expected_times(target.schedule, target.time_zone, start, end)
+    overlap policy. Ticks the job's calendar excludes are none of them (`excluded_ticks`)."""
+    times = included(target.calendar, expected_times(target.schedule, target.time_zone, start, end))
     keys = {target.run_key(moment): moment for moment in times}
     records = store.read_many(list(keys))
     found = []
@@ -117,6 +118,12 @@ def missed_runs(
             status = None if record is None else record.get("status")
             found.append(Missed(moment, key, state, attempt, status))
     return found
+
+
+def excluded_ticks(target: Target, start: datetime, end: datetime) -> list[datetime]:
+    """The ticks of `target` in (start, end] its calendar excludes: backfill never starts them."""
+    times = expected_times(target.schedule, target.time_zone, start, end)
+    return sorted(set(times) - set(included(target.calendar, times)))
 
 
 def _state(

@@ -234,6 +234,13 @@ def backfill_command(
         missed = backfill.missed_runs(store, target, start, end, include_failed, clock.now(), include_skipped)
         chosen = missed[:limit]
         title = f"missed runs of {target.job} in ({_when(start)}, {_when(end)}] UTC"
+        excluded = backfill.excluded_ticks(target, start, end)
+        if excluded:
+            click.echo(
+                f"{len(excluded)} ticks in the window are excluded by the job's calendar and never "
+                f"started: {', '.join(_when(moment) for moment in excluded[:5])}"
+                + (" ..." if len(excluded) > 5 else "")
+            )
         if dry_run:
             click.echo(f"{title}: {len(missed)} missed; would start {len(chosen)} (dry run, nothing changed)")
             _print_missed(chosen)

@@ -30,6 +30,7 @@ from runonce.core.errors import StoreError
 from runonce.core.requests import RerunRefused, RerunRequest
 from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
 from runonce.core.store import REQUEST_STATE_FIELD, RequestState, Store
+from runonce.scheduler.exclusion import JobCalendar
 from runonce.scheduler.expected import cron_instant, expected_times, forced_key, next_time, scheduled_key
 from runonce.scheduler.keys import rerun_slot
 from stacks.config.team import Job, Team
@@ -75,6 +76,8 @@ class Target:
     location: str
     schedule: str
     time_zone: str
+    calendar: JobCalendar | None = None
+    """The job's calendar (`Job.calendar`): backfill never starts a tick it excludes."""
 
     @classmethod
     def of(cls, team: Team, job: Job) -> Target:
@@ -87,6 +90,7 @@ class Target:
             team.scheduler_region(job.name),
             job.schedule,
             job.time_zone,
+            job.calendar,
         )
 
     @property

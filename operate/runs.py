@@ -22,7 +22,7 @@ from cronsim import CronSimError
 from operate.keys import SHORT_KEY
 from operate.team import BadInput, EventJob, ScheduledJob, TeamView
 from runonce._instant import parse_instant
-from runonce.contract import SKIPPED_FOR_FIELD, RunStatus
+from runonce.contract import EXCLUDED_BECAUSE_FIELD, SKIPPED_FOR_FIELD, RunStatus
 from runonce.core.store import CAUSE_FIELD, RERUN_OF_FIELD, Store, waiting_note
 from runonce.scheduler.expected import expected_times, scheduled_key
 
@@ -86,7 +86,7 @@ def scheduled_rows(
     rows = [
         row(job.name, key, records[key], end, team.name)
         if key in records
-        else _unrecorded(job.name, key, moment, notes.get(waiting_note(key)))
+        else _unrecorded(job, key, moment, notes.get(waiting_note(key)))
         for key, moment in keys.items()
     ]
     for key, record in store.find({"job": job.scheduler_job, "forced": True}).items():
@@ -96,16 +96,23 @@ def scheduled_rows(
     return sorted(rows, key=lambda r: (r.time or end, r.key))
 
 
-def _unrecorded(job: str, key: str, moment: datetime, note: dict[str, Any] | None) -> Row:
-    """An expected run with no record: missing, or waited out when a waiting note says so."""
-    if note is None:
+def _unrecorded(job: ScheduledJob, key: str, moment: datetime, note: dict[str, Any] | None) -> Row:
+    """An expected run with no record: excluded by the job's calendar, missing, or waited out when
+    a waiting note says so."""
+    because = job.calendar.excluded_because(moment) if job.calendar else None
+    if because is not None:
+        status, outcome = (
+            RunStatus.EXCLUDED.value,
+            f"no record: excluded by the job's calendar ({because.value})",
+        )
+    elif note is None:
         status, outcome = MISSING, "no record: never delivered (or not yet)"
     else:
         status = WAITED_OUT
         outcome = (
             f"no record: answered 409 waiting for run {note.get('waiting_for')} until its retries ran out"
         )
-    return Row(job, key, moment, False, status, None, outcome, None, None, None, schedule_time=moment)
+    return Row(job.name, key, moment, False, status, None, outcome, None, None, None, schedule_time=moment)
 
 
 def _expected(job: ScheduledJob, start: datetime, end: datetime) -> list[datetime]:
@@ -182,6 +189,8 @@ def outcome(record: dict[str, Any], now: datetime, key: str, team: str) -> str:
     if status == RunStatus.SKIPPED.value:
         holder = str(record.get(SKIPPED_FOR_FIELD) or "?")[:SHORT_KEY]
         return f"skipped: run {holder} of the job was in progress (overlap skip); to re-run it: {look}"
+    if status == RunStatus.EXCLUDED.value:
+        return f"excluded by the job's calendar ({record.get(EXCLUDED_BECAUSE_FIELD)}): not run"
     parts = [str(record.get("error") or status)]
     if record.get("result_stored") is False:
         parts.append(f"result not stored: {record.get('result_dropped')}")

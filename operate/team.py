@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runonce.contract import EVENT_CONSUMER_FIELD, EVENT_SOURCE_FIELD
+from runonce.scheduler.exclusion import JobCalendar
 from stacks import naming
 from stacks.config.team import EVENTARC, TEAMS_DIR, Team
 from stacks.config.team_files import read_team_folder
@@ -40,6 +41,8 @@ class ScheduledJob:
     """The Scheduler job's region (`Team.scheduler_region`), part of its run keys."""
     retention_seconds: int
     """How long its records are kept after their run finished (the team file's `retention_seconds`)."""
+    calendar: JobCalendar | None = None
+    """Its calendar (`Job.calendar`): the ticks it excludes are listed `excluded`, never missing."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,7 @@ def view(team: Team) -> TeamView:
                 job.time_zone,
                 team.scheduler_region(job.name),
                 job.retention_seconds,
+                job.calendar,
             )
             for job in team.scheduled_views
         ),

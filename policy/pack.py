@@ -214,7 +214,8 @@ LEAST_PRIVILEGE = [
         operators.operator_grants_are_the_verbs,
         "error",
         "Grant an operator (Team.operators) only roles/datastore.user conditioned on the ledger's "
-        "database, roles/cloudscheduler.jobRunner and roles/cloudscheduler.viewer on the project, "
+        "database (on Valkey, roles/memorystore.dbConnectionUser conditioned on its instance), "
+        "roles/cloudscheduler.jobRunner and roles/cloudscheduler.viewer on the project, "
         "roles/pubsub.subscriber on a "
         "dead-letter subscription and roles/pubsub.publisher on an event job's topic: what the "
         "runonce verbs need (docs/watchdog.md, IAM for operators).",
@@ -266,7 +267,16 @@ LEAST_PRIVILEGE = [
         store.store_roles_on_instance_only,
         "error",
         "Grant no roles/memorystore.* (or roles/redis.*) on the project: it reaches every instance. "
-        "runonce's client needs none (AUTH_DISABLED); a connection role belongs on the one instance.",
+        "Grant roles/memorystore.dbConnectionUser only, with the condition "
+        'resource.name == "projects/P/locations/L/instances/ID" naming the team\'s instance.',
+    ),
+    Rule(
+        "RO-VAL-5",
+        store.iam_authentication,
+        "error",
+        'Set authorization_mode = "IAM_AUTH" on the Valkey instance (Valkey(iam_auth=True)), so a '
+        "caller needs roles/memorystore.dbConnectionUser on it besides a path through the VPC; "
+        "acknowledge with a reason to rely on the network alone.",
     ),
     Rule(
         "RO-WDG-1",

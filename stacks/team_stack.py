@@ -35,9 +35,10 @@ from stacks.constructs.event_job import (
     grant_push_token_creator,
 )
 from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
+from stacks.constructs.identity import member
 from stacks.constructs.legacy_accounts import keep_job_accounts
 from stacks.constructs.monitoring import Monitoring, MonitoringProps
-from stacks.constructs.operators import EventJobAccess, OperatorAccess, OperatorAccessProps
+from stacks.constructs.operators import EventJobAccess, OperatorAccess, OperatorAccessProps, member_id
 from stacks.constructs.provider import (
     DataGoogleProject,
     GoogleProvider,
@@ -501,6 +502,9 @@ class TeamStack(TerraformStack):
             else None
         )
         """The operators' grants (`Team.operators`, `stacks.constructs.operators`); None without any."""
+        if self.valkey is not None:
+            for principal in team.operators:
+                self.valkey.grant_connection(f"operator-{member_id(principal)}", principal)
         run_services = {name: function.service for name, function in self.functions.items()}
         # A service's `service_name` label is its short name, which the team file gives.
         run_services.update({name: name for name in self.services})
@@ -518,16 +522,19 @@ class TeamStack(TerraformStack):
 
     def _attach_store(self, valkey: ValkeyStore, network: StoreNetwork) -> None:
         """Every function (the watchdog's too) and every deployed service of the team gets the
-        store's variables and its path into the VPC (`stacks.constructs.store_access`)."""
-        functions = list(self.functions.values())
+        store's variables, its path into the VPC (`stacks.constructs.store_access`) and, with IAM
+        authentication, the connection role on the one instance (operators' in `__init__`)."""
+        functions = dict(self.functions)
         if self.watchdog is not None and self.watchdog.function is not None:
-            functions.append(self.watchdog.function)
-        for function in functions:
+            functions["watchdog"] = self.watchdog.function  # no job is called "watchdog"
+        for name, function in functions.items():
             attach_function(function, valkey.environment, network)
+            valkey.grant_connection(f"function-{name}", member(function.identity.runtime_email))
         for service in self.services.values():
             if service.deployed is None:
                 continue
             props = service.props
+            valkey.grant_connection(f"service-{props.service.name}", member(service.runtime_email))
             environment = {
                 **service_environment(self.team, props.service, props.retention_seconds),
                 **props.service.env,

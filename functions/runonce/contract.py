@@ -18,6 +18,10 @@ LOCATION_HEADER = "X-Runonce-Location"
 OVERLAP_HEADER = "X-Runonce-Overlap"
 """The job's overlap policy, an `Overlap` value: the stack sends it on every delivery of a job whose
 team file sets one (docs/overlap.md)."""
+CALENDAR_HEADER = "X-Runonce-Calendar"
+"""The job's calendar (its active window and excluded dates, in its time zone), as one JSON object:
+the stack sends it on every delivery of a job whose team file sets `active` or `exclude`
+(runonce.scheduler.exclusion; docs/stacks/schedules.md)."""
 
 # Environment variables the library reads (decorator options override them).
 LEASE_VARIABLE = "RUNONCE_LEASE_SECONDS"
@@ -65,6 +69,8 @@ STATUS_FIELD = "status"
 VERSION_FIELD = "runonce_version"
 """On every record and every log line: the version of the runonce library that wrote it (on a
 record, the attempt's that last claimed or finished it), so an operator can tell which code did."""
+EXCLUDED_BECAUSE_FIELD = "excluded_because"
+"""On an excluded run's record: why its calendar excludes it (an `Excluded` value)."""
 SKIPPED_FOR_FIELD = "skipped_for"
 """On a skipped run's record: the run key of the run that held the job's lock (docs/overlap.md)."""
 DEAD_LETTERED_AT_FIELD = "dead_lettered_at"
@@ -156,6 +162,9 @@ class RunStatus(str, Enum):
     SKIPPED = "skipped"
     """Not run: another run of its `skip` job held the job's lock (its `skipped_for` field names
     that run). Finished, like completed and failed: only an operator's re-run runs it."""
+    EXCLUDED = "excluded"
+    """Not run: its scheduled time is outside the job's active window or on an excluded date (its
+    `excluded_because` field says which). Finished: the watchdog, backfill and catch-up leave it."""
 
 
 class Overlap(str, Enum):
@@ -167,6 +176,17 @@ class Overlap(str, Enum):
     """It is recorded as skipped and answered 2xx: Scheduler does not retry it."""
     WAIT = "wait"
     """It is answered 409 until the run before it ends, within its own retry window."""
+
+
+class Excluded(str, Enum):
+    """Why a job's calendar excludes a scheduled run (the record's `excluded_because` field)."""
+
+    BEFORE_WINDOW = "before_window"
+    """Its date, in the job's time zone, is before the active window's start."""
+    AFTER_WINDOW = "after_window"
+    """Its date is after the active window's end."""
+    EXCLUDED_DATE = "excluded_date"
+    """Its date is one of the calendar's excluded dates."""
 
 
 class BodyStage(str, Enum):

@@ -6,9 +6,10 @@ push proxy (lost acks, late arrivals, duplicate pushes, instances killed holding
 pool of functions-framework instances serving any folder's `@deduplicated_event` entry point (the
 example's, or a team file's `EventJob`), or a service's event route (`hosts.service`: the Flask
 app on gunicorn, the FastAPI app on uvicorn) -> the ledger and the job's effects in the Firestore
-emulator, the body lines the runonce core logs, and dead letters in the dead-letter topic's pull
-subscription. Each harness has a project of its own on both emulators, so a job's own default
-collections (those its folder's `[effects]` table names) start empty.
+emulator (the ledger on a Valkey server instead, with `store`), the body lines the runonce core
+logs, and dead letters in the dead-letter topic's pull subscription. Each harness has a project of
+its own on both emulators, and on a Valkey server a key prefix of its own, so a job's own default
+collections (those its folder's `[effects]` table names) and its ledger start empty.
 
 Unlike the scheduled part, events run on the real clock: the emulator's backoffs, ack deadline
 and publishTime are wall time, so the lease, the ack deadline and the maximum event age are
@@ -47,7 +48,7 @@ from localscheduler.pubsub.push_proxy import (
     PushProxy,
 )
 from localscheduler.pubsub.topology import DeadLetter, PushPolicy, Topology
-from localscheduler.store import RUNS_COLLECTION
+from localscheduler.store import RUNS_COLLECTION, Ledger, ledger, store_env
 from localscheduler.verdicts.bodies import read_bodies
 from localscheduler.verdicts.effects import Effects, FirestoreEffects, declared_effects
 from localscheduler.verdicts.events import (
@@ -250,7 +251,9 @@ class EventHarness:
         project: str,
         log_dir: Path,
         config: EventConfig | None = None,
+        store: str | None = None,
     ):
+        """`store`: the instances' RUNONCE_STORE, a Valkey server's URL (None: the Firestore emulator)."""
         self.name = name
         self.function = function
         self.mix = mix
@@ -265,6 +268,8 @@ class EventHarness:
             raise ValueError(f"{name}: {'; '.join(problems)}")
         # A project of its own on both emulators: the job's collections start empty.
         self.project = f"{project}-{uuid.uuid4().hex[:8]}"
+        self.store = store
+        self.collection = RUNS_COLLECTION if store is None else f"{RUNS_COLLECTION}-{self.project}"
         self.slug = re.sub(r"[^a-z0-9-]+", "-", name.lower())
         self.effects: Effects | None
         if isinstance(function, Service):
@@ -290,6 +295,7 @@ class EventHarness:
         self.messages: list[Published] = []
         self.letters: list[DeadLetter] = []
         self._client: firestore.Client | None = None
+        self._ledger: Ledger | None = None
         self._began = 0.0
 
     def start(self, pubsub_host: str) -> EventHarness:
@@ -304,12 +310,14 @@ class EventHarness:
             RUNONCE_LEASE_SECONDS=str(self.config.lease_seconds),
             RUNONCE_MAX_EVENT_AGE_SECONDS=str(self.config.max_event_age_seconds),
             RUNONCE_DEAD_LETTER_TOPIC=topology.dead_letter_topic,
-            RUNONCE_COLLECTION=RUNS_COLLECTION,
+            RUNONCE_COLLECTION=self.collection,
+            **store_env(self.store),
         )
         self.pool.start()
         self.proxy = PushProxy(self.pool, self.journal).start()
         self.topology = topology.create_dead_letters()
         self._client = firestore.Client(project=self.project)
+        self._ledger = ledger(self._client, self.store, self.collection)
         return self
 
     def publish(self) -> list[Published]:
@@ -347,12 +355,9 @@ class EventHarness:
 
     def ended(self) -> int:
         """Messages that have ended so far: completed in the ledger, or read as a dead letter."""
-        assert self.topology is not None and self._client is not None
+        assert self.topology is not None and self._ledger is not None
         self.letters += self.topology.pull_dead_letters()
-        runs = self._client.collection(RUNS_COLLECTION)
-        completed = sum(
-            1 for _ in runs.where(filter=firestore.FieldFilter("status", "==", COMPLETED)).stream()
-        )
+        completed = sum(record.get("status") == COMPLETED for record in self._ledger.records().values())
         return completed + len(self.letters)
 
     def settle(
@@ -384,10 +389,10 @@ class EventHarness:
 
     def judge(self, settled: bool) -> EventResult:
         """The verdict from the ledger, the declared effects, the body lines and the dead letters."""
-        assert self.topology is not None and self._client is not None
+        assert self.topology is not None and self._client is not None and self._ledger is not None
         self.letters += self.topology.pull_dead_letters()
         bodies = read_bodies(self.pool.log_dir, WALL_CLOCK)
-        store = EventStore.read(self._client, RUNS_COLLECTION, self.effects, bodies)
+        store = EventStore.read(self._client, self._ledger, self.effects, bodies)
         pushes = self.journal.snapshot()
         verdicts, strays = judge_all(self.messages, store, self.letters, pushes)
         return EventResult(

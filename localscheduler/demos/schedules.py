@@ -42,7 +42,7 @@ from localscheduler.scheduler.delivery import Answer, scheduler_headers
 from localscheduler.scheduler.faults import FaultMix
 from localscheduler.scheduler.journal import Journal, Sent
 from localscheduler.scheduler.plan import planned_runs
-from localscheduler.store import RUNS_COLLECTION, StoreView
+from localscheduler.store import RUNS_COLLECTION, FirestoreLedger, StoreView
 from localscheduler.verdicts.bodies import Body, read_bodies
 from localscheduler.verdicts.effects import FirestoreEffects
 from runonce import contract
@@ -331,7 +331,8 @@ class SchedulesHarness:
         self.journal = Journal(self.log_dir / "scheduler.jsonl")
         pools = {(self.team.name, job.name): self.pool for job in self.team.jobs}
         leases = {key: LEASE_SECONDS for key in pools}
-        LocalScheduler(clock, pools, leases, FaultMix(), client, self.journal).run(self.plan())
+        runs = FirestoreLedger(client)
+        LocalScheduler(clock, pools, leases, FaultMix(), runs, self.journal).run(self.plan())
         self.journal.close()
         catch_up = next(job for job in self.team.jobs if job.name == CATCH_UP_JOB)
         self.stand_in.on_start = lambda started: threading.Thread(
@@ -397,7 +398,8 @@ class SchedulesHarness:
         """Each job's runs from the journal, the ledger, the instance logs and the outbox."""
         assert self.clock is not None and self.journal is not None
         client = firestore.Client(project=self.project)
-        view = StoreView.read(client, [FirestoreEffects(OUTBOX, "run_key", "attempt_id")])
+        outbox = FirestoreEffects(OUTBOX, "run_key", "attempt_id")
+        view = StoreView.read(client, [outbox], FirestoreLedger(client))
         bodies = read_bodies(self.log_dir, self.clock)
         sent = self.journal.sent()
         jobs = []

@@ -8,7 +8,10 @@ The lease is the one setting the simulation chooses instead of the team file: in
 is the function timeout plus a margin, minutes that an accelerated clock would turn into seconds
 while the retries come milliseconds apart. To show the takeover of a crashed attempt inside the
 demo, each job's lease is cut to 60% of the time its last retry comes (never above the deployed
-lease, never below 1 s).
+lease, never below 1 s). On a Valkey store (`store`) the lease runs on the server's clock, at
+wall speed: the instances get it in whole wall seconds (at least 1), which the rate turns back into
+the simulated lease the scheduler and the judges use (`leases`), so a Valkey simulation picks a
+rate at which that lease still ends before its jobs' last retry.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from localscheduler.scheduler.journal import Journal, Sent
 from localscheduler.scheduler.misses import PlannedMisses
 from localscheduler.scheduler.plan import PlannedRun, planned_runs
 from localscheduler.scheduler.retry import RetryPolicy
-from localscheduler.store import StoreView
+from localscheduler.store import Ledger, StoreView, ledger, store_env
 from localscheduler.verdicts.bodies import Body, read_bodies
 from localscheduler.verdicts.effects import Effects, FirestoreEffects, StartedAtStandIn, declared_effects
 from localscheduler.verdicts.scheduled import JobRow, RunVerdict, job_rows, judge
@@ -117,7 +120,12 @@ class Simulation:
     team_services: TeamServices | None = None
     """How the teams' service jobs are served (each as the `Job` its Scheduler settings are
     checked as, `ServiceJob.scheduled`); None: they are not played."""
+    store: str | None = None
+    """The instances' RUNONCE_STORE: a Valkey server's URL; None: the Firestore emulator. The
+    effects stay in Firestore either way."""
     pools: dict[tuple[str, str], InstancePool] = field(default_factory=dict)
+    leases: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Each served job's run lease in simulated seconds (set as the instances start)."""
     scheduler: LocalScheduler | None = None
     stand_in: GoogleApisStandIn | None = None
     """The Google APIs stand-in the proxies of jobs with a `target` call (started if any)."""
@@ -152,13 +160,20 @@ class Simulation:
         runs = self.runs()
         for team, job, service in self.served():
             if runs[(team.name, job.name)]:
+                lease = simulation_lease(job, runs[(team.name, job.name)])
+                if self.store is not None:  # the server's clock: whole wall seconds
+                    lease = max(1, round(lease / self.rate))
+                    self.leases[(team.name, job.name)] = round(lease * self.rate)
+                else:
+                    self.leases[(team.name, job.name)] = lease
                 env = {
                     **job.env,
                     contract.PROJECT_VARIABLE: self.project,
                     "FIRESTORE_EMULATOR_HOST": self.emulator_host,
-                    contract.LEASE_VARIABLE: str(simulation_lease(job, runs[(team.name, job.name)])),
+                    contract.LEASE_VARIABLE: str(lease),
                     contract.RETENTION_VARIABLE: str(job.retention_seconds),
                     CLOCK_FILE_VARIABLE: str(self.clock_file),
+                    **store_env(self.store),
                     **self._target_env(job),
                 }
                 size = max(1, min(job.max_instances, self.instances_per_job))
@@ -204,13 +219,12 @@ class Simulation:
 
     def run(self) -> Result:
         """Play the schedule with faults and judge every run; instances must be started."""
-        leases = {key: int(pool.env[contract.LEASE_VARIABLE]) for key, pool in self.pools.items()}
         plan = self.plan()
         clock = AcceleratedClock.starting_now(self.start, self.rate)
         self.clock_file.write_text(clock.spec())
-        client = firestore.Client(project=self.project)
         journal = Journal(self.log_dir / "scheduler.jsonl")
-        self.scheduler = LocalScheduler(clock, self.pools, leases, self.faults, client, journal)
+        runs = self.ledger(clock)
+        self.scheduler = LocalScheduler(clock, self.pools, dict(self.leases), self.faults, runs, journal)
         if self._stopped.is_set():
             self.scheduler.stop()
         self.scheduler.run(plan)
@@ -222,11 +236,10 @@ class Simulation:
         they are now."""
         if self.scheduler is None:
             raise RuntimeError("judged() reads what run() played: call run() first")
-        leases = {key: int(pool.env[contract.LEASE_VARIABLE]) for key, pool in self.pools.items()}
         client = firestore.Client(project=self.project)
         clock = self.scheduler.clock
         declared = self.declared_effects()
-        view = StoreView.read(client, declared.values())
+        view = StoreView.read(client, declared.values(), self.ledger(clock))
         bodies = read_bodies(self.log_dir, clock)
         sent: dict[tuple, list[Sent]] = defaultdict(list)
         for entry in journal.sent():
@@ -243,7 +256,13 @@ class Simulation:
         ]
         restarts = sum(pool.restarts for pool in self.pools.values())
         writers = {key: view.effects.get(key, []) for key in {t.key for t in plan if _job_of(t) in declared}}
-        return Result(plan, verdicts, journal, job_rows(verdicts, journal), restarts, leases, bodies, writers)
+        rows = job_rows(verdicts, journal)
+        return Result(plan, verdicts, journal, rows, restarts, dict(self.leases), bodies, writers)
+
+    def ledger(self, clock: AcceleratedClock) -> Ledger:
+        """Where the instances keep their runs; a Valkey server's instants read on `clock`."""
+        client = firestore.Client(project=self.project)
+        return ledger(client, self.store, timeline=lambda instant: clock.at_wall(instant.timestamp()))
 
     def declared_effects(self) -> dict[tuple[str, str], Effects]:
         """Where each served job's effects are: the service's outbox on a service; what the

@@ -17,8 +17,6 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from google.cloud import firestore
-
 from localscheduler.clock import AcceleratedClock
 from localscheduler.hosts.pool import DYING_SECONDS, KILL_HEADER, Instance, InstancePool
 from localscheduler.scheduler.delivery import Answer, post, scheduler_headers
@@ -26,7 +24,7 @@ from localscheduler.scheduler.faults import AttemptShape, Fault, FaultMix, shape
 from localscheduler.scheduler.journal import GaveUp, Journal, NotDelivered, Sent
 from localscheduler.scheduler.plan import PlannedRun
 from localscheduler.scheduler.retry import RetryPolicy
-from localscheduler.store import claimed, key_of
+from localscheduler.store import Ledger, claimed, key_of
 from runonce.contract import MissedRun
 
 # How often the instance-killing fault looks for the attempt's claim in the ledger.
@@ -90,15 +88,16 @@ class LocalScheduler:
         pools: dict[tuple[str, str], InstancePool],
         leases: dict[tuple[str, str], int],
         faults: FaultMix,
-        client: firestore.Client,
+        ledger: Ledger,
         journal: Journal,
     ):
-        """`pools` and `leases` are keyed by (team name, job name); `client` reads the ledger."""
+        """`pools` and `leases` are keyed by (team name, job name); `ledger` is where the
+        instances keep their runs."""
         self.clock = clock
         self.pools = pools
         self.leases = leases
         self.faults = faults
-        self.client = client
+        self.ledger = ledger
         self.journal = journal
         self.stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -250,7 +249,7 @@ class LocalScheduler:
         """Kill the instance once the ledger shows this attempt holding the run, before the job ends."""
         give_up = time.monotonic() + self.clock.wall_seconds(shape.work) / 2
         while not done.is_set() and time.monotonic() < give_up:
-            if claimed(self.client, trigger.key, attempt):
+            if claimed(self.ledger, trigger.key, attempt):
                 killed.set()
                 pool.kill(instance)
                 return

@@ -30,13 +30,14 @@ def rfc3339(moment: datetime) -> str:
 
 def scheduler_headers(team: Team, job: Job, schedule_time: datetime) -> dict[str, str]:
     """The headers of every delivery of one run; JobName is the deployed Scheduler job's name, and
-    X-Runonce-Overlap the job's overlap policy when it is not `allow` (as the stack sends it)."""
+    X-Runonce-Overlap the job's overlap policy when it is not `allow`, X-Runonce-Calendar its
+    calendar when it has one (as the stack sends them)."""
     return {
         "User-Agent": USER_AGENT,
         "X-CloudScheduler": "true",
         contract.JOB_HEADER: scheduler_job_name(team.name, job.name),
         contract.TIME_HEADER: rfc3339(schedule_time),
-        **job_headers(team.project, team.region, job.overlap),
+        **job_headers(team.project, team.region, job.overlap, job.calendar),
         "Content-Type": "application/octet-stream",
     }
 

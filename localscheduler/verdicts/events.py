@@ -22,6 +22,7 @@ from google.cloud import firestore
 
 from localscheduler.pubsub.push_proxy import Push
 from localscheduler.pubsub.topology import DeadLetter
+from localscheduler.store import Ledger
 from localscheduler.verdicts.bodies import Body, succession_problems
 from localscheduler.verdicts.effects import Effects
 from localscheduler.verdicts.table import aligned
@@ -86,13 +87,13 @@ class EventStore:
     def read(
         cls,
         client: firestore.Client,
-        runs: str,
+        runs: Ledger,
         effects: Effects | None,
         bodies: Mapping[str, Sequence[Body]],
     ) -> EventStore:
-        """Read the ledger and the declared effects whole (a demo's or a chaos run's worth)."""
-        records = {doc.id: doc.to_dict() or {} for doc in client.collection(runs).stream()}
-        return cls(records, None if effects is None else effects.read(client), bodies)
+        """Read the ledger `runs` and the declared effects in `client`'s Firestore whole (a demo's
+        or a chaos run's worth)."""
+        return cls(runs.records(), None if effects is None else effects.read(client), bodies)
 
 
 @dataclass(frozen=True)

@@ -240,6 +240,21 @@ def job_rows(verdicts: list[RunVerdict], journal: Journal) -> list[JobRow]:
     return list(rows.values())
 
 
+def failures(verdicts: list[RunVerdict]) -> list[str]:
+    """A line for each run that failed its verdict: the run, its problems and its key."""
+    lines = []
+    for verdict in verdicts:
+        if not verdict.ok:
+            trigger = verdict.trigger
+            kind = "forced run" if trigger.forced else "run"
+            lines.append(
+                f"  FAIL {trigger.run.team.name}/{trigger.run.job.name} {kind} "
+                f"{trigger.run.schedule_time:%Y-%m-%d %H:%M}Z: "
+                f"{'; '.join(verdict.problems)} (run key {trigger.key})"
+            )
+    return lines
+
+
 def render(rows: list[JobRow]) -> str:
     """The rows as an aligned text table with a total line."""
     total = JobRow("", "total")

@@ -32,6 +32,10 @@ ONE_BUCKET_CONDITION = re.compile(
     r'^resource\.name\s*==\s*"projects/_/buckets/([^/"]+)"\s*\|\|\s*'
     r'resource\.name\.startsWith\("projects/_/buckets/\1/objects/"\)$'
 )
+ONE_INSTANCE_CONDITION = re.compile(
+    r'^resource\.name\s*==\s*"projects/[^/"]+/locations/[^/"]+/instances/[^/"]+"$'
+)
+"""One Memorystore instance (RO-VAL-4 checks it is the stack's own)."""
 # Roles that exist only at project level and only write: log entries cannot be scoped further,
 # and an Eventarc trigger's account receives events at project level only.
 PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
@@ -143,7 +147,11 @@ def role_scoped_to_one_resource(resource: Resource, stack: Stack) -> Verdict:
     if _is_event_receiver_grant(resource, stack):
         return Verdict.COMPLIANT
     expression = resource.config.get("condition", {}).get("expression", "").strip()
-    scoped = ONE_DATABASE_CONDITION.match(expression) or ONE_BUCKET_CONDITION.match(expression)
+    scoped = (
+        ONE_DATABASE_CONDITION.match(expression)
+        or ONE_BUCKET_CONDITION.match(expression)
+        or ONE_INSTANCE_CONDITION.match(expression)
+    )
     return Verdict.COMPLIANT if scoped else Verdict.NON_COMPLIANT
 
 

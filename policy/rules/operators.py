@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 
 from policy import grants
+from policy.rules.store import is_connection_grant
 from policy.rules.watchdog import DATABASE_VARIABLE, ONE_DATABASE, watchdogs
 from policy.synthesized import Resource, Stack, values_at
 from policy.verdict import Verdict
@@ -79,8 +80,10 @@ def dead_letter_subscriptions(stack: Stack) -> set[str]:
 
 
 def _what(grant: Resource, stack: Stack) -> str | None:
-    """Which of the operator's grants this is ("ledger", "runner", "viewer", "subscriber:<name>",
-    "publisher:<topic>"), or None if it is none of them."""
+    """Which of the operator's grants this is ("ledger", "store", "runner", "viewer",
+    "subscriber:<name>", "publisher:<topic>"), or None if it is none of them."""
+    if is_connection_grant(grant, stack):
+        return "store"
     if grant.type == "google_project_iam_member":
         condition = grant.config.get("condition")
         if grant.role == grants.JOB_RUNNER_ROLE and not condition:
@@ -106,7 +109,8 @@ def _operators_of(grant: Resource) -> list[str]:
 
 
 def operator_grants_are_the_verbs(resource: Resource, stack: Stack) -> Verdict:
-    """An operator's grant is one of: datastore.user on the ledger's database, the job runner and
+    """An operator's grant is one of: datastore.user on the ledger's database, the connection role
+    on the team's Valkey instance, the job runner and
     the Scheduler viewer on the project, subscriber on a dead-letter subscription, publisher on an
     event job's topic."""
     if not _operators_of(resource):
@@ -117,6 +121,8 @@ def operator_grants_are_the_verbs(resource: Resource, stack: Stack) -> Verdict:
 def _needed(stack: Stack) -> Iterator[str]:
     if ledger_databases(stack):
         yield "ledger"
+    if any(is_connection_grant(grant, stack) for grant in stack.grants()):
+        yield "store"  # the runtimes connect with IAM: `runonce runs` does too
     if stack.configs("google_cloud_scheduler_job"):
         yield "runner"
         yield "viewer"

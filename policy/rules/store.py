@@ -15,6 +15,8 @@ STORE_ROLE_PREFIXES = ("roles/memorystore.", "roles/redis.")
 """Memorystore's roles (and Memorystore for Redis's, which cover its clusters): granted on the
 project they reach every instance of it."""
 WIDE_OPEN = {"0.0.0.0/0", "::/0"}
+CONNECTION_ROLE = "roles/memorystore.dbConnectionUser"
+"""memorystore.instances.connect alone: what IAM authentication asks of a caller."""
 
 
 def no_eviction(resource: Resource, _stack: Stack) -> Verdict:
@@ -50,11 +52,41 @@ def no_public_path(resource: Resource, _stack: Stack) -> Verdict:
     return Verdict.NOT_APPLICABLE
 
 
-def store_roles_on_instance_only(resource: Resource, _stack: Stack) -> Verdict:
-    """No Memorystore role is granted on the project (every instance of it); runonce's client
-    needs none at all today (the instance's authorization mode is AUTH_DISABLED: the network is
-    the boundary), and a connection role belongs on the one instance."""
+def iam_authentication(resource: Resource, _stack: Stack) -> Verdict:
+    """A Valkey instance the stack creates authenticates its callers with IAM: the network alone
+    would let any workload in the VPC change the ledger."""
+    if resource.type != INSTANCE:
+        return Verdict.NOT_APPLICABLE
+    mode = resource.config.get("authorization_mode")
+    return Verdict.COMPLIANT if mode == "IAM_AUTH" else Verdict.NON_COMPLIANT
+
+
+def instance_names(stack: Stack) -> set[str]:
+    """The full name, `projects/P/locations/L/instances/ID`, of every Valkey instance the stack
+    creates or reads (its data sources too)."""
+    found = {**stack.configs(INSTANCE), **stack.document.get("data", {}).get(INSTANCE, {})}
+    return {
+        f"projects/{config.get('project')}/locations/{config.get('location')}/instances/{config.get('instance_id')}"
+        for config in found.values()
+    }
+
+
+def store_roles_on_instance_only(resource: Resource, stack: Stack) -> Verdict:
+    """No Memorystore role is granted on the project (every instance of it) but the connection
+    role, conditioned on one instance of the stack by its full name (provider 6.50 has no
+    instance-level IAM resource for Memorystore for Valkey)."""
     if resource.type not in {"google_project_iam_member", "google_project_iam_binding"}:
         return Verdict.NOT_APPLICABLE
     role = str(resource.config.get("role", ""))
-    return Verdict.NON_COMPLIANT if role.startswith(STORE_ROLE_PREFIXES) else Verdict.COMPLIANT
+    if not role.startswith(STORE_ROLE_PREFIXES):
+        return Verdict.COMPLIANT
+    return Verdict.COMPLIANT if is_connection_grant(resource, stack) else Verdict.NON_COMPLIANT
+
+
+def is_connection_grant(resource: Resource, stack: Stack) -> bool:
+    """A project-level grant of the connection role conditioned on one Valkey instance of the
+    stack, by its full name."""
+    if resource.type != "google_project_iam_member" or resource.config.get("role") != CONNECTION_ROLE:
+        return False
+    expression = str((resource.config.get("condition") or {}).get("expression", "")).strip()
+    return expression in {f'resource.name == "{name}"' for name in instance_names(stack)}

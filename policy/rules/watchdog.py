@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from policy import grants
+from policy.rules.store import is_connection_grant
 from policy.synthesized import MEMBER_ACCOUNT, Resource, Stack
 from policy.verdict import Verdict
 from stacks.contract import DATABASE_VARIABLE, WATCHDOG_JOBS_VARIABLE, WATCHDOG_LEDGER_DATABASE_VARIABLE
@@ -177,13 +178,17 @@ def is_pauser(resource: Resource, stack: Stack) -> bool:
 
 def watchdog_holds_only_what_it_needs(resource: Resource, stack: Stack) -> Verdict:
     """Every grant to a watchdog's account is datastore.viewer on the ledger's database or
-    datastore.user on its own database; and, only for a watchdog that catches up, datastore.user
-    on the ledger's database and the job runner on the project, with no condition."""
+    datastore.user on its own database, or the connection role on the team's Valkey instance (which
+    IAM cannot make read-only); and, only for a watchdog that catches up, datastore.user on the
+    ledger's database and the job runner on the project, with no condition; and, only for a watchdog
+    that pauses jobs, the pauser custom role on the project."""
     if not resource.is_iam:
         return Verdict.NOT_APPLICABLE
     mine = _mine(resource, stack)
     if not mine:
         return Verdict.NOT_APPLICABLE
+    if is_connection_grant(resource, stack):
+        return Verdict.COMPLIANT
     held = (_role(resource, stack), _scope(resource))
     return Verdict.COMPLIANT if all(held in _allowed(dog) for dog in mine) else Verdict.NON_COMPLIANT
 

@@ -53,8 +53,9 @@ class Valkey:
     """The instance id; "" names it `runonce-<team>`."""
     existing: bool = False
     """Read the instance `instance` instead of creating it: the plan stops unless it has eviction
-    off, AOF persistence, cluster mode off, in-transit encryption, a replica, and a primary
-    endpoint in `network` (postconditions of its data source)."""
+    off, AOF persistence, cluster mode off, in-transit encryption, a replica, the authorization
+    mode `iam_auth` asks for, and a primary endpoint in `network` (postconditions of its data
+    source)."""
     node_type: str = "STANDARD_SMALL"
     """One of `VALKEY_NODE_TYPES`: STANDARD_SMALL holds 5.2 GB of keys, the records of 300 jobs
     running every minute kept 7 days (SHARED_CORE_NANO has no SLA: for trials only)."""
@@ -66,6 +67,11 @@ class Valkey:
     append_fsync: str = "EVERY_SEC"
     """AOF fsync mode, one of `APPEND_FSYNC`: EVERY_SEC loses at most a second of writes when a
     node restarts; ALWAYS loses none and costs throughput."""
+    iam_auth: bool = True
+    """IAM authentication (`authorization_mode = IAM_AUTH`, `auth=iam` in RUNONCE_STORE): a caller
+    needs roles/memorystore.dbConnectionUser, which the stack grants on this instance alone to the
+    team's runtime accounts and operators. False leaves the network as the only boundary. Fixed at
+    creation: an instance created without it keeps `False` (docs/stacks/stores.md, "Grants")."""
     deletion_protection: bool = True
     """Refuse to delete the instance (and with it every run record)."""
     network: Network = field(default_factory=Network)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
 from runonce.contract import DEFAULT_COLLECTION, Overlap
+from runonce.scheduler.exclusion import JobCalendar
 from stacks.config.state import GcsState
 from stacks.config.store import Firestore, Valkey
 from stacks.config.targets import Target
@@ -25,6 +27,40 @@ FUNCTIONS_DIR = REPO_ROOT / "functions"
 LEASE_MARGIN_SECONDS = 60
 # The idempotent proxy shipped with runonce, which a job with a `target` runs (functions/proxy).
 PROXY_SOURCE = "proxy"
+
+
+@dataclass(frozen=True)
+class Window:
+    """The dates a job is active, both included, in the job's time zone (docs/stacks/schedules.md,
+    "Calendars"): its scheduled runs before `start` or after `end` are recorded `excluded`, not run.
+    Either may be left open (None)."""
+
+    start: date | None = None
+    """The first date a scheduled run runs; None: no first date."""
+    end: date | None = None
+    """The last date a scheduled run runs; None: no last date. The stack refuses one already past."""
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """Dates a job's scheduled runs do not run (holidays), in the job's time zone: a run on one is
+    recorded `excluded`, not run (docs/stacks/schedules.md, "Calendars")."""
+
+    dates: list[date] = field(default_factory=list)
+    """The excluded dates."""
+
+
+def job_calendar(time_zone: str, active: Window | None, exclude: Calendar | None) -> JobCalendar | None:
+    """The calendar the stack sends a job's handler (its X-Runonce-Calendar header), or None
+    when the job sets neither `active` nor `exclude`."""
+    if active is None and exclude is None:
+        return None
+    return JobCalendar(
+        time_zone=time_zone,
+        start=active.start if active else None,
+        end=active.end if active else None,
+        excluded=frozenset(exclude.dates if exclude else ()),
+    )
 
 
 @dataclass(frozen=True)
@@ -143,6 +179,17 @@ class Job:
     """After this many consecutive runs end failed (a permanent failure, or retried out), the
     watchdog pauses the Scheduler job once, until `runonce resume` (docs/watchdog.md); 0 (the
     default) never pauses it. Needs the team's watchdog."""
+    active: Window | None = None
+    """The dates the job's scheduled runs run (a `Window`, in `time_zone`); None: always. Runs
+    outside it are answered and recorded `excluded`, never run, never reported missed, never
+    backfilled (docs/stacks/schedules.md, "Calendars")."""
+    exclude: Calendar | None = None
+    """Dates the job's scheduled runs do not run (a `Calendar`, in `time_zone`), as for `active`."""
+
+    @property
+    def calendar(self) -> JobCalendar | None:
+        """The calendar its handler is sent, or None (`job_calendar`)."""
+        return job_calendar(self.time_zone, self.active, self.exclude)
 
     @property
     def lease_seconds(self) -> int:
@@ -392,6 +439,10 @@ class ServiceJob:
     """As for `Job.catch_up_seconds`."""
     pause_after_failures: int = 0
     """As for `Job.pause_after_failures`."""
+    active: Window | None = None
+    """As for `Job.active`."""
+    exclude: Calendar | None = None
+    """As for `Job.exclude`."""
 
     def scheduled(self, timeout_seconds: int) -> Job:
         """The `Job` its Scheduler settings are checked and watched as (`stacks.validate.windows`,
@@ -452,6 +503,10 @@ class AppEngineJob:
     """As for `Job.catch_up_seconds`."""
     pause_after_failures: int = 0
     """As for `Job.pause_after_failures`."""
+    active: Window | None = None
+    """As for `Job.active`."""
+    exclude: Calendar | None = None
+    """As for `Job.exclude`."""
 
     @property
     def lease_seconds(self) -> int:
@@ -479,6 +534,8 @@ def _scheduler_view(job: ServiceJob | AppEngineJob, timeout_seconds: int) -> Job
         overlap=job.overlap,
         catch_up_seconds=job.catch_up_seconds,
         pause_after_failures=job.pause_after_failures,
+        active=job.active,
+        exclude=job.exclude,
     )
 
 

@@ -27,6 +27,7 @@ from stacks.config.team import (
     TEAMS_DIR,
     AlertThresholds,
     AppEngineJob,
+    Calendar,
     EventJob,
     Job,
     PushRetry,
@@ -34,6 +35,7 @@ from stacks.config.team import (
     Service,
     ServiceJob,
     Team,
+    Window,
     team_file_paths,
 )
 
@@ -47,6 +49,8 @@ CONFIG_CLASSES: dict[str, type] = {
     "AppEngineJob": AppEngineJob,
     "PushRetry": PushRetry,
     "AlertThresholds": AlertThresholds,
+    "Window": Window,
+    "Calendar": Calendar,
     **{target.__name__: target for target in TARGET_CLASSES},
 }
 """The dataclasses a team file builds, by the name it calls them with."""
@@ -54,6 +58,8 @@ FIELD_PREFIX = {
     "Retry": "retry.",
     "PushRetry": "retry.",
     "AlertThresholds": "alert_thresholds.",
+    "Window": "active.",
+    "Calendar": "exclude.",
     **{target.__name__: "target." for target in TARGET_CLASSES},
 }
 """How a field of a nested config is named in problems (`retry.retry_count`, `target.workflow`)."""
@@ -300,8 +306,13 @@ def _type_problems(team: Team, path: Path) -> typing.Iterator[Problem]:
     )
 
 
-# The nested configs of a job whose fields are checked too: retry policies and targets.
-NESTED_CONFIGS = (("retry", (Retry, PushRetry)), ("target", TARGET_CLASSES))
+# The nested configs of a job whose fields are checked too: retry policies, targets, calendars.
+NESTED_CONFIGS = (
+    ("retry", (Retry, PushRetry)),
+    ("target", TARGET_CLASSES),
+    ("active", (Window,)),
+    ("exclude", (Calendar,)),
+)
 
 
 def _job_list(

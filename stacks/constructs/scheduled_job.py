@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from constructs import Construct
 
 from runonce.contract import Overlap
+from runonce.scheduler.exclusion import JobCalendar
 from stacks import naming
 from stacks.config import defaults
 from stacks.config.headers import job_headers
@@ -86,6 +87,8 @@ class ScheduledJobProps:
     """Request body (sent base64-encoded, as the provider takes it); "" sends none."""
     overlap: Overlap = Overlap.ALLOW
     """The job's overlap policy (`Job.overlap`), sent as OVERLAP_HEADER unless it is `allow`."""
+    calendar: JobCalendar | None = None
+    """The job's calendar (`Job.calendar`), sent as CALENDAR_HEADER when it has one."""
 
     @classmethod
     def of(cls, team: Team, job: Job, invoker_email: str, apis: RequiredApis) -> ScheduledJobProps:
@@ -103,6 +106,7 @@ class ScheduledJobProps:
             description=job.description,
             body=job.body,
             overlap=job.overlap,
+            calendar=job.calendar,
         )
 
 
@@ -204,9 +208,9 @@ class ScheduledJob(Construct):
 
     @property
     def headers(self) -> dict[str, str]:
-        """The headers runonce keys a run by, beside Scheduler's own, and the job's overlap policy
-        unless it is `allow` (`stacks.config.headers`)."""
-        return job_headers(self.props.project, self.props.region, self.props.overlap)
+        """The headers runonce keys a run by, beside Scheduler's own, the job's overlap policy
+        unless it is `allow`, and its calendar if any (`stacks.config.headers`)."""
+        return job_headers(self.props.project, self.props.region, self.props.overlap, self.props.calendar)
 
     @property
     def body(self) -> str | None:

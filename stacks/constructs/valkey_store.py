@@ -3,8 +3,9 @@ or read, and what the team's functions and services are told about it (RUNONCE_S
 RUNONCE_STORE_CA, `runonce.contract`).
 
 Created: one shard, cluster mode disabled, replicas in other zones, `maxmemory-policy`
-`noeviction`, AOF persistence, in-transit encryption (server authentication), no IAM
-authentication (the library's client sends no IAM token: the network is the boundary), its
+`noeviction`, AOF persistence, in-transit encryption (server authentication), IAM authentication
+unless the team file turns it off (`Valkey.iam_auth`; the client then sends the runtime account's
+access token as AUTH, `auth=iam` in the URL), its
 endpoints created by Private Service Connect in the team's subnetwork under the network's
 service connection policy, which it is created after. Read: the same, checked by the data
 source's postconditions, so the plan stops on an instance that would lose or evict runs.
@@ -34,7 +35,10 @@ every run record has one (Memorystore for Valkey, "Supported instance configurat
 CLUSTER_DISABLED = "CLUSTER_DISABLED"
 AOF = "AOF"
 TRANSIT_ENCRYPTION = "SERVER_AUTHENTICATION"
+IAM_AUTH = "IAM_AUTH"
 AUTH_DISABLED = "AUTH_DISABLED"
+CONNECTION_ROLE = "roles/memorystore.dbConnectionUser"
+"""memorystore.instances.connect alone (Memorystore for Valkey, "Access control")."""
 PRIMARY = "CONNECTION_TYPE_PRIMARY"
 SCHEME = "valkeys"
 """Every instance the stack creates or accepts encrypts in transit: the URL is TLS's."""
@@ -85,16 +89,49 @@ class ValkeyStore(Construct):
         fqn = self.instance.fqn
         network = store.network.network if store.existing else ""
         host, port = primary(fqn, "ip_address", network), primary(fqn, "port", network)
+        auth = "&auth=iam" if store.iam_auth else ""
         self.url = TerraformLocal(
-            self, "store-url", f"{SCHEME}://${{{host}}}:${{{port}}}?replicas={store.wait_replicas}"
+            self, "store-url", f"{SCHEME}://${{{host}}}:${{{port}}}?replicas={store.wait_replicas}{auth}"
         ).as_string
-        """RUNONCE_STORE: `valkeys://ADDRESS:PORT?replicas=N`, the primary endpoint's."""
+        """RUNONCE_STORE: `valkeys://ADDRESS:PORT?replicas=N[&auth=iam]`, the primary endpoint's."""
         self.ca = TerraformLocal(
             self,
             "store-ca",
             f'${{join("\\n", flatten([for ca in {fqn}.managed_server_ca[0].ca_certs : ca.certificates]))}}',
         ).as_string
         """RUNONCE_STORE_CA: the instance's CA certificates, PEM, one after the other."""
+
+    @property
+    def resource_name(self) -> str:
+        """The instance's full name, `projects/P/locations/R/instances/ID`, as IAM conditions
+        compare `resource.name` with it (the provider's `id` has the same shape)."""
+        props = self.props
+        return f"projects/{props.project}/locations/{props.region}/instances/{self.instance_id}"
+
+    @property
+    def authorization_mode(self) -> str:
+        """The authorization mode the team file asks for."""
+        return IAM_AUTH if self.props.store.iam_auth else AUTH_DISABLED
+
+    def grant_connection(self, name: str, principal: str) -> provider.ProjectIamMember | None:
+        """roles/memorystore.dbConnectionUser for `principal` (an IAM member string) on this
+        instance only, or None when the instance does not use IAM authentication. Provider 6.50 has
+        no instance-level IAM resource for Memorystore for Valkey: the grant is the project's,
+        narrowed by an IAM condition on the instance's full name (docs/stacks/stores.md)."""
+        if not self.props.store.iam_auth:
+            return None
+        return provider.ProjectIamMember(
+            self,
+            f"connect-{name}",
+            project=self.props.project,
+            role=CONNECTION_ROLE,
+            member=principal,
+            condition=provider.ProjectIamMemberCondition(
+                title="runonce-valkey-connect",
+                description=f"Only the {self.instance_id} Memorystore instance",
+                expression=f'resource.name == "{self.resource_name}"',
+            ),
+        )
 
     @property
     def environment(self) -> dict[str, str]:
@@ -122,7 +159,7 @@ class ValkeyStore(Construct):
                 ),
             ),
             transit_encryption_mode=TRANSIT_ENCRYPTION,
-            authorization_mode=AUTH_DISABLED,
+            authorization_mode=self.authorization_mode,
             zone_distribution_config=provider.MemorystoreInstanceZoneDistributionConfig(mode="MULTI_ZONE"),
             deletion_protection_enabled=store.deletion_protection,
             desired_auto_created_endpoints=[
@@ -182,9 +219,12 @@ class ValkeyStore(Construct):
                 f"{update} --replica-count=1",
             ),
             (
-                'self.authorization_mode != "IAM_AUTH"',
-                f"{where} requires IAM authentication, and runonce's Valkey client sends no IAM token: "
-                "every call would be refused. Use an instance with --authorization-mode=auth-disabled.",
+                f'self.authorization_mode == "{self.authorization_mode}"',
+                f"{where} has authorization mode ${{self.authorization_mode}} and the team file asks for "
+                f"{self.authorization_mode} (Valkey(iam_auth={store.iam_auth})): the functions' AUTH would "
+                "not match the instance's and every connection would be refused. Fix: set "
+                "Valkey(iam_auth=...) to match the instance, or name an instance created with "
+                f"--auth-mode={'iam-auth' if store.iam_auth else 'auth-disabled'}.",
             ),
             (
                 f"length({primaries('self', network=network)}) == 1",

@@ -93,6 +93,8 @@ class WatchedJobProps:
     pause_after_failures: int = 0
     """After how many consecutive failed runs the watchdog pauses its Scheduler job
     (`Job.pause_after_failures`; 0: never)."""
+    calendar: str = ""
+    """Its calendar (`Job.calendar`) as the X-Runonce-Calendar header carries it; "" for none."""
 
     @classmethod
     def of(cls, team: Team, job: Job, grace: int) -> WatchedJobProps:
@@ -108,6 +110,7 @@ class WatchedJobProps:
             catch_up_seconds=job.catch_up_seconds,
             location=region if region != team.region else "",
             pause_after_failures=job.pause_after_failures,
+            calendar=job.calendar.header_value() if job.calendar else "",
         )
 
     @property
@@ -405,6 +408,7 @@ class Watchdog(Construct):
                 "since": self.since[job.job].rfc3339,
                 **job.located,
                 **({"pause_after_failures": job.pause_after_failures} if job.pause_after_failures else {}),
+                **({"calendar": job.calendar} if job.calendar else {}),
             }
             for job in props.jobs
         ]

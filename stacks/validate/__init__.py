@@ -5,13 +5,14 @@ module per concern: `team` (the team's own fields), `names` (derived resource na
 teams), `schedules` (Scheduler's settings), `windows` (leases, retries and retention against the
 timeout and the next run), `functions` (Cloud Run's limits, the handler and its requirements,
 env and labels), `targets` (Google API targets), `events` (event jobs), `sharing` (jobs of one
-function starting at once), `catch_up` (the watchdog's catch-up window of a scheduled job),
-`pause` (the watchdog pausing a job that keeps failing), `alerts` (whom the team's alerts reach,
-and when), `store` (a Valkey store's region, sizes, network, and the parts of a team that cannot
-use it), `watchdog` (the names the team's watchdog takes), `operators` (`Team.operators`) and
-`quotas`. Google's own limits are pinned in `stacks.locations`, `function_limits` and
-`cron_check`. This module only runs them, in the order their problems are reported. Files that
-do not load or hold values of the wrong type are reported by `stacks.config.team_files` first.
+function starting at once), `calendars` (a job's active window and excluded dates), `catch_up`
+(the watchdog's catch-up window of a scheduled job), `pause` (the watchdog pausing a job that
+keeps failing), `alerts` (whom the team's alerts reach, and when), `store` (a Valkey store's
+region, sizes, network, and the parts of a team that cannot use it), `watchdog` (the names the
+team's watchdog takes), `operators` (`Team.operators`) and `quotas`. Google's own limits are
+pinned in `stacks.locations`, `function_limits` and `cron_check`. This module only runs them, in
+the order their problems are reported. Files that do not load or hold values of the wrong type
+are reported by `stacks.config.team_files` first.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from stacks.config.problem import InvalidConfig, Problem, ProblemAt
 from stacks.config.team import AppEngineJob, EventJob, Job, Service, ServiceJob, Team
 from stacks.validate import (
     alerts,
+    calendars,
     catch_up,
     events,
     functions,
@@ -90,6 +92,7 @@ def _job(team: Team, job: Job) -> Iterator[Problem]:
     yield from names.job_name(team, job.name, problem)
     yield from schedules.schedule(job, problem)
     yield from schedules.overlap(job, problem)
+    yield from calendars.calendar(job, problem)
     ranges = [*schedules.limits(job, problem), *schedules.retry_ranges(job.retry, problem)]
     yield from ranges
     if not ranges:  # cross-layer rules only make sense (and give sane hints) on in-range values
@@ -156,6 +159,7 @@ def _scheduled(team: Team, view: Job, max_deadline: int, problem: ProblemAt) -> 
     """Scheduler's settings of a service or App Engine job, checked on its `scheduled` view."""
     yield from schedules.schedule(view, problem)
     yield from schedules.overlap(view, problem)
+    yield from calendars.calendar(view, problem)
     ranges = [
         *schedules.attempt_deadline(view, max_deadline, problem),
         *schedules.retry_ranges(view.retry, problem),

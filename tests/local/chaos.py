@@ -1,10 +1,12 @@
-"""What the chaos suites share: the jobs they schedule (`chaos_jobs`) and the properties of the
-guarantee, as docs/library.md states it, asserted on one simulation's outcome wherever its
-instances ran: tests/local/test_chaos.py (functions-framework) and tests/hosts/test_chaos.py
-(gunicorn Flask and Django, uvicorn FastAPI) collect these tests by subclassing
-`ChaosProperties`, each giving the fixtures they read: `chaos` (the `Result` and its ledger
-records by key) for jobs whose effect is keyed by the run key, and `unkeyed` (a `Result`) for a
-job whose effect is not.
+"""What the chaos suites share: the teams and jobs they schedule (`chaos_teams`, `chaos_jobs`,
+`unkeyed_team`), one simulation (`simulate`), and the properties of the guarantee, as
+docs/library.md states it, asserted on one simulation's outcome wherever its instances ran and
+whichever store they kept their runs in: tests/local/test_chaos.py (functions-framework on the
+Firestore emulator), tests/local/test_valkey_chaos.py (functions-framework on a Valkey server) and
+tests/hosts/test_chaos.py (gunicorn Flask and Django, uvicorn FastAPI) collect these tests by
+subclassing `ChaosProperties`, each giving the fixtures they read: `chaos` (the `Result` and its
+ledger records by key) for jobs whose effect is keyed by the run key, and `unkeyed` (a `Result`)
+for a job whose effect is not.
 
 At most one attempt holds a run at a time, a job body starts again only after an attempt died or
 failed retryably, and a keyed effect happens exactly once; without the key, the kill after the
@@ -14,13 +16,14 @@ effect gives a run two effects.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
+from pathlib import Path
 
 from google.cloud import firestore
 
-from localscheduler.demos.simulation import Result
-from localscheduler.scheduler.faults import Fault
-from localscheduler.store import RUNS_COLLECTION
+from localscheduler.demos.simulation import Result, Simulation
+from localscheduler.scheduler.faults import Fault, FaultMix
+from localscheduler.store import FirestoreLedger, Ledger
 from localscheduler.verdicts.scheduled import RunVerdict, fault_summary, guarantee_summary, render
 from stacks.team import Job, Retry, Team
 from tests.conftest import PROJECT
@@ -58,6 +61,81 @@ def chaos_jobs() -> list[Job]:
     ]
 
 
+def chaos_teams(suffix: str = "") -> list[Team]:
+    """The chaos jobs in one project, and a job of the same id in another project and region: a
+    run of its own, never a duplicate of the first's. A suite that shares the Firestore emulator
+    with another gives its projects a `suffix`: other projects, other run keys, other effects."""
+    return [
+        Team(name="chaos", project=f"runonce-chaos{suffix}", region="europe-west1", jobs=chaos_jobs()),
+        Team(
+            name="chaos-west",
+            project=f"runonce-chaos-west{suffix}",
+            region="us-central1",
+            jobs=[chaos_job("every-minute", "* * * * *", "America/Los_Angeles")],
+        ),
+    ]
+
+
+# The example job (loaded from EXAMPLE, which `unkeyed_team` sets) with its effect appended,
+# `add()`, instead of created on the run key.
+UNKEYED_JOB = """
+import importlib.util
+
+_spec = importlib.util.spec_from_file_location("report_job", EXAMPLE)
+report_job = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(report_job)
+
+
+def _append(run):
+    outbox = report_job._client().collection(report_job.OUTBOX)
+    outbox.add({"run_key": run.key, "job": run.job, "attempt_id": run.attempt_id})
+    return True
+
+
+report_job.publish = _append
+handle = report_job.handle
+"""
+
+
+def unkeyed_team(source: Path, suffix: str = "") -> Team:
+    """A team whose one job is the example's with its effect not keyed by the run key, written
+    to the folder `source`; its project ends with `suffix` (see `chaos_teams`)."""
+    example = Job(name="report", schedule="* * * * *", source="report").source_dir / "main.py"
+    (source / "main.py").write_text(f"EXAMPLE = {str(example)!r}\n" + UNKEYED_JOB)
+    (source / "local_demo.toml").write_text((example.parent / "local_demo.toml").read_text())
+    job = Job(
+        name="unkeyed",
+        schedule="* * * * *",
+        source=str(source),
+        timeout_seconds=30,
+        attempt_deadline_seconds=15,
+        retry=FAST_RETRY,
+    )
+    return Team(name="unkeyed", project=f"runonce-unkeyed{suffix}", region="europe-west1", jobs=[job])
+
+
+def simulate(
+    teams: list[Team],
+    start: datetime,
+    span: timedelta,
+    rate: float,
+    mix: FaultMix,
+    log_dir: Path,
+    emulator_host: str,
+    store: str | None = None,
+) -> Result:
+    """Serve the teams' jobs with three instances each, their runs kept in `store` (a Valkey
+    server's URL; None: the Firestore emulator), and play `span` of schedule from `start` with `mix`."""
+    sim = Simulation(
+        teams, start, span, rate, mix, log_dir, PROJECT, emulator_host, instances_per_job=3, store=store
+    )
+    try:
+        sim.start_instances()
+        return sim.run()
+    finally:
+        sim.stop()
+
+
 def failing(result: Result, *fragments: str) -> list:
     """The runs whose verdict names a problem containing one of `fragments`."""
     return [
@@ -84,14 +162,11 @@ def killed_after_effect(result: Result) -> list[RunVerdict]:
     return [v for v in result.verdicts if run_of(v) in killed]
 
 
-def ledger_records(teams: list[Team]) -> dict[str, dict]:
-    """The ledger records of the teams' runs, by key."""
+def ledger_records(teams: list[Team], runs: Ledger | None = None) -> dict[str, dict]:
+    """The ledger records of the teams' runs, by key, from `runs` (default: the Firestore emulator's)."""
     projects = {team.project for team in teams}
-    return {
-        doc.id: doc.to_dict()
-        for doc in firestore.Client(project=PROJECT).collection(RUNS_COLLECTION).stream()
-        if doc.to_dict().get("project") in projects
-    }
+    records = (runs or FirestoreLedger(firestore.Client(project=PROJECT))).records()
+    return {key: record for key, record in records.items() if record.get("project") in projects}
 
 
 def show(result: Result, records: dict[str, dict]) -> None:

@@ -5,10 +5,14 @@ shared."""
 
 import pstats
 import shutil
+import subprocess
+import sys
+import time
 
 import pytest
 
 from benchmarks import coldstart, endtoend_events
+from benchmarks.cpu import GroupCpu, Hog, process_seconds
 from benchmarks.endtoend import (
     FASTAPI_VARIANTS,
     RUNONCE,
@@ -37,6 +41,35 @@ def test_the_end_to_end_benchmark_times_each_variant_and_prints_the_ratio(firest
     assert "(shown, not judged: no target)" in report
     profiled = {name for _, _, name in pstats.Stats(str(profile)).stats}
     assert {"claim", "complete"} <= profiled
+    assert result.hogged is None  # no hog unless asked for
+    assert set(result.cpu) == set(variants)  # each instance's CPU read around its batches
+    assert "ratio runonce CPU above the floor / seed (2 transactions)'s" in report
+
+
+def test_the_end_to_end_benchmark_times_the_same_requests_beside_a_cpu_hog_when_asked(
+    firestore_emulator, tmp_path
+):
+    """As many timed requests again, beside the hog, every one a completed run; the emulator's CPU
+    per request read beside each instance's; the hog's ratio printed beside the quiet one."""
+    result = measure(
+        firestore_emulator.host,
+        runs=4,
+        warmup=2,
+        batch=2,
+        log_dir=tmp_path,
+        hog=True,
+        processes={"emulator": firestore_emulator.process_group},
+    )
+    variants = [*VARIANTS, *FASTAPI_VARIANTS]
+    assert result.hogged is not None
+    assert {variant: len(times) for variant, times in result.hogged.latencies.items()} == dict.fromkeys(
+        variants, 4
+    )
+    assert result.hogged.failures == dict.fromkeys(variants, 0)
+    assert all(set(spent) == {"function", "emulator"} for spent in result.cpu.values())
+    report = render(result, batch=2)
+    assert "Beside a CPU hog (python -c 'while True: pass')" in report
+    assert report.count("ratio runonce overhead / seed (2 transactions) overhead") == 2
 
 
 def _scheduled(failures: dict[str, int]) -> Measurement:
@@ -55,6 +88,65 @@ def test_the_end_to_end_verdict_judges_the_functions_framework_variants_and_not_
     assert verdict(_scheduled({})) == 0  # the FastAPI ratio (2x) is shown, not judged
     assert verdict(_scheduled({"runonce (FastAPI)": 1})) == 0
     assert verdict(_scheduled({RUNONCE: 1})) == 1
+
+
+def test_the_end_to_end_verdict_judges_the_quiet_ratio_and_every_request_beside_the_hog():
+    slow = Measurement({**_scheduled({}).latencies, RUNONCE: [9.0] * 3}, _scheduled({}).failures)
+    assert verdict(_with_hogged(_scheduled({}), slow)) == 0  # 0.8x beside the hog: shown, not judged
+    assert verdict(_with_hogged(_scheduled({}), _scheduled({RUNONCE: 1}))) == 1
+    assert verdict(_with_hogged(_scheduled({}), _scheduled({"runonce (FastAPI)": 1}))) == 0
+
+
+def _with_hogged(quiet: Measurement, hogged: Measurement) -> Measurement:
+    return Measurement(quiet.latencies, quiet.failures, quiet.baseline, quiet.cpu, hogged)
+
+
+def test_the_hog_burns_cpu_while_running_and_none_while_paused():
+    with Hog() as hog:
+        pid = hog.pid
+        spent = lambda: process_seconds(pid) or 0.0  # noqa: E731
+        assert _still(spent)  # paused from the start (its interpreter may have started first)
+        hog.run(True)
+        started = spent()
+        deadline = time.monotonic() + 30
+        while spent() == started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert spent() > started
+        hog.run(False)
+        assert _still(spent)
+    assert process_seconds(pid) is None  # killed and reaped on leaving
+
+
+def _still(spent) -> bool:
+    """No CPU spent over 0.3 s, once a tick the last signal may still add is counted."""
+    time.sleep(0.1)
+    before = spent()
+    time.sleep(0.3)
+    return spent() == before
+
+
+def test_group_cpu_adds_up_the_cpu_of_a_process_group():
+    burner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nend = time.process_time() + 0.2\n"
+            "while time.process_time() < end: pass\nsys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        meter = GroupCpu(burner.pid)
+        deadline = time.monotonic() + 30
+        while meter.seconds() < 0.2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert meter.seconds() >= 0.2  # its 0.2 s of burning, and its start-up
+    finally:
+        burner.kill()
+        burner.wait()
+    with pytest.raises(ValueError, match="no process in process group"):
+        GroupCpu(burner.pid)
 
 
 def test_the_event_end_to_end_benchmark_times_each_variant_and_prints_the_ratio(

@@ -446,3 +446,42 @@ def test_include_skipped_runs_a_run_the_overlap_policy_skipped_once_keeping_its_
     record = team.store.read(key)
     assert (record["status"], record[CAUSE_FIELD]) == ("completed", "backfill")
     assert [entry["status"] for entry in record["history"]] == ["skipped"]
+
+
+def test_a_backfill_never_starts_a_tick_the_jobs_calendar_excludes_and_its_dry_run_says_so(
+    setup, team, backfill, scheduler
+):
+    states = _seed(team)
+    # Exclude the UTC date of the first never-delivered tick (the job's time zone is UTC): it and
+    # every other tick on that date are left alone; the others are started as without a calendar.
+    holiday = team.ticks[2].date()
+    text = (team.folder / f"{team.name}.py").read_text()
+    text = text.replace(
+        "from stacks.team import Job, Team",
+        "from datetime import date\n\nfrom stacks.team import Calendar, Job, Team",
+    )
+    text = text.replace(
+        'source="report")', f'source="report", exclude=Calendar(dates=[date.fromisoformat("{holiday}")]))'
+    )
+    (team.folder / f"{team.name}.py").write_text(text)
+    excluded = [moment for moment in team.ticks if moment.date() == holiday]
+    wanted = [
+        team.key(moment)
+        for moment in team.ticks
+        if moment.date() != holiday and states[team.key(moment)] in ("never_delivered", "retried_out")
+    ]
+    dry = backfill(*team.window, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert (
+        f"{len(excluded)} ticks in the window are excluded by the job's calendar and never started"
+        in dry.output
+    )
+    assert f"{len(wanted)} missed; would start {len(wanted)}" in dry.output
+    done = backfill(*team.window)
+    assert done.exit_code == 0, done.output
+    assert set(_executions(setup, team)) == set(wanted)
+    assert all(
+        team.store.read(team.key(moment)) is None
+        for moment in excluded
+        if states[team.key(moment)] == "never_delivered"
+    )

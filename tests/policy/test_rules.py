@@ -335,10 +335,15 @@ CASES = [
     Case(
         "RO-VAL-4",
         "google_project_iam_member",
-        "team-build-log-writer",
-        set_at(
-            "google_project_iam_member", "team-build-log-writer", "role", "roles/memorystore.dbConnectionUser"
-        ),
+        "valkey_connect-function-close",
+        set_at("google_project_iam_member", "valkey_connect-function-close", "condition", None),
+        stack="ledger",
+    ),
+    Case(
+        "RO-VAL-5",
+        "google_memorystore_instance",
+        "valkey_instance",
+        set_at("google_memorystore_instance", "valkey_instance", "authorization_mode", "AUTH_DISABLED"),
         stack="ledger",
     ),
     Case(
@@ -399,3 +404,30 @@ def test_the_rule_finds_the_synthesized_stack_compliant_and_flags_the_broken_res
     case.breaks(document)
     after = verdicts(rule, document)
     assert after[f"{case.kind}.{named(document, case.kind, case.prefix)}"] is Verdict.NON_COMPLIANT
+
+
+CONNECT = ("google_project_iam_member", "valkey_connect-function-close")
+OTHER_INSTANCE = 'resource.name == "projects/runonce-ledger/locations/europe-west1/instances/someone-elses"'
+
+
+@pytest.mark.parametrize(
+    "breaks",
+    [
+        set_at(
+            "google_project_iam_member", "team-build-log-writer", "role", "roles/memorystore.dbConnectionUser"
+        ),
+        set_at(*CONNECT, "condition.expression", OTHER_INSTANCE),
+        set_at(*CONNECT, "role", "roles/memorystore.admin"),
+    ],
+    ids=[
+        "connection role without a condition",
+        "condition on another instance",
+        "admin role on the instance",
+    ],
+)
+def test_a_memorystore_grant_is_flagged_unless_it_is_the_connection_role_on_the_stacks_instance(
+    ledger, breaks
+):
+    rule, document = PACK["RO-VAL-4"], copy.deepcopy(ledger)
+    breaks(document)
+    assert Verdict.NON_COMPLIANT in verdicts(rule, document).values()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +154,7 @@ def _valkey(
             "engine_configs": {"maxmemory-policy": "noeviction"},
             "persistence_config": [{"mode": "AOF", "aof_config": [{"append_fsync": "EVERY_SEC"}]}],
             "transit_encryption_mode": "SERVER_AUTHENTICATION",
-            "authorization_mode": "AUTH_DISABLED",
+            "authorization_mode": "IAM_AUTH" if store.iam_auth else "AUTH_DISABLED",
             "replica_count": 1,
             "psc_auto_connections": _connections(team, named, types),
         }
@@ -241,7 +241,10 @@ CASES: dict[str, list[Case]] = {
             breaks="transit_encryption_mode",
         ),
         Case("no replica", _valkey(replica_count=0), breaks="replica_count"),
-        Case("IAM authentication", _valkey(authorization_mode="IAM_AUTH"), breaks="authorization_mode"),
+        # The team files on an existing instance keep Valkey(iam_auth=True): their functions send a token.
+        Case(
+            "no IAM authentication", _valkey(authorization_mode="AUTH_DISABLED"), breaks="authorization_mode"
+        ),
         Case("endpoints in another network", _valkey(network="default"), breaks="endswith(c.network"),
     ],
 }
@@ -393,6 +396,41 @@ def test_a_bucket_of_another_project_stops_the_plan_with_the_fix(evaluated):
         "Bucket acme-every-uploads is not in project acme-every-1: an Eventarc trigger on a bucket needs "
         "the bucket in its own project. Use a bucket of the team's project, or deploy the job with the "
         "bucket's project."
+    ]
+
+
+@needs_terraform
+def test_an_instance_without_iam_authentication_stops_a_team_that_asks_for_it_with_the_fix(evaluated):
+    (failures,) = _outcome(
+        evaluated, "shared-ledger", "data.google_memorystore_instance", "no IAM authentication"
+    )
+    assert [failure.detail for failure in failures] == [
+        "Memorystore instance platform-ledger (runonce-shared-ledger, europe-west1) has authorization mode "
+        "AUTH_DISABLED and the team file asks for IAM_AUTH (Valkey(iam_auth=True)): the functions' AUTH "
+        "would not match the instance's and every connection would be refused. Fix: set "
+        "Valkey(iam_auth=...) to match the instance, or name an instance created with --auth-mode=iam-auth."
+    ]
+
+
+@needs_terraform
+def test_a_team_without_iam_authentication_accepts_only_an_instance_without_it(archive_dir, tmp_path):
+    team = load_team_file(VALKEY_EXISTING)
+    team = replace(team, store=replace(team.store, iam_auth=False))
+    (owner,) = [
+        owner
+        for owner in owners(team.name, synthesize(team, archive_dir).document)
+        if owner.kind == "data.google_memorystore_instance"
+    ]
+    trials = [
+        Trial(owner, mode, _valkey(authorization_mode=mode)(team, owner.config))
+        for mode in ("AUTH_DISABLED", "IAM_AUTH")
+    ]
+    disabled, required = evaluate(trials, tmp_path)
+    assert disabled == []
+    assert [failure.index for failure in required] == [
+        number
+        for number, condition in enumerate(owner.conditions)
+        if "authorization_mode" in condition.condition
     ]
 
 

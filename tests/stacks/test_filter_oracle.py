@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import runonce
 from runonce import OutcomeUnknown, PermanentError
 from runonce._instant import parse_instant
 from runonce.contract import (
+    CALENDAR_HEADER,
     JOB_HEADER,
     JOB_VARIABLE,
     LOCATION_HEADER,
@@ -47,6 +48,7 @@ from runonce.core.store import CAUSE_FIELD, EXPECTED_ATTEMPT_FIELD, EXPECTED_STA
 from runonce.events import adapter as event_adapter
 from runonce.events.adapter import EventSetup
 from runonce.scheduler import adapter as scheduled_adapter
+from runonce.scheduler.exclusion import JobCalendar
 from runonce.scheduler.expected import scheduled_key
 from runonce.scheduler.keys import rerun_slot
 from runonce.scheduler.watchdog import Missed, Watch, WatchedJob, report
@@ -55,6 +57,7 @@ from stacks import naming
 from stacks.constructs.monitoring import (
     CATCH_UP,
     CAUSE,
+    EXCLUDED,
     GAE_APP,
     LOG_METRIC_PREFIX,
     NOT_RUN_OUTCOMES,
@@ -235,6 +238,11 @@ def _scheduled(monkeypatch: pytest.MonkeyPatch, clock: ManualClock) -> Iterator[
     yield _answered(
         "scheduled wait while held", "scheduled", overlapping(done, "2026-11-28T18:00:00Z", "wait")
     )
+
+    # A run on a date its job's calendar excludes: answered `excluded`, recorded, never run.
+    holiday = JobCalendar("Etc/UTC", excluded=frozenset({date(2026, 11, 28)}))
+    excluded = {**scheduler_headers(time="2026-11-28T16:00:00Z"), CALENDAR_HEADER: holiday.header_value()}
+    yield _answered("scheduled excluded", "scheduled", lambda: done.post("/", headers=excluded))
 
     def requested(cause: str | None, run_time: str, forced_time: str) -> Callable[[], Any]:
         """A request filed as `runonce rerun` (cause None), `runonce backfill` or the watchdog's
@@ -681,6 +689,7 @@ CHARTS: dict[str, Callable[[str], bool]] = {
     "Permanent failures (failed)": lambda outcome: outcome == "failed",
     f"Skipped by the overlap policy ({SKIPPED})": lambda outcome: outcome == SKIPPED,
     f"Waiting for the run before (409 {WAITING})": lambda outcome: outcome == WAITING,
+    f"Excluded by the job's calendar ({EXCLUDED})": lambda outcome: outcome == EXCLUDED,
 }
 """The answers each chart on the answers metric shows, by title."""
 
@@ -935,10 +944,10 @@ def test_the_missed_run_metric_watches_the_service_and_app_engine_jobs(hosts, de
 def test_every_outcome_the_library_answers_is_one_the_monitoring_knows():
     # An outcome spelt otherwise than the monitoring's would be counted under a label no chart
     # or alert reads.
-    known = {"completed", "duplicate", "in_progress", "rejected", SKIPPED, WAITING}
+    known = {"completed", "duplicate", "in_progress", "rejected", SKIPPED, WAITING, EXCLUDED}
     labels = {outcome.label for outcome in Outcome}
     assert labels <= known | set(NOT_RUN_OUTCOMES) | set(RETRY_OUTCOMES)
-    assert {SKIPPED, WAITING} <= labels
+    assert {SKIPPED, WAITING, EXCLUDED} <= labels
 
 
 def answer_line(deliveries: list[Delivery], name: str) -> dict[str, Any]:

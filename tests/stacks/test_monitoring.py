@@ -310,6 +310,7 @@ def test_the_dashboard_parses_as_the_dashboards_api_type(example):
         "Permanent failures (failed)",
         "Skipped by the overlap policy (skipped)",
         "Waiting for the run before (409 waiting)",
+        "Excluded by the job's calendar (excluded)",
         "Runs caught up or backfilled (cause)",
         "Missed runs (watchdog)",
         "Dead-letter backlog",

@@ -80,10 +80,11 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
         ("RO-IAM-8", "bad/proxy-builds-anything"),
         ("RO-IAM-3", "bad/proxy-builds-anything"),
         ("RO-IAM-5", "bad/shared-key"),
-        # A Valkey instance that evicts, is not encrypted in transit, has no private endpoints and
-        # waits for no API; Memorystore's connection role on the whole project, to the account
-        # Scheduler signs as.
+        # A Valkey instance that evicts, is not encrypted in transit, has no private endpoints, no
+        # IAM authentication and waits for no API; Memorystore's connection role on the whole
+        # project, to the account Scheduler signs as.
         ("RO-VAL-1", "bad/store-evicts"),
+        ("RO-VAL-5", "bad/store-evicts"),
         ("RO-VAL-2", "bad/store-evicts"),
         ("RO-VAL-3", "bad/store-evicts"),
         ("RO-DEP-1", "bad/store-evicts"),

@@ -61,6 +61,7 @@ SERVED = Team(
     region="europe-west1",
     store=Valkey(),
     alerts=False,
+    operators=["user:alex@example.com"],
     services=[
         Service(
             name="closer", image="europe-west1-docker.pkg.dev/acme-served-1/jobs/closer:1", env={"MODE": "x"}
@@ -107,7 +108,7 @@ def test_the_instance_keeps_runs_one_shard_no_eviction_aof_replicated_across_zon
             "engine_configs": {"maxmemory-policy": "noeviction"},
             "persistence_config": {"mode": "AOF", "aof_config": {"append_fsync": "EVERY_SEC"}},
             "transit_encryption_mode": "SERVER_AUTHENTICATION",
-            "authorization_mode": "AUTH_DISABLED",
+            "authorization_mode": "IAM_AUTH",
             "zone_distribution_config": {"mode": "MULTI_ZONE"},
             "deletion_protection_enabled": True,
         },
@@ -204,7 +205,7 @@ def test_every_function_gets_the_store_url_and_ca_of_the_instance(ledger):
         primary = 'c.connection_type == "CONNECTION_TYPE_PRIMARY"'
         assert url == (
             f"valkeys://${{one([for c in {connections} : c.ip_address if {primary}])}}"
-            f":${{one([for c in {connections} : c.port if {primary}])}}?replicas=1"
+            f":${{one([for c in {connections} : c.port if {primary}])}}?replicas=1&auth=iam"
         )
         certs = f"google_memorystore_instance.{instance}.managed_server_ca[0].ca_certs"
         assert ca == f'${{join("\\n", flatten([for ca in {certs} : ca.certificates]))}}'
@@ -222,6 +223,75 @@ def test_a_deployed_service_reaches_the_store_by_direct_vpc_egress_with_its_whol
     assert [variable["name"] for variable in container["env"]] == sorted(env)
     subnet, _ = one(served, "google_compute_subnetwork")
     assert f"google_compute_subnetwork.{subnet}" in service["depends_on"]
+
+
+# --- IAM authentication
+
+
+def connection_grants(synth: Synthesized) -> dict[str, dict[str, Any]]:
+    """The project grants of the connection role, by member."""
+    grants = [
+        config
+        for config in synth.resources("google_project_iam_member").values()
+        if config["role"] == "roles/memorystore.dbConnectionUser"
+    ]
+    by_member = {config["member"]: config for config in grants}
+    assert len(by_member) == len(grants), "one grant per member"
+    return by_member
+
+
+def test_every_function_and_the_watchdog_may_connect_to_this_instance_only(ledger):
+    grants = connection_grants(ledger)
+    accounts = {
+        f"serviceAccount:{config['service_config']['service_account_email']}"
+        for config in ledger.resources("google_cloudfunctions2_function").values()
+    }
+    assert len(accounts) == 3 and set(grants) == accounts
+    for grant in grants.values():
+        assert grant["project"] == "runonce-ledger"
+        assert grant["condition"]["expression"] == (
+            'resource.name == "projects/runonce-ledger/locations/europe-west1/instances/runonce-ledger"'
+        )
+
+
+def test_a_deployed_services_account_and_the_operators_may_connect_to_this_instance_only(served):
+    _, service = one(served, "google_cloud_run_v2_service")
+    (function,) = served.resources("google_cloudfunctions2_function").values()  # the watchdog
+    grants = connection_grants(served)
+    assert set(grants) == {
+        f"serviceAccount:{service['template']['service_account']}",
+        f"serviceAccount:{function['service_config']['service_account_email']}",
+        "user:alex@example.com",
+    }
+    expected = 'resource.name == "projects/acme-served-1/locations/europe-west1/instances/runonce-served"'
+    assert {grant["condition"]["expression"] for grant in grants.values()} == {expected}
+
+
+def test_an_operator_without_the_connection_grant_is_flagged_when_the_runtimes_have_it(served):
+    document = copy.deepcopy(served.document)
+    grants = document["resource"]["google_project_iam_member"]
+    (operator,) = [
+        name
+        for name, config in grants.items()
+        if config["member"] == "user:alex@example.com"
+        and config["role"] == "roles/memorystore.dbConnectionUser"
+    ]
+    del grants[operator]
+    from policy.runner import check_stack
+
+    found = {finding.rule.id for finding in check_stack("served", document)}
+    assert "RO-OPS-2" in found
+
+
+def test_without_iam_authentication_the_url_has_no_auth_and_nobody_is_granted_the_role(archive_dir):
+    team = replace(SERVED, store=Valkey(iam_auth=False))
+    synth = synthesize(team, archive_dir)
+    _, instance = one(synth, "google_memorystore_instance")
+    assert instance["authorization_mode"] == "AUTH_DISABLED"
+    (function,) = synth.resources("google_cloudfunctions2_function").values()
+    url = local_of(synth, function["service_config"]["environment_variables"][contract.STORE_VARIABLE])
+    assert url.endswith("?replicas=1")
+    assert connection_grants(synth) == {}
 
 
 # --- an existing instance
@@ -249,6 +319,16 @@ def test_an_existing_instances_url_takes_its_primary_endpoint_in_the_named_netwo
     url = local_of(existing, function["service_config"]["environment_variables"][contract.STORE_VARIABLE])
     assert 'endswith(c.network, "/global/networks/platform")' in url
     assert "data.google_memorystore_instance." in url
+    assert url.endswith("&auth=iam")
+
+
+def test_an_existing_instances_users_may_connect_to_it_by_its_full_name(existing):
+    expected = (
+        'resource.name == "projects/runonce-shared-ledger/locations/europe-west1/instances/platform-ledger"'
+    )
+    grants = connection_grants(existing)
+    assert len(grants) == 3
+    assert {grant["condition"]["expression"] for grant in grants.values()} == {expected}
 
 
 # --- monitoring

@@ -22,7 +22,7 @@ import pytest
 
 from emulator.wire import Fault, TappedClient, WireTap
 from runonce import __version__
-from runonce.contract import ACTIONS_FIELD, VERSION_FIELD, RunStatus
+from runonce.contract import ACTIONS_FIELD, EXCLUDED_BECAUSE_FIELD, VERSION_FIELD, RunStatus
 from runonce.core.errors import StoreRejected
 from runonce.core.store import Claim, Held, Refusal, Store, StoredResult
 from runonce.store.memory import MemoryStore
@@ -425,6 +425,28 @@ def test_amend_creates_a_missing_record_and_a_refusal_writes_nothing(store):
     assert store.read("replay-record") == {"note": "first", ACTIONS_FIELD: [ACTION]}
     assert store.amend("replay-record", refuse_existing) is Refusal.REPLAYED
     assert store.read("replay-record") == {"note": "first", ACTIONS_FIELD: [ACTION]}
+
+
+def test_a_run_recorded_excluded_is_held_finished_and_found_by_its_job(store, clock):
+    # The handler records a run its job's calendar excludes through amend (one store call); a later
+    # delivery that claims it (a forced run taken for the scheduled one) must not run it.
+    excluded = {
+        **FIELDS,
+        "status": RunStatus.EXCLUDED.value,
+        EXCLUDED_BECAUSE_FIELD: "excluded_date",
+        "attempts": 0,
+        "claimed_at": START,
+        "finished_at": START,
+        "expire_at": START + RETENTION,
+    }
+    assert store.amend(KEY, lambda record: excluded if record is None else Refusal.RECORDED) == excluded
+    assert (
+        store.amend(KEY, lambda record: excluded if record is None else Refusal.RECORDED) is Refusal.RECORDED
+    )
+    held = store.claim(KEY, dict(FIELDS))
+    assert isinstance(held, Held) and held.status is RunStatus.EXCLUDED
+    assert store.read(KEY)[EXCLUDED_BECAUSE_FIELD] == "excluded_date"
+    assert set(store.find({"job": "nightly-report"}, START)) == {KEY}
 
 
 def test_read_many_and_find_by_fields_and_claim_time(store, clock):

@@ -1,8 +1,8 @@
 """A real Redis-protocol server for the Valkey store's tests, and a proxy that loses answers.
 
-`ValkeyServer` starts `valkey-server`, or Debian's `redis-server` (7.x: the same protocol and
-functions) where Valkey is not installed, on a free loopback port, with no persistence and
-`noeviction`; `make test` installs redis-server when neither is on PATH. `ReplyDropper` sits
+`ValkeyServer` (emulator.valkey) starts `valkey-server`, or Debian's `redis-server` (7.x: the same
+protocol and functions) where Valkey is not installed, on a free loopback port, with no
+persistence and `noeviction`; `make test` installs redis-server when neither is on PATH. `ReplyDropper` sits
 between a client and the server: `lose_next_answer()` lets the next function call reach the server
 and drops its reply, closing the connection, as a network that fails after the write would; `freeze()`
 holds everything sent either way, as a replication link that lags does (freezing the replica's
@@ -13,76 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shutil
 import socket
-import subprocess
-import tempfile
 import threading
-import time
 from collections import Counter
-from pathlib import Path
 
-from emulator.process import EmulatorUnavailable, free_port
+from emulator.valkey import ValkeyServer as ValkeyServer
 
-INSTALL_HINT = "apt-get install -y redis-server (or put valkey-server on PATH)"
 _FCALL = re.compile(rb"\$5\r\nFCALL\r\n\$\d+\r\nrunonce_[0-9a-f]+_(\w+)\r\n")
-
-
-class ValkeyServer:
-    """A running server on 127.0.0.1:`port`, its data in a temporary folder; `stop()` ends it."""
-
-    def __init__(self, *settings: str):
-        binary = shutil.which("valkey-server") or shutil.which("redis-server")
-        if binary is None:
-            raise EmulatorUnavailable(f"no valkey-server or redis-server on PATH: {INSTALL_HINT}")
-        self.port = free_port()
-        self._folder = tempfile.TemporaryDirectory(prefix="runonce-valkey-")
-        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        args += ["--maxmemory-policy", "noeviction", "--dir", self._folder.name, *settings]
-        self._log = Path(self._folder.name, "server.log").open("wb")
-        self._process = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait_ready()
-
-    def _wait_ready(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise EmulatorUnavailable(f"the server exited: {self.log()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise EmulatorUnavailable(f"the server did not answer PING within {timeout:.0f} s")
-
-    def log(self) -> str:
-        """What the server printed."""
-        return Path(self._folder.name, "server.log").read_text(errors="replace")
-
-    @property
-    def pid(self) -> int:
-        """The server's process id (benchmarks.valkey reads its CPU time)."""
-        return self._process.pid
-
-    def kill(self) -> None:
-        """End the server at once (SIGKILL), as a crashed primary ends."""
-        self._process.kill()
-        self._process.wait(10)
-
-    def stop(self) -> None:
-        """End the server and remove its folder."""
-        if self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(10)
-        self._log.close()
-        self._folder.cleanup()
 
 
 class ReplyDropper:

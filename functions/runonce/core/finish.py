@@ -32,7 +32,7 @@ from .._logs import log
 from .._text import clip, describe, type_name
 from .errors import NotRunnable, StoreError
 from .outcomes import Answer, Outcome
-from .store import Claim, Store, StoredResult
+from .store import Claim, Done, Store, StoredResult
 
 if TYPE_CHECKING:
     from .host import ResponseReader
@@ -191,6 +191,8 @@ class Attempt:
     """The adapter may still change a failure's or a duplicate's answer (an event's forwarding): their
     answering line waits, held here, until `settle` (`serve` settles what is still held)."""
     held_line: tuple[int, str, dict[str, Any]] | None = None
+    done: Done | None = None
+    """Where the completion enters the run in its job's completions (`Run.previous`), if anywhere."""
 
     def ms(self) -> int:
         """Milliseconds since the request arrived."""
@@ -299,7 +301,12 @@ def complete(attempt: Attempt, claim: Claim, stored: StoredResult) -> Answer:
     """Record the success: the job did run, so the answer is 2xx whatever the write does."""
     assert attempt.store is not None
     store = attempt.store
-    recorded, problem = _write("the completion write", lambda: store.complete(claim, stored))
+    done = attempt.done
+
+    def write() -> StoredResult | None:
+        return store.complete(claim, stored) if done is None else store.complete(claim, stored, done)
+
+    recorded, problem = _write("the completion write", write)
     attempt.finished = True
     if recorded is not None:
         stored = recorded  # what the record holds is what later duplicates are told

@@ -88,7 +88,7 @@ def run_once(
     the occurrence the adapter already holds (a re-run's, taken with its request): it is not
     claimed again. `read_response` reads a response object of the job's framework it may return.
     """
-    attempt.store = store
+    attempt.store, attempt.done = store, occurrence.done
     try:
         claim = _claim(store, occurrence, claimed)
     except StoreError as exc:

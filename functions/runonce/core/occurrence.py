@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .store import Claim, JobLock
+from .store import Claim, Done, JobLock
 
 if TYPE_CHECKING:
     from .event import EventRun
@@ -47,3 +47,5 @@ class Occurrence(NamedTuple):
     may exist, and the effect is keyed, where a dead-letter copy's replay would repeat it."""
     lock: JobLock | None = None
     """The job's lock, taken with the claim, when the job's overlap policy is `skip` or `wait`."""
+    done: Done | None = None
+    """Where its completion is entered in its job's completions (`Run.previous`), if anywhere."""

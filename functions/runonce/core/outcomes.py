@@ -3,7 +3,7 @@
 
 Cloud Scheduler retries any non-2xx and Pub/Sub push redelivers on anything but 102, 200, 201,
 202 and 204, so 2xx means "do not deliver this again" (done, a duplicate of a finished run, a
-permanent failure, too old, skipped), 409 means "another attempt (or, `waiting`, another run of
+permanent failure, too old, skipped, excluded), 409 means "another attempt (or, `waiting`, another run of
 the job) holds it, try later", 500 means "a retry
 should run the job", 400 "this is not a delivery". Only 200 acknowledges on both (the Pub/Sub
 emulator nacks 202). Never 503, which the serving platform uses for its own overload.
@@ -36,6 +36,8 @@ class Outcome(Enum):
     TOO_OLD = ("too_old", 200)
     SKIPPED = ("skipped", 200)
     """A `skip` job's run met another run of the job holding it: recorded skipped, never run."""
+    EXCLUDED = ("excluded", 200)
+    """Scheduled outside the job's active window or on an excluded date: recorded, never run."""
     IN_PROGRESS = ("in_progress", 409)
     WAITING = ("waiting", 409)
     """A `wait` job's run met another run of the job holding it: nothing written, retried later."""

@@ -13,12 +13,14 @@ a job starts, so such a thread must be started inside the run's context to call 
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import NestedRunError
 
 if TYPE_CHECKING:
     from .event import EventRun
+    from .store import Previous
 
 
 # Marks the request a job is running for, so a nested call is caught even from another thread.
@@ -37,6 +39,14 @@ class Run(NamedTuple):
     forced: bool
     attempt_id: str
     attempt: int
+    lookup: Callable[[], Previous | None] | None = None
+    """Reads `previous` (once, on first use); None: the run has no completions index."""
+
+    @property
+    def previous(self) -> Previous | None:
+        """The job's latest completed run scheduled before this one (its `key`, `schedule_time`
+        and `result`), or None. One read of the store, on first use only (docs/library.md)."""
+        return None if self.lookup is None else self.lookup()
 
 
 _current: contextvars.ContextVar[Run | EventRun] = contextvars.ContextVar("runonce_current_run")

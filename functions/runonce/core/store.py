@@ -99,6 +99,54 @@ class Claim(NamedTuple):
     both, and a finishing write frees it."""
 
 
+class Done(NamedTuple):
+    """Where a completion is also entered in its job's completions (`Run.previous`): the job's
+    index id and the run's place in it. The entry is written in the completion's own fenced
+    commit, so a run whose completion is recorded is always found there, and no other is."""
+
+    completions: str
+    """The job's completions index (`runonce.scheduler.keys.completions`)."""
+    order: int
+    """The run's schedule time in microseconds since the epoch: the index's order."""
+    schedule_time: str
+    """The run's schedule time, RFC 3339, as the run's record has it."""
+
+
+class Previous(NamedTuple):
+    """The job's latest completed run scheduled before this one, as `Run.previous` tells it."""
+
+    key: str
+    schedule_time: str
+    stored: StoredResult
+
+    @property
+    def result(self) -> Any:
+        """What that run's job returned (None when it was not stored: `stored.dropped` says why)."""
+        return self.stored.value
+
+
+def done_entry(done: Done, key: str, stored: StoredResult, expire_at: datetime) -> dict[str, Any]:
+    """The completions entry of run `key` (no `job`, no `status`: no listing reads it as a run)."""
+    return {"run_key": key, "schedule_time": done.schedule_time, **stored.fields(), "expire_at": expire_at}
+
+
+_LAST_ORDER = 10**20 - 1
+
+
+def done_id(index: str, order: int) -> str:
+    """The id of the entry at `order` in `index`: ids sort as their schedule times do, newest first,
+    so the latest entry before a time is the first id after that time's (an ascending key scan:
+    Firestore has no descending one)."""
+    return f"{index}-{_LAST_ORDER - order:020d}"
+
+
+def previous_of(entry: Mapping[str, Any] | None) -> Previous | None:
+    """The Previous a completions entry tells (None: no entry)."""
+    if entry is None:
+        return None
+    return Previous(entry["run_key"], entry["schedule_time"], StoredResult.from_record(dict(entry)))
+
+
 class Held(NamedTuple):
     """The run is not this attempt's to execute: finished already, or another attempt holds it."""
 
@@ -160,6 +208,8 @@ class Refusal(str, Enum):
     """The claim's lease has not ended: its attempt may be alive."""
     REPLAYED = "replayed"
     """The record says the event was replayed already."""
+    RECORDED = "recorded"
+    """The run already has a record (an excluded run's record is written only where none is)."""
 
 
 Decision = Callable[[dict[str, Any] | None], Mapping[str, Any] | Refusal]
@@ -194,8 +244,13 @@ class Store(Protocol):
         """Whether the run has a record, in any state."""
         ...
 
-    def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
-        """Record success with `stored`; the result as recorded, or None if the claim was lost."""
+    def complete(self, claim: Claim, stored: StoredResult, done: Done | None = None) -> StoredResult | None:
+        """Record success with `stored`; the result as recorded, or None if the claim was lost.
+        With `done`, the same atomic write enters the run in its job's completions."""
+        ...
+
+    def previous(self, index: str, before: int) -> Previous | None:
+        """The latest entry of completions `index` ordered before `before` (one read), or None."""
         ...
 
     def fail(self, claim: Claim, error: str) -> bool:

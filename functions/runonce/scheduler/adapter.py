@@ -9,8 +9,10 @@ its first use; the host turns the core's answer into its framework's response.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from .. import _clock as clock
@@ -18,7 +20,17 @@ from .. import _logs as logs
 from .._instant import parse_instant
 from .._logs import log
 from .._trace import trace_fields
-from ..contract import Overlap
+from .._version import __version__
+from ..contract import (
+    CLAIMED_AT_FIELD,
+    EXCLUDED_BECAUSE_FIELD,
+    EXPIRE_AT_FIELD,
+    STATUS_FIELD,
+    VERSION_FIELD,
+    Excluded,
+    Overlap,
+    RunStatus,
+)
 from ..core.decoration import decorate
 from ..core.errors import ConfigError, StoreError
 from ..core.finish import Attempt
@@ -26,10 +38,11 @@ from ..core.handler import claim_failed, misconfigured, rejected, run_once, serv
 from ..core.occurrence import Occurrence
 from ..core.outcomes import Answer, Outcome
 from ..core.run import Run
-from ..core.store import Claim, JobLock, Store
+from ..core.store import Claim, Done, JobLock, Previous, Refusal, Store
 from ..store.connection import Connection
 from .delivery import BadDelivery, Delivery, job_overlap, parse_delivery
-from .keys import job_lock, rerun_slot, run_key
+from .exclusion import job_calendar
+from .keys import completions, job_lock, rerun_slot, run_key
 
 if TYPE_CHECKING:  # types only: a scheduled function's cold start creates none of them
     from google.cloud import firestore
@@ -69,7 +82,17 @@ def _scheduled_if_recorded(store: Store, delivery: Delivery) -> Delivery:
     return scheduled
 
 
-def _occurrence(delivery: Delivery, key: str) -> Occurrence:
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _order(delivery: Delivery) -> int:
+    """The schedule time in microseconds since the epoch: the run's place in its job's completions."""
+    instant = delivery.schedule_time
+    whole = instant.utc.replace(microsecond=0) - _EPOCH
+    return whole // timedelta(microseconds=1) + instant.nanos // 1000
+
+
+def _occurrence(delivery: Delivery, key: str, store: Store) -> Occurrence:
     fields = {
         "job": delivery.job,
         "schedule_time": delivery.schedule_time.rfc3339(),
@@ -77,6 +100,13 @@ def _occurrence(delivery: Delivery, key: str) -> Occurrence:
         "project": delivery.project,
         "location": delivery.location,
     }
+
+    index = completions(delivery.project, delivery.location, delivery.job)
+    order = _order(delivery)
+
+    @functools.cache
+    def previous() -> Previous | None:
+        return store.previous(index, order)
 
     def run(claim: Claim) -> Run:
         return Run(
@@ -88,12 +118,15 @@ def _occurrence(delivery: Delivery, key: str) -> Occurrence:
             forced=delivery.forced,
             attempt_id=claim.attempt_id,
             attempt=claim.attempt,
+            lookup=previous,
         )
 
     lock = None
     if delivery.overlap is not Overlap.ALLOW:
         lock = JobLock(job_lock(delivery.project, delivery.location, delivery.job), delivery.overlap)
-    return Occurrence(key, fields, run, lock=lock)
+    # A forced run is not entered: its time is the next scheduled run's, or the moment it was forced.
+    done = None if delivery.forced else Done(index, order, delivery.schedule_time.rfc3339())
+    return Occurrence(key, fields, run, lock=lock, done=done)
 
 
 def handle(request: Incoming, connection: Connection, attempt: Attempt) -> Answer:
@@ -117,6 +150,7 @@ def handle(request: Incoming, connection: Connection, attempt: Attempt) -> Answe
     )
     try:
         delivery = delivery._replace(overlap=job_overlap(request.headers, settings.overlap))
+        calendar = job_calendar(request.headers)
     except ConfigError as exc:
         return misconfigured(exc, attempt)
     if delivery.schedule_time.utc < now - settings.retention:
@@ -128,6 +162,11 @@ def handle(request: Incoming, connection: Connection, attempt: Attempt) -> Answe
             latency_ms=attempt.ms(),
         )
         return Outcome.TOO_OLD.answer(run_key=key)
+    # A forced run is an operator's choice (or a re-run): the calendar excludes scheduled runs only.
+    scheduled = calendar is not None and not delivery.forced
+    because = calendar.excluded_because(delivery.schedule_time.utc) if scheduled and calendar else None
+    if because is not None:
+        return _excluded(store, delivery, key, because, settings.retention, attempt)
     if delivery.forced:
         try:
             delivery = _scheduled_if_recorded(store, delivery)
@@ -138,7 +177,37 @@ def handle(request: Incoming, connection: Connection, attempt: Attempt) -> Answe
             logs.bind(run_key=key, forced=False)
         else:
             return _forced(request, store, delivery, key, attempt)
-    return _run_once(store, _occurrence(delivery, key), request, attempt)
+    return _run_once(store, _occurrence(delivery, key, store), request, attempt)
+
+
+def _excluded(
+    store: Store, delivery: Delivery, key: str, because: Excluded, retention: timedelta, attempt: Attempt
+) -> Answer:
+    """A scheduled run the job's calendar excludes: recorded `excluded` (where it has no record yet,
+    in one store call), never run, answered 200 so Scheduler does not retry it."""
+    now = clock.now()
+    record = {
+        **_occurrence(delivery, key, store).fields,
+        STATUS_FIELD: RunStatus.EXCLUDED.value,
+        EXCLUDED_BECAUSE_FIELD: because.value,
+        VERSION_FIELD: __version__,
+        "attempts": 0,
+        CLAIMED_AT_FIELD: now,
+        "finished_at": now,
+        EXPIRE_AT_FIELD: now + retention,
+    }
+    try:
+        store.amend(key, lambda existing: record if existing is None else Refusal.RECORDED)
+    except StoreError as exc:
+        return claim_failed(exc, key, attempt)
+    log(
+        logging.INFO,
+        f"the job's calendar excludes this run ({because.value}): recorded excluded, not run",
+        outcome=Outcome.EXCLUDED.label,
+        excluded_because=because.value,
+        latency_ms=attempt.ms(),
+    )
+    return Outcome.EXCLUDED.answer(run_key=key, excluded_because=because.value)
 
 
 def _run_once(
@@ -154,7 +223,7 @@ def _forced(request: Incoming, store: Store, delivery: Delivery, key: str, attem
     The re-run is answered as its run is (`completed`, `failed`, `in_progress`, `duplicate`...),
     with `run_key` the re-run run's and `rerun_delivery` this delivery's own key.
     """
-    occurrence = _occurrence(delivery, key)
+    occurrence = _occurrence(delivery, key, store)
     slot = rerun_slot(delivery.project, delivery.location, delivery.job)
     try:
         rerun = store.take_rerun(slot, key, occurrence.fields)
@@ -177,7 +246,7 @@ def _forced(request: Incoming, store: Store, delivery: Delivery, key: str, attem
         "forced delivery carries an operator's re-run"
         + (": request consumed, run reopened" if rerun.claim is not None else " (a later delivery of it)"),
     )
-    run = _occurrence(target, rerun.key)
+    run = _occurrence(target, rerun.key, store)
     answer = _run_once(store, run, request, attempt, rerun.claim)
     return Answer({**answer.body, "rerun_delivery": key}, answer.status)
 

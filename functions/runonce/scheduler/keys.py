@@ -36,3 +36,11 @@ def job_lock(project: str, location: str, job: str) -> str:
     job, in the ledger's collection; its `lock-` prefix keeps it apart from every run key."""
     parts = [KEY_VERSION, project, location, job, "lock"]
     return "lock-" + key_digest(parts)
+
+
+def completions(project: str, location: str, job: str) -> str:
+    """The id prefix of a Scheduler job's completions index (`Run.previous`): entries in the
+    ledger's collection, its `done-` prefix keeps them apart from every run key. A renamed job
+    (another project, location or job id) has another index."""
+    parts = [KEY_VERSION, project, location, job, "done"]
+    return "done-" + key_digest(parts)

@@ -33,7 +33,9 @@ starts at most one catch-up per job (the slot holds one request), and a run outs
 is reported only. Every run a tick judges is one of the schedule in force: a job's window starts
 at its `since`, the time the stack recorded when it last deployed the job's schedule, time zone
 or name (stacks/constructs/watchdog.py), so a catch-up never starts a tick of an older schedule
-and needs no read of the Scheduler job.
+and needs no read of the Scheduler job. A job with a calendar (`calendar` in its JSON, the
+X-Runonce-Calendar header's text) expects no run on the ticks it excludes: they are neither
+reported nor caught up (their deliveries are recorded `excluded` by the handler).
 
 The module reads and writes the ledger through the `Store` protocol only and imports no Google
 library; the function (functions/watchdog) gives it the Firestore stores and Scheduler's REST
@@ -83,6 +85,7 @@ from ..core.store import (
     StoredResult,
     waiting_note,
 )
+from .exclusion import JobCalendar, included, parse_calendar
 from .expected import expected_times, scheduled_key
 from .keys import rerun_slot
 
@@ -135,6 +138,8 @@ class WatchedJob:
     the application's region); "" for the watch's."""
     pause_after_failures: int = 0
     """After this many consecutive failed runs the watchdog pauses its Scheduler job once; 0 never."""
+    calendar: JobCalendar | None = None
+    """Its calendar: the ticks it excludes are not expected (never reported, never caught up)."""
 
 
 @dataclass(frozen=True)
@@ -313,7 +318,8 @@ def missed_runs(watch: Watch, ledger: Store, now: datetime) -> Iterator[Missed]:
 def _window(job: WatchedJob, now: datetime) -> list[datetime]:
     """The job's expected schedule times after it existed, in its lookback, past their grace."""
     start, end = max(now - job.lookback, job.since), now - job.grace
-    return expected_times(job.schedule, job.time_zone, start, end) if end > start else []
+    times = expected_times(job.schedule, job.time_zone, start, end) if end > start else []
+    return included(job.calendar, times)
 
 
 def report(watch: Watch, missed: Missed, claims: Store, **extra: str) -> bool:
@@ -683,6 +689,13 @@ def _job(entry: Any, index: int, variable: str) -> WatchedJob:
     pause = entry.get("pause_after_failures", 0)
     if isinstance(pause, bool) or not isinstance(pause, int) or pause < 0:
         raise ConfigError(f"{where}: pause_after_failures must be a whole number of runs, at least 0")
+    calendar = entry.get("calendar")
+    if calendar is not None and not isinstance(calendar, str):
+        raise ConfigError(f"{where}: calendar, when given, must be the X-Runonce-Calendar header's text")
+    try:
+        parsed = parse_calendar(calendar) if calendar else None
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: calendar: {exc}") from None
     return WatchedJob(
         job=entry["job"],
         scheduler_job=entry["scheduler_job"],
@@ -694,4 +707,5 @@ def _job(entry: Any, index: int, variable: str) -> WatchedJob:
         catch_up=timedelta(seconds=catch_up),
         location=location,
         pause_after_failures=pause,
+        calendar=parsed,
     )

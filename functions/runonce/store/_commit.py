@@ -56,11 +56,13 @@ class _Channel(NamedTuple):
 
 class Write(NamedTuple):
     """One write of a commit: create `doc` with `data` (`last_update_time` None), update the fields
-    of `data` only if `doc` was last written at `last_update_time`, or delete it (`data` None) then."""
+    of `data` only if `doc` was last written at `last_update_time`, or delete it (`data` None) then;
+    or (`replace`) write `doc` whole as `data`, whatever it held, with no precondition."""
 
     doc: Any
     data: dict[str, Any] | None
     last_update_time: datetime | None = None
+    replace: bool = False
 
 
 class Writes:
@@ -106,7 +108,9 @@ class Writes:
                 if write.last_update_time is None
                 else self._client.write_option(last_update_time=write.last_update_time)
             )
-            if write.data is None:
+            if write.replace:
+                batch.set(write.doc, write.data or {})
+            elif write.data is None:
                 batch.delete(write.doc, option=option)
             elif option is None:
                 batch.create(write.doc, write.data)
@@ -135,6 +139,8 @@ class Writes:
                         _encode(value, out.update.fields[field])
                 except _Unsupported:
                     return None
+            if write.replace:
+                continue  # no mask: the document becomes `data`; no precondition
             if write.last_update_time is None:
                 out.current_document.exists = False
             else:

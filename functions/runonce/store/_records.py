@@ -134,6 +134,24 @@ def lock_held(lock: Mapping[str, Any], holder: Mapping[str, Any] | None, now: da
     )
 
 
+def sent_again(
+    record: Mapping[str, Any], lock: Mapping[str, Any] | None, attempt_id: str, together: bool, now: datetime
+) -> bool | str | None:
+    """What a `take_lock` sent again after a lost answer finds of its own first send, given the
+    run's `record` (this attempt's) and the `lock`'s (`together`: written in one commit): True if
+    it took the lock; the holder's run key if it recorded an overlap (skip: the run skipped; wait:
+    its lease ended); None if neither."""
+    running = record.get("status") == RunStatus.IN_PROGRESS.value
+    if running and together and lock is not None and lock.get(LOCK_ATTEMPT_FIELD) == attempt_id:
+        return True
+    if record.get("status") == RunStatus.SKIPPED.value and record.get(SKIPPED_FOR_FIELD):
+        return str(record[SKIPPED_FOR_FIELD])
+    released = running and "released_at" in record and not lease_live(dict(record), now)
+    if released and lock is not None and lock.get(LOCK_HOLDER_FIELD):
+        return str(lock[LOCK_HOLDER_FIELD])
+    return None
+
+
 def lock_taken_fields(now: datetime) -> dict[str, Any]:
     """What a claim that takes the job lock afterwards writes on its run (`Store.take_lock`): a
     write that changes the record, so that it moves the fence."""

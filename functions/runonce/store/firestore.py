@@ -32,6 +32,7 @@ from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_exception_type
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
+from google.cloud.firestore_v1.field_path import FieldPath
 
 from .. import _clock as clock
 from .._logs import log
@@ -42,18 +43,22 @@ from ..core.errors import StoreDenied, StoreRejected, StoreUnavailable
 from ..core.store import (
     Claim,
     Decision,
+    Done,
     Held,
     JobLock,
     Overlapped,
+    Previous,
     Refusal,
     Rerun,
     StoredResult,
+    done_entry,
+    done_id,
+    previous_of,
 )
 from . import _records
 from ._budget import Budget
 from ._commit import Write, Writes
 from ._records import (
-    LOCK_ATTEMPT_FIELD,
     finish_fields,
     held,
     hold_fields,
@@ -298,20 +303,28 @@ class Ledger:
         live), then one commit."""
         budget = Budget(CLAIM_SECONDS, self._claim_retry)
         doc, lock_doc = self._collection.document(claim.key), self._collection.document(lock.id)
+        sent = False  # a commit of this call was sent: the record may hold its own write
         for _ in range(_CLAIM_ATTEMPTS):
             now = clock.now()
             snapshot, locked = self._read(doc, lock_doc, budget)
             record = (snapshot.to_dict() or {}) if snapshot.exists else {}
+            lock_data = (locked.to_dict() or {}) if locked.exists else None
+            if sent and record.get("attempt_id") == claim.attempt_id:
+                # An earlier try of this call landed; only its answer was lost.
+                together = locked.exists and locked.update_time == snapshot.update_time
+                again = _records.sent_again(record, lock_data, claim.attempt_id, together, now)
+                if again is True:
+                    return claim._replace(update_time=snapshot.update_time, lock=lock.id)
+                if isinstance(again, str):
+                    return _records.overlapped(claim.key, lock, again, lock_data or {})
             if (
-                record.get("attempt_id") != claim.attempt_id
+                not snapshot.exists
+                or snapshot.update_time != claim.update_time
                 or record.get("status") != RunStatus.IN_PROGRESS.value
             ):
-                return Held(claim.key, RunStatus.IN_PROGRESS)
-            lock_data = (locked.to_dict() or {}) if locked.exists else None
-            if lock_data is not None and lock_data.get(LOCK_ATTEMPT_FIELD) == claim.attempt_id:
-                # An earlier try of ours took it; only its answer was lost.
-                return claim._replace(update_time=snapshot.update_time, lock=lock.id)
+                return Held(claim.key, RunStatus.IN_PROGRESS)  # the fence: this claim no longer holds it
             rival = self._rival(lock_data, claim.key, now, budget)
+            sent = True
             try:
                 if rival is None:
                     lease = {name: record[name] for name in ("attempt_id", "lease_expires", EXPIRE_AT_FIELD)}
@@ -341,20 +354,44 @@ class Ledger:
         stored = result if isinstance(result, StoredResult) else StoredResult.of(result)
         return self.record_result(claim, stored) is not None
 
-    def record_result(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
-        """Record success with `stored`; the result as recorded, or None if the claim was lost.
+    def record_result(
+        self, claim: Claim, stored: StoredResult, done: Done | None = None
+    ) -> StoredResult | None:
+        """Record success with `stored` (and with `done`, its job's completions entry in the same
+        commit); the result as recorded, or None if the claim was lost.
 
         Should the store refuse the result, the completion is recorded without it: a finished job
         always ends `completed`.
         """
         budget = Budget(FINISH_SECONDS, self._finish_retry)
         try:
-            return stored if self._finish(claim, RunStatus.COMPLETED, stored.fields(), budget) else None
+            return stored if self._complete(claim, stored, done, budget) else None
         except gexc.InvalidArgument as exc:
             if stored.text is None:
                 raise
             stored = StoredResult.not_stored(f"the store refused it: {describe(exc, 300)}")
-            return stored if self._finish(claim, RunStatus.COMPLETED, stored.fields(), budget) else None
+            return stored if self._complete(claim, stored, done, budget) else None
+
+    def _complete(self, claim: Claim, stored: StoredResult, done: Done | None, budget: Budget) -> bool:
+        update = finish_fields(RunStatus.COMPLETED, stored.fields(), clock.now(), self._retention)
+        extra = []
+        if done is not None:
+            entry = done_entry(done, claim.key, stored, update[EXPIRE_AT_FIELD])
+            entry_doc = self._collection.document(done_id(done.completions, done.order))
+            extra.append(Write(entry_doc, entry, replace=True))
+        return self._guarded(claim, update, RunStatus.COMPLETED, budget, extra=extra)
+
+    def previous(self, index: str, before: int) -> Previous | None:
+        """See `Store.previous`: one query on document ids, which needs no composite index."""
+        ids, docs = FieldPath.document_id(), self._collection.document
+        query = (
+            self._collection.where(filter=FieldFilter(ids, ">", docs(done_id(index, before))))
+            .where(filter=FieldFilter(ids, "<=", docs(done_id(index, 0))))
+            .order_by(ids)
+            .limit(1)
+        )
+        found = list(query.stream(timeout=CLAIM_SECONDS))
+        return previous_of(found[0].to_dict() if found else None)
 
     def fail(self, claim: Claim, error: str) -> bool:
         """Record a permanent failure: later deliveries are answered without running the job."""
@@ -616,15 +653,16 @@ class Ledger:
         status: RunStatus,
         budget: Budget,
         lock_update: dict[str, Any] | None = None,
+        extra: Sequence[Write] = (),
     ) -> bool:
         """Write `update` if this attempt still holds the claim, and in the same commit free the job
-        lock the claim holds (or write `lock_update` on it); whether the record is now this
-        attempt's, with `status`."""
+        lock the claim holds (or write `lock_update` on it) and make the `extra` writes; whether
+        the record is now this attempt's, with `status`."""
         doc = self._collection.document(claim.key)
         try:
             run = Write(doc, update, claim.update_time)
-            if claim.lock is None or not self._with_lock(claim, run, lock_update, budget):
-                self._writes.update(doc, update, claim.update_time, **budget.call())
+            if claim.lock is None or not self._with_lock(claim, run, lock_update, budget, extra):
+                self._writes.commit([run, *extra], **budget.call())
             return True
         except (gexc.FailedPrecondition, gexc.NotFound):
             # Either another attempt took the run over, or an earlier try of this very write
@@ -634,7 +672,12 @@ class Ledger:
             return record.get("attempt_id") == claim.attempt_id and record.get("status") == status.value
 
     def _with_lock(
-        self, claim: Claim, run: Write, lock_update: dict[str, Any] | None, budget: Budget
+        self,
+        claim: Claim,
+        run: Write,
+        lock_update: dict[str, Any] | None,
+        budget: Budget,
+        extra: Sequence[Write] = (),
     ) -> bool:
         """Commit `run` with the job lock's deletion (or `lock_update`), both guarded by the claim's
         fence; False, with nothing written, if either guard failed: the caller then writes `run`
@@ -643,7 +686,7 @@ class Ledger:
         assert claim.lock is not None
         lock = Write(self._collection.document(claim.lock), lock_update, claim.update_time)
         try:
-            self._writes.commit([run, lock], **budget.call())
+            self._writes.commit([run, lock, *extra], **budget.call())
         except (gexc.FailedPrecondition, gexc.NotFound):
             return False
         return True
@@ -685,6 +728,15 @@ def _contended(run: Callable[[], _T]) -> _T:
             if not isinstance(exc.__cause__, gexc.Aborted):
                 raise
             last = exc
+        except gexc.InvalidArgument as exc:
+            if "transaction is invalid or closed" not in str(exc).lower():
+                raise
+            # The client sent the commit again after losing its answer; the first may have landed.
+            raise StoreUnavailable(
+                f"the transaction's outcome is unknown ({describe(exc, 300)}): its commit's answer was "
+                "lost and the store had closed it when it was sent again; read the record before "
+                "trying again"
+            ) from exc
         time.sleep(random.uniform(0, CONTENDED_PAUSE_SECONDS * 2**attempt))
     raise StoreUnavailable(f"the transaction kept losing to others: {describe(last, 300)}") from last
 
@@ -730,10 +782,15 @@ class LedgerStore:
         with _translated():
             return self.ledger.exists(key)
 
-    def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
+    def complete(self, claim: Claim, stored: StoredResult, done: Done | None = None) -> StoredResult | None:
         """See `Store.complete`."""
         with _translated():
-            return self.ledger.record_result(claim, stored)
+            return self.ledger.record_result(claim, stored, done)
+
+    def previous(self, index: str, before: int) -> Previous | None:
+        """See `Store.previous`."""
+        with _translated():
+            return self.ledger.previous(index, before)
 
     def fail(self, claim: Claim, error: str) -> bool:
         """See `Store.fail`."""

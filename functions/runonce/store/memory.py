@@ -25,7 +25,21 @@ from .. import _clock
 from .._text import MAX_ERROR_CHARS, clip
 from ..contract import CLAIMED_AT_FIELD, EXPIRE_AT_FIELD, HISTORY_FIELD, Overlap, RunStatus
 from ..core.errors import StoreRejected
-from ..core.store import Claim, Decision, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
+from ..core.store import (
+    Claim,
+    Decision,
+    Done,
+    Held,
+    JobLock,
+    Overlapped,
+    Previous,
+    Refusal,
+    Rerun,
+    StoredResult,
+    done_entry,
+    done_id,
+    previous_of,
+)
 from . import _records
 from ._records import finish_fields, held, hold_fields, lease_fields, lock_record, release_decision
 
@@ -151,9 +165,21 @@ class MemoryStore:
         with self._lock:
             return key in self._records
 
-    def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
+    def complete(self, claim: Claim, stored: StoredResult, done: Done | None = None) -> StoredResult | None:
         """See `Store.complete`."""
-        return stored if self._finish(claim, RunStatus.COMPLETED, stored.fields()) else None
+        update = finish_fields(RunStatus.COMPLETED, stored.fields(), self._clock(), self._retention)
+        extra = None
+        if done is not None:
+            entry = done_entry(done, claim.key, stored, update[EXPIRE_AT_FIELD])
+            extra = {done_id(done.completions, done.order): entry}
+        return stored if self._guarded(claim, update, RunStatus.COMPLETED, extra=extra) else None
+
+    def previous(self, index: str, before: int) -> Previous | None:
+        """See `Store.previous`."""
+        after, last = done_id(index, before), done_id(index, 0)
+        with self._lock:
+            found = min((key for key in self._records if after < key <= last), default=None)
+            return previous_of(None if found is None else copy.deepcopy(self._records[found]))
 
     def fail(self, claim: Claim, error: str) -> bool:
         """See `Store.fail`."""
@@ -285,15 +311,23 @@ class MemoryStore:
     def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any]) -> bool:
         return self._guarded(claim, finish_fields(status, fields, self._clock(), self._retention), status)
 
-    def _guarded(self, claim: Claim, update: dict[str, Any], status: RunStatus, keep: bool = False) -> bool:
+    def _guarded(
+        self,
+        claim: Claim,
+        update: dict[str, Any],
+        status: RunStatus,
+        keep: bool = False,
+        extra: dict[str, dict[str, Any]] | None = None,
+    ) -> bool:
         """Write `update` if `claim` still holds the run, and free the job lock it holds with it
-        (`keep`: hold the lock as long as the new lease); else whether the record is already this
-        attempt's with `status` (the answer the ledger gives when a write of its own landed)."""
+        (`keep`: hold the lock as long as the new lease), and write the records of `extra` whole;
+        else whether the record is already this attempt's with `status` (the answer the ledger
+        gives when a write of its own landed)."""
         with self._lock:
             if not self._holds(claim):
                 record = self._records.get(claim.key, {})
                 return record.get("attempt_id") == claim.attempt_id and record.get("status") == status.value
-            written = {claim.key: {**self._records[claim.key], **update}}
+            written = {**(extra or {}), claim.key: {**self._records[claim.key], **update}}
             if keep and claim.lock is not None and self._written_at.get(claim.lock) == claim.update_time:
                 written[claim.lock] = {**self._records[claim.lock], "lease_expires": update["lease_expires"]}
             elif not keep:

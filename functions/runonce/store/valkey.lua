@@ -11,6 +11,7 @@
 
 local FENCE, TXN = '.fence', '.txn'
 local IN_PROGRESS = '"in_progress"'
+local SKIPPED = '"skipped"'
 
 local function clock(given)
   local time = redis.call('TIME')
@@ -125,6 +126,17 @@ local function outlive(index, ttl)
   end
 end
 
+local function enlist(index, score, name, ttl)
+  -- `name` added to `index`, which outlives it (a new index expires with it)
+  local fresh = redis.call('EXISTS', index) == 0
+  redis.call('ZADD', index, score, name)
+  if fresh and ttl then
+    redis.call('PEXPIRE', index, ttl)
+  else
+    outlive(index, ttl)
+  end
+end
+
 local function keep(prefix, key, now, record, old)
   -- the key expires at the record's expire_at; the indexes list it, scored by claimed_at. `record`:
   -- the fields that decide it as written (nil: read them); `old`: the record before the write, if
@@ -154,13 +166,7 @@ local function keep(prefix, key, now, record, old)
     if listed then
       outlive(index, ttl)
     else
-      local fresh = redis.call('EXISTS', index) == 0
-      redis.call('ZADD', index, score, name)
-      if fresh and ttl then
-        redis.call('PEXPIRE', index, ttl)
-      else
-        outlive(index, ttl)
-      end
+      enlist(index, score, name, ttl)
     end
   end
 end
@@ -271,11 +277,11 @@ local function claim(keys, argv)
   return { 'claim', number(fence), number(attempts), reopened, lock and 1 or 0 }
 end
 
--- take_lock: KEYS run lock; ARGV prefix now run attempt fence policy again ('again': this call sent
--- again after a lost answer), then the templates: the run's lock-taken fields, the lock's record,
--- a skipped record's fields, a released claim's fields.
+-- take_lock: KEYS run lock; ARGV prefix now run attempt fence policy call (this call's id, the same
+-- when it is sent again after a lost answer, written on the run as `.txn`), then the templates: the
+-- run's lock-taken fields, the lock's record, a skipped record's fields, a released claim's fields.
 local function take_lock(keys, argv)
-  local prefix, run_key, attempt, fence, policy, again = argv[1], argv[3], argv[4], argv[5], argv[6], argv[7]
+  local prefix, run_key, attempt, fence, policy, call = argv[1], argv[3], argv[4], argv[5], argv[6], argv[7]
   local now, server = clock(argv[2])
   local taken, lockfields, skipped, released, from
   taken, from = section(argv, 8)
@@ -285,34 +291,52 @@ local function take_lock(keys, argv)
   local run, lock = keys[1], keys[2]
   local record = load(run)
   if not holds(record, attempt, fence) then
-    local ours = again == 'again' and load(lock)
-    if ours and record ~= nil and record.attempt_id == attempt and record.status == IN_PROGRESS
-      and ours.lock_attempt_id == attempt and ours[FENCE] == record[FENCE] then
-      return { 'claim', record[FENCE] } -- this call's own write, whose answer was lost
+    if record ~= nil and record.attempt_id == attempt and record[TXN] == call then
+      -- this call's own write, whose answer was lost: the lock taken, or the overlap it recorded
+      local ours = load(lock) or {}
+      if record.status == IN_PROGRESS and ours.lock_attempt_id == attempt and ours[FENCE] == record[FENCE] then
+        return { 'claim', record[FENCE] }
+      end
+      if record.status == SKIPPED and record.skipped_for then
+        return overlapped(record.skipped_for, ours)
+      end
+      if record.status == IN_PROGRESS and record.released_at and ours.lock_holder
+        and not live(record.lease_expires, now) then
+        return overlapped(ours.lock_holder, ours)
+      end
     end
     return { 'held' }
   end
   local rival, lockrecord = rival_of(prefix, lock, run_key, now)
   local next_fence = fence_over(server, record, lockrecord)
   if rival == nil then
-    write(prefix, run, timed(taken, now), false, next_fence, now, nil, record)
+    write(prefix, run, timed(taken, now), false, next_fence, now, call, record)
     local lease = { lock_attempt_id = record.attempt_id, lease_expires = record.lease_expires,
       expire_at = record.expire_at }
     write(prefix, lock, merged(timed(lockfields, now), lease), true, next_fence, now, nil, lockrecord or false)
     return { 'claim', number(next_fence) }
   end
   if policy == 'skip' then
-    write(prefix, run, merged(timed(skipped, now), { skipped_for = rival }), false, next_fence, now, nil, record)
+    write(prefix, run, merged(timed(skipped, now), { skipped_for = rival }), false, next_fence, now, call, record)
   else
-    write(prefix, run, timed(released, now), false, next_fence, now, nil, record)
+    write(prefix, run, timed(released, now), false, next_fence, now, call, record)
   end
   return overlapped(rival, lockrecord)
 end
 
+local function enter(prefix, index, id, entry, fence, now)
+  -- a completion's entry in its job's completions (Run.previous): a record of its own, listed
+  -- in the job's completions set, whose members (ids) sort as their schedule times
+  write(prefix, prefix .. ':run:' .. id, entry, true, fence, now, nil, nil)
+  local expire = instant(entry.expire_at)
+  enlist(prefix .. ':done:' .. index, 0, id, expire and math.max(1, math.floor((expire - now) / 1000)))
+end
+
 -- finish (complete, fail, hold, a reopened run's release): KEYS run [lock]; ARGV prefix now
--- attempt fence status lock_mode update: the update written if the claim still holds the run,
--- and the lock it holds freed ('free') or held as long as the new lease ('keep'). 1 if written,
--- or if the record is already this attempt's with `status`; 0 if the claim was lost.
+-- attempt fence status lock_mode update [index id entry]: the update written if the claim still
+-- holds the run, and the lock it holds freed ('free') or held as long as the new lease ('keep'),
+-- and (a completion) the entry `id` entered in the job's completions `index`. 1 if written, or
+-- if the record is already this attempt's with `status`; 0 if the claim was lost.
 local function finish(keys, argv)
   local prefix, attempt, fence, status, mode = argv[1], argv[3], argv[4], argv[5], argv[6]
   local now, server = clock(argv[2])
@@ -326,6 +350,9 @@ local function finish(keys, argv)
   local ours = lockrecord and lockrecord[FENCE] == fence
   local next_fence = fence_over(server, record, lockrecord)
   write(prefix, run, update, false, next_fence, now, nil, record)
+  if argv[8] then
+    enter(prefix, argv[8], argv[9], timed(section(argv, 10), now), next_fence, now)
+  end
   if ours and mode == 'keep' then
     write(prefix, lock, { lease_expires = update.lease_expires }, false, next_fence, now, nil, lockrecord)
   elseif ours then
@@ -386,6 +413,26 @@ local function find(keys, argv)
     end
   end
   return out
+end
+
+-- previous: KEYS set; ARGV prefix now after last: the first entry of completions `set` whose id
+-- is after `after` and at most `last` (ids sort newest first: the latest run before `after`'s) and
+-- whose record still exists (members whose record expired are removed on the way): its fields,
+-- or an empty list.
+local function previous(keys, argv)
+  local prefix, after, last = argv[1], argv[3], argv[4]
+  local set = keys[1]
+  while true do
+    local found = redis.call('ZRANGEBYLEX', set, '(' .. after, '[' .. last, 'LIMIT', 0, 1)
+    if #found == 0 then
+      return {}
+    end
+    local record, flat = load(prefix .. ':run:' .. found[1])
+    if record then
+      return flat
+    end
+    redis.call('ZREM', set, found[1])
+  end
 end
 
 -- snapshot: KEYS keys; ARGV prefix now: now, then each key's field count and fields.
@@ -452,4 +499,5 @@ redis.register_function('runonce___V___note', note)
 redis.register_function('runonce___V___annotate', annotate)
 redis.register_function('runonce___V___find', find)
 redis.register_function('runonce___V___snapshot', snapshot)
+redis.register_function('runonce___V___previous', previous)
 redis.register_function('runonce___V___commit', commit)

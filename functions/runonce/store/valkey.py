@@ -45,7 +45,21 @@ from .._logs import log
 from .._text import MAX_ERROR_CHARS, clip, describe, type_name
 from ..contract import EXPIRE_AT_FIELD, Overlap, RunStatus
 from ..core.errors import ConfigError, StoreDenied, StoreRejected, StoreUnavailable
-from ..core.store import Claim, Decision, Held, JobLock, Overlapped, Refusal, Rerun, StoredResult
+from ..core.store import (
+    Claim,
+    Decision,
+    Done,
+    Held,
+    JobLock,
+    Overlapped,
+    Previous,
+    Refusal,
+    Rerun,
+    StoredResult,
+    done_entry,
+    done_id,
+    previous_of,
+)
 from . import _records
 from ._records import finish_fields, held, hold_fields, lease_fields, lock_record, release_decision
 
@@ -359,11 +373,12 @@ class ValkeyStore:
             _records.skipped_fields("", _NOW, self._retention),
             _records.released_fields(_NOW),
         ]
-        head = [_encode(claim.key), _encode(claim.attempt_id), _token(claim), lock.policy.value]
+        # The call's id, written with its write: sent again after a lost answer, it finds its own.
+        call = uuid.uuid4().hex
+        head = [_encode(claim.key), _encode(claim.attempt_id), _token(claim), lock.policy.value, call]
         sections = [item for t in templates for item in _section(t)]
         keys = [self._key(claim.key), self._key(lock.id)]
-        # Sent again after a lost answer, it may find its own write: the lock this attempt took.
-        answer = self._call("take_lock", keys, [*head, "", *sections], [*head, "again", *sections])
+        answer = self._call("take_lock", keys, [*head, *sections])
         if answer[0] == "claim":
             return claim._replace(update_time=_fence(answer[1]), lock=lock.id)
         if answer[0] == "overlap":
@@ -384,10 +399,21 @@ class ValkeyStore:
             found = {name for name, _ in self._client.zscan_iter(f"{self._prefix}:index", match=pattern)}
         return sorted(found, key=lambda name: (name != start, name))[:most]
 
-    def complete(self, claim: Claim, stored: StoredResult) -> StoredResult | None:
+    def complete(self, claim: Claim, stored: StoredResult, done: Done | None = None) -> StoredResult | None:
         """See `Store.complete`: waits for the replicas as a claim does (logged if they lag)."""
-        done = self._finish(claim, RunStatus.COMPLETED, stored.fields())
-        return stored if done else None
+        entry: list[str] = []
+        if done is not None:
+            fields = done_entry(done, claim.key, stored, _NOW + self._retention)
+            entry = [done.completions, done_id(done.completions, done.order), *_section(fields)]
+        written = self._finish(claim, RunStatus.COMPLETED, stored.fields(), entry)
+        return stored if written else None
+
+    def previous(self, index: str, before: int) -> Previous | None:
+        """See `Store.previous`: one function call."""
+        args = [done_id(index, before), done_id(index, 0)]
+        with _translated():
+            flat = self._call("previous", [f"{self._prefix}:done:{index}"], args)
+        return previous_of(_record(flat))
 
     def fail(self, claim: Claim, error: str) -> bool:
         """See `Store.fail`: waits for the replicas as a claim does (logged if they lag)."""
@@ -533,9 +559,11 @@ class ValkeyStore:
 
     # One operation, one function call.
 
-    def _finish(self, claim: Claim, status: RunStatus, fields: dict[str, Any]) -> bool:
+    def _finish(
+        self, claim: Claim, status: RunStatus, fields: dict[str, Any], entry: Sequence[str] = ()
+    ) -> bool:
         update = finish_fields(status, fields, _NOW, self._retention)
-        done, acknowledged = self._guarded(claim, update, status, "free", replicated=True)
+        done, acknowledged = self._guarded(claim, update, status, "free", replicated=True, entry=entry)
         if done and acknowledged < self._replicas:
             log(
                 logging.WARNING,
@@ -552,12 +580,20 @@ class ValkeyStore:
         status: RunStatus,
         lock_mode: str,
         replicated: bool = False,
+        entry: Sequence[str] = (),
     ) -> tuple[bool, int]:
         """Write `update` if `claim` still holds the run, freeing the job lock it holds with it
         (`lock_mode` free) or holding it as long as the new lease (keep); else whether the record
         is already this attempt's with `status` (a write of its own landed, its answer lost). With
         the replicas that acknowledged it, when `replicated` (else as many as are waited for)."""
-        args = [_encode(claim.attempt_id), _token(claim), _encode(status.value), lock_mode, *_section(update)]
+        args = [
+            _encode(claim.attempt_id),
+            _token(claim),
+            _encode(status.value),
+            lock_mode,
+            *_section(update),
+            *entry,
+        ]
         keys = self._claim_keys(claim)
         if replicated:
             answer, acknowledged = self._call_replicated("finish", keys, args)
@@ -582,10 +618,10 @@ class ValkeyStore:
         """The `now` a function decides on: '' for the server's clock, else the test's clock's."""
         return "" if self._clock is None else str(_microseconds(self._clock()))
 
-    def _call(self, function: str, keys: list[str], args: list[str], again: list[str] | None = None) -> Any:
-        """FCALL `function` (see `_sent`), with `again` instead of `args` when it is sent again."""
+    def _call(self, function: str, keys: list[str], args: list[str]) -> Any:
+        """FCALL `function` (see `_sent`)."""
         name = f"runonce_{LIBRARY_VERSION}_{function}"
-        return self._sent(lambda resent: self._fcall(name, keys, again if resent and again else args))
+        return self._sent(lambda resent: self._fcall(name, keys, args))
 
     def _call_replicated(self, function: str, keys: list[str], args: list[str]) -> tuple[Any, int]:
         """FCALL `function` and, in the same round trip, WAIT for the replicas (if any): its

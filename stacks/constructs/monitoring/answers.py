@@ -11,6 +11,7 @@ from stacks.constructs.monitoring.dashboard import Chart, series
 from stacks.constructs.monitoring.filters import (
     ANSWERED,
     CAUSE,
+    EXCLUDED,
     NOT_RUN_OUTCOMES,
     RETRY_OUTCOMES,
     SKIPPED,
@@ -113,5 +114,9 @@ def charts(answers: str, on: str) -> list[Chart]:
         (
             f"Waiting for the run before (409 {WAITING})",
             [series(metric_filter(answers, on, outcome=WAITING), by_job)],
+        ),
+        (
+            f"Excluded by the job's calendar ({EXCLUDED})",
+            [series(metric_filter(answers, on, outcome=EXCLUDED), by_job)],
         ),
     ]

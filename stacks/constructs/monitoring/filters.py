@@ -30,6 +30,9 @@ RETRY_OUTCOMES = ("retry", "error", "store_unavailable", "misconfigured", "dead_
 """The answers (5xx) after which Scheduler or Pub/Sub delivers the run again."""
 SKIPPED = "skipped"
 """The answer (200) of a run its job's `skip` overlap policy skipped: it is not run later."""
+EXCLUDED = "excluded"
+"""The answer (200) of a scheduled run its job's calendar excludes (`Job.active`, `Job.exclude`):
+recorded, never run (docs/stacks/schedules.md, "Calendars")."""
 WAITING = "waiting"
 """The answer (409) of a run waiting, under its job's `wait` overlap policy, for the run before it
 to end: Scheduler retries it."""

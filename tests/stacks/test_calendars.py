@@ -1,0 +1,141 @@
+"""Calendars in the stacks (docs/stacks/schedules.md, "Calendars"): the calendar a team file gives
+`Job.active` and `Job.exclude` reaches the handler in the X-Runonce-Calendar header of the Scheduler
+job (functions, Cloud Run services, App Engine alike) and of the local Scheduler, and reads back as
+the same calendar; synth refuses a window that has ended, dates outside it, and a calendar that
+excludes every tick, naming the job, the field and the fix."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, date, datetime
+
+import pytest
+
+import runonce
+from localscheduler.scheduler.delivery import scheduler_headers
+from runonce.contract import CALENDAR_HEADER, WATCHDOG_JOBS_VARIABLE
+from runonce.scheduler.exclusion import JobCalendar, job_calendar
+from runonce.scheduler.watchdog import parse_jobs
+from stacks.config.headers import job_headers
+from stacks.team import AppEngineJob, Calendar, Job, Service, ServiceJob, Team, Window
+from stacks.validate import find_problems
+from tests.conftest import ManualClock
+from tests.stacks.conftest import synthesize
+from tests.stacks.test_schedules import sent_headers, watchdog_env
+
+ACTIVE = Window(start=date(2026, 12, 1), end=date(2027, 3, 31))
+HOLIDAYS = Calendar(dates=[date(2026, 12, 25), date(2027, 1, 1)])
+BERLIN_REPORT = Job(
+    name="report",
+    schedule="0 7 * * 1-5",
+    source="report",
+    time_zone="Europe/Berlin",
+    active=ACTIVE,
+    exclude=HOLIDAYS,
+)
+TEAM = Team(name="acme", project="acme-prod-1", region="europe-west1", jobs=[BERLIN_REPORT], alerts=False)
+CALENDAR = JobCalendar(
+    "Europe/Berlin", date(2026, 12, 1), date(2027, 3, 31), frozenset({date(2026, 12, 25), date(2027, 1, 1)})
+)
+
+
+@pytest.fixture(autouse=True)
+def today():
+    """Synth runs on 7 December 2026 (runonce's clock), inside ACTIVE."""
+    runonce.set_clock(ManualClock(datetime(2026, 12, 7, 6, 30, tzinfo=UTC)))
+    yield
+    runonce.set_clock(None)
+
+
+def test_the_calendar_header_the_stack_sends_reads_back_as_the_jobs_calendar(archive_dir):
+    team = replace(
+        TEAM,
+        services=[Service(name="api")],
+        service_jobs=[ServiceJob(name="close", schedule="0 7 * * *", service="api", exclude=HOLIDAYS)],
+        app_engine_jobs=[AppEngineJob(name="sweep", schedule="0 9 * * *", relative_uri="/s", active=ACTIVE)],
+        app_engine_location="europe-west",
+    )
+    synth = synthesize(team, archive_dir)
+    assert job_calendar(sent_headers(synth, "report")) == CALENDAR
+    assert job_calendar(sent_headers(synth, "close")) == JobCalendar("Etc/UTC", excluded=CALENDAR.excluded)
+    assert job_calendar(sent_headers(synth, "sweep")) == JobCalendar("Etc/UTC", ACTIVE.start, ACTIVE.end)
+
+
+def test_a_job_without_a_calendar_sends_no_calendar_header_and_the_watchdog_none(archive_dir):
+    synth = synthesize(replace(TEAM, jobs=[replace(BERLIN_REPORT, active=None, exclude=None)]), archive_dir)
+    assert CALENDAR_HEADER not in sent_headers(synth, "report")
+    [entry] = json.loads(watchdog_env(synth)[WATCHDOG_JOBS_VARIABLE])
+    assert "calendar" not in entry
+
+
+def test_the_watchdog_reads_the_jobs_calendar_from_its_configuration(archive_dir):
+    [entry] = json.loads(watchdog_env(synthesize(TEAM, archive_dir))[WATCHDOG_JOBS_VARIABLE])
+    # `since` is a token until apply: the watchdog reads the entry as it will be then.
+    [watched] = parse_jobs(json.dumps([{**entry, "since": "2026-12-07T06:00:00Z"}]), WATCHDOG_JOBS_VARIABLE)
+    assert watched.calendar == CALENDAR
+
+
+def test_the_local_scheduler_sends_the_same_calendar_header_as_the_stack():
+    local = scheduler_headers(TEAM, BERLIN_REPORT, datetime(2026, 12, 8, 6, tzinfo=UTC))
+    stack = job_headers(TEAM.project, TEAM.region, BERLIN_REPORT.overlap, BERLIN_REPORT.calendar)
+    assert local[CALENDAR_HEADER] == stack[CALENDAR_HEADER]
+    assert job_calendar(local) == CALENDAR
+
+
+# --- validation ---
+
+
+def problems(**changes) -> list[tuple[str | None, str, str]]:
+    found = find_problems([replace(TEAM, jobs=[replace(BERLIN_REPORT, **changes)])])
+    return [(problem.job, problem.field, problem.message) for problem in found]
+
+
+def test_a_job_with_a_calendar_inside_its_window_is_valid():
+    assert problems() == []
+
+
+def test_a_window_that_has_ended_is_refused():
+    [(job, field, message)] = problems(active=Window(end=date(2026, 12, 6)), exclude=None)
+    assert (job, field) == ("report", "active.end")
+    assert "2026-12-06 has passed (today is 2026-12-07 in Europe/Berlin)" in message
+
+
+def test_a_window_ending_today_in_the_jobs_zone_is_not_ended():
+    # 06:30 UTC on 7 December is 07:30 in Berlin: a 07:00 tick today has passed, tomorrow's are after
+    # the end, so only the "every tick excluded" rule speaks, not the ended window.
+    found = problems(active=Window(end=date(2026, 12, 7)), exclude=None)
+    assert [(job, field) for job, field, _ in found] == [("report", "active")]
+    assert "every tick would be excluded" in found[0][2]
+
+
+def test_a_window_starting_after_it_ends_is_refused():
+    found = problems(active=Window(start=date(2027, 2, 1), end=date(2027, 1, 1)), exclude=None)
+    assert [(job, field) for job, field, _ in found][:1] == [("report", "active.start")]
+
+
+def test_excluded_dates_outside_the_window_or_not_dates_are_refused_each_by_index():
+    found = problems(exclude=Calendar(dates=[date(2026, 12, 25), date(2027, 4, 1), datetime(2027, 1, 1, 9)]))
+    assert [(job, field) for job, field, _ in found] == [
+        ("report", "exclude.dates[1]"),
+        ("report", "exclude.dates[2]"),
+    ]
+    assert "outside active (2026-12-01 to 2027-03-31)" in found[0][2]
+
+
+def test_a_calendar_excluding_every_tick_left_is_refused():
+    # Weekdays only, a window of one weekend and a Monday that is excluded.
+    found = problems(
+        active=Window(start=date(2026, 12, 12), end=date(2026, 12, 14)),
+        exclude=Calendar([date(2026, 12, 14)]),
+    )
+    assert [(job, field) for job, field, _ in found] == [("report", "exclude")]
+
+
+def test_an_open_window_with_many_excluded_days_still_finds_a_tick():
+    days = [date(2026, 12, 1 + offset) for offset in range(31)]
+    assert problems(active=None, exclude=Calendar(days)) == []
+
+
+def test_a_calendar_of_a_job_with_an_unknown_time_zone_is_reported_on_the_zone_alone():
+    assert [(job, field) for job, field, _ in problems(time_zone="Mars/Olympus")] == [("report", "time_zone")]

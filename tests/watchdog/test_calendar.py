@@ -1,0 +1,76 @@
+"""A job's calendar in the watchdog (runonce.scheduler.watchdog): the ticks it excludes, read in the
+job's time zone, are never reported missed and never caught up; the calendar comes from the job's
+JSON as the stack writes it. On the in-memory stores, the Firestore emulator and a Valkey server."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import date, timedelta
+
+import pytest
+
+from runonce.core.errors import ConfigError
+from runonce.scheduler.exclusion import JobCalendar
+from runonce.scheduler.watchdog import Watch, check, parse_jobs
+from tests.watchdog.conftest import watchdog_lines
+from tests.watchdog.test_catch_up import CATCHING, Scheduler
+from tests.watchdog.test_check import LOCATION, PROJECT, SYNC, TEAM, at
+
+# Every 10 minutes in Berlin, where 29 November begins at 23:00 UTC on the 28th. The tick at 01:15
+# UTC judges (23:15 UTC on the 28th, 00:55] (a 2-hour lookback, a 20-minute grace): all on the 29th.
+BERLIN = replace(SYNC, time_zone="Europe/Berlin", since=at(-61))
+
+
+def _reported(stores, clock, capsys, job, scheduler=None) -> list[str]:
+    clock.current = at(75)
+    check(Watch(TEAM, PROJECT, LOCATION, (job,)), stores.ledger, stores.claims, scheduler=scheduler)
+    return [line["schedule_time"] for line in watchdog_lines(capsys.readouterr().out)]
+
+
+def test_ticks_on_an_excluded_date_in_the_jobs_zone_are_not_reported_missed(stores, clock, capsys):
+    excluding = replace(
+        BERLIN, calendar=JobCalendar("Europe/Berlin", excluded=frozenset({date(2026, 11, 29)}))
+    )
+    assert _reported(stores, clock, capsys, excluding) == []
+    # The same ticks without the calendar: 23:20 to 00:50 UTC, none delivered, all missed.
+    assert len(_reported(stores, clock, capsys, BERLIN)) == 10
+
+
+def test_ticks_before_the_window_are_not_reported_but_those_inside_are(stores, clock, capsys):
+    # Berlin's 29 November starts at 23:00 UTC on the 28th; in UTC it would start an hour later.
+    starting = replace(BERLIN, calendar=JobCalendar("Europe/Berlin", start=date(2026, 11, 29)))
+    # A 3-hour lookback judges from 22:20 UTC: 23:20 in Berlin on the 28th, before the window.
+    reported = _reported(
+        stores, clock, capsys, replace(starting, since=at(-181), lookback=timedelta(hours=3))
+    )
+    assert reported[0] == "2026-11-28T23:00:00Z" and len(reported) == 12
+
+
+def test_an_excluded_tick_within_the_catch_up_window_is_never_started(stores, clock, capsys):
+    scheduler = Scheduler(stores, clock)
+    holiday = JobCalendar("Etc/UTC", excluded=frozenset({date(2026, 11, 29)}))
+    assert _reported(stores, clock, capsys, replace(CATCHING, calendar=holiday), scheduler) == []
+    assert scheduler.runs == []
+
+
+ENTRY = {
+    "job": "sync",
+    "scheduler_job": "orders-sync",
+    "schedule": "*/10 * * * *",
+    "time_zone": "Europe/Berlin",
+    "grace_seconds": 1200,
+    "lookback_seconds": 7200,
+    "since": "2026-11-28T23:59:00Z",
+}
+
+
+def test_the_calendar_is_read_from_the_jobs_json_and_is_none_without_one():
+    calendar = JobCalendar("Europe/Berlin", end=date(2027, 1, 1), excluded=frozenset({date(2026, 12, 25)}))
+    [plain] = parse_jobs(json.dumps([ENTRY]), "RUNONCE_WATCHDOG_JOBS")
+    [dated] = parse_jobs(
+        json.dumps([{**ENTRY, "calendar": calendar.header_value()}]), "RUNONCE_WATCHDOG_JOBS"
+    )
+    assert (plain.calendar, dated.calendar) == (None, calendar)
+    with pytest.raises(ConfigError, match=r"RUNONCE_WATCHDOG_JOBS\[0\] \(job 'sync'\): calendar: .*not JSON"):
+        parse_jobs(json.dumps([{**ENTRY, "calendar": "{"}]), "RUNONCE_WATCHDOG_JOBS")
