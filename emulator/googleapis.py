@@ -7,6 +7,8 @@ No emulator exists for Workflows, Cloud Run jobs or Cloud Build, so this threade
 - Cloud Run: `jobs/*:run` (answers a long-running operation whose metadata is the execution), get;
 - Cloud Build: `triggers/*:run` (an operation whose metadata holds the build), builds list (with a
   `trigger_id="T"` filter), get;
+- Cloud Scheduler: `jobs/*:pause` and `jobs/*:resume` on a job the test stored (its `state`
+  becomes PAUSED or ENABLED, its `userUpdateTime` the stand-in's `clock`; 404 for another), get;
 - any other path: recorded and answered with a new operation, for generic googleapis calls.
 
 Every request is recorded. Faults are queued per call and taken in order by the first matching
@@ -39,6 +41,9 @@ _JOB_RUN = re.compile(
 )
 _TRIGGER_RUN = re.compile(
     r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/triggers/(?P<trigger>[^/]+):run$"
+)
+_SCHEDULER_STATE = re.compile(
+    r"^/v1/(?P<job>projects/[^/]+/locations/[^/]+/jobs/[^/:]+):(?P<verb>pause|resume)$"
 )
 _BUILDS = re.compile(r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/builds$")
 _LABEL_FILTER = re.compile(r'^labels\.(?P<key>[a-z][a-z0-9_-]*)="(?P<value>[^"]*)"$')
@@ -236,6 +241,8 @@ class GoogleApisStandIn:
         self.on_start: Callable[[dict[str, Any]], None] | None = None
         """Called with everything started (a workflow execution, job execution, build, or a generic
         call's operation): plays its body."""
+        self.clock: Callable[[], str] = _now
+        """The time a Scheduler job's pause or resume records (RFC 3339); tests set their own."""
 
     def start(self) -> GoogleApisStandIn:
         """Listen on a free loopback port and serve in a background thread."""
@@ -308,6 +315,10 @@ class GoogleApisStandIn:
             return 200, self._run_job(match, call)
         if (match := _TRIGGER_RUN.match(path)) and call.method == "POST":
             return 200, self._run_trigger(match, call)
+        if (match := _SCHEDULER_STATE.match(path)) and call.method == "POST":
+            return self._set_scheduler_state(
+                match["job"], "PAUSED" if match["verb"] == "pause" else "ENABLED"
+            )
         if (match := _BUILDS.match(path)) and call.method == "GET":
             return self._list_builds(match["project"], match["location"], call.query.get("filter", ""))
         if call.method == "GET":
@@ -318,6 +329,14 @@ class GoogleApisStandIn:
         self._store(operation)
         self._started(operation, call)
         return 200, operation
+
+    def _set_scheduler_state(self, name: str, state: str) -> tuple[int, Any]:
+        with self._state.lock:
+            job = self._state.resources.get(name)
+            if job is None:
+                return 404, _error(404, f"Job {name} not found")
+            job = self._state.resources[name] = {**job, "state": state, "userUpdateTime": self.clock()}
+            return 200, dict(job)
 
     def _create_execution(self, parent: str, call: Recorded) -> dict[str, Any]:
         body = call.body or {}

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from operate import backfill, clients, dead_letters, release, replay, runs, show
+from operate import backfill, clients, dead_letters, release, replay, resume, runs, show
 from operate import team as team_file
 from operate.keys import SHORT_KEY, resolve_key, short_keys
 from operate.rerun import (
@@ -413,6 +413,33 @@ def release_command(key: str, team_name: str, force: bool, by: str | None) -> No
     click.echo(released.message, err=not released.done)
     if not released.done:
         sys.exit(REFUSED)  # every refusal of a release changes nothing
+
+
+@runonce.command(name="resume")
+@team_option
+@click.option("--job", "job_name", required=True, help="The scheduled job, as the team file names it.")
+@click.option("--why", default="", help="Why it may run again (the fix), for the record.")
+@by_option
+def resume_command(team_name: str, job_name: str, why: str, by: str | None) -> None:
+    """Resume a job the watchdog paused after it kept failing (docs/watchdog.md), recording who and why.
+
+    Exit 2: the job is not paused, or bad input, nothing changed; exit 1: Scheduler refused the
+    resume, or the job was resumed and its record not written (the message says which).
+    """
+    try:
+        team = team_file.load(team_name)
+        target = Target.of(team, find_job(team, job_name))
+        api = SchedulerApi(os.environ.get(SCHEDULER_URL_VARIABLE) or SCHEDULER_API)
+        done = resume.resume(api, clients.store(team), target, clients.operator(by), why, clock.now())
+    except (BadInput, Refused, StoreError) as exc:
+        answer_failure("resume", exc, "")
+    except (NotDispatched, Unreadable) as exc:
+        click.echo(f"runonce resume: {exc} (the job stays paused)", err=True)
+        raise click.exceptions.Exit(FAILED) from None
+    click.echo(
+        f"resumed {target.scheduler_job} (paused since {done.paused_since or 'unknown'}): {done.state}; "
+        f"recorded as {done.key}"
+    )
 
 
 def _event_jobs(team: TeamView, job_name: str | None) -> list[EventJob]:

@@ -267,6 +267,12 @@ class SchedulerApi:
         cannot be reached."""
         self._call("post", target, ":run", "run")
 
+    def resume(self, target: Target) -> dict[str, Any]:
+        """Resume the paused job (`jobs.resume`, `POST /v1/{name}:resume`): the Job resource
+        Scheduler answers; NotDispatched if Scheduler answers an error or cannot be reached."""
+        found = self._call("post", target, ":resume", "resume").json()
+        return found if isinstance(found, dict) else {}
+
     def _call(self, method: str, target: Target, verb: str, doing: str) -> Any:
         import requests
 

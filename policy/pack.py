@@ -286,7 +286,9 @@ LEAST_PRIVILEGE = [
         "and roles/datastore.user conditioned on its own database only: it reports on the ledger "
         "and must not be able to change it (docs/watchdog.md). Only when a watched job has "
         "catch_up_seconds, add roles/datastore.user conditioned on the ledger's database and "
-        "roles/cloudscheduler.jobRunner on the project (docs/stacks/schedules.md).",
+        "roles/cloudscheduler.jobRunner on the project (docs/stacks/schedules.md); only when one "
+        "has pause_after_failures, a custom role with exactly cloudscheduler.jobs.get and "
+        "cloudscheduler.jobs.pause on the project (docs/watchdog.md).",
     ),
     Rule(
         "RO-WDG-2",
@@ -305,6 +307,15 @@ LEAST_PRIVILEGE = [
         "to hold roles/datastore.user conditioned on the ledger's database and "
         "roles/cloudscheduler.jobRunner on the project: without them every catch-up fails "
         "(docs/stacks/schedules.md).",
+    ),
+    Rule(
+        "RO-WDG-4",
+        watchdog.watchdog_can_pause,
+        "error",
+        "A watchdog that pauses a job that keeps failing (a watched job's pause_after_failures) "
+        "needs its account to hold a project custom role with exactly cloudscheduler.jobs.get and "
+        "cloudscheduler.jobs.pause (no predefined role but roles/cloudscheduler.admin has "
+        "jobs.pause): without it every pause is refused (docs/watchdog.md).",
     ),
 ]
 """The pack `make policy` and the tests run on every stack."""

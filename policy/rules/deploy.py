@@ -26,6 +26,7 @@ IAM_PROPAGATION_SECONDS = 120
 APIS_OF_TYPE: dict[str, tuple[str, ...]] = {
     "google_project_service": (),
     "google_project_iam_member": (),
+    "google_project_iam_custom_role": ("iam.googleapis.com",),
     "google_service_account": ("iam.googleapis.com",),
     "google_service_account_iam_member": ("iam.googleapis.com",),
     "google_firestore_database": ("firestore.googleapis.com",),

@@ -18,7 +18,7 @@ from policy.grants import (
     trigger_accounts,
 )
 from policy.rules.operators import is_operator
-from policy.rules.watchdog import is_catch_up_runner
+from policy.rules.watchdog import is_catch_up_runner, is_pauser
 from policy.synthesized import MEMBER_ACCOUNT, Resource, Stack, account_named, first_at, values_at, walk
 from policy.verdict import Verdict
 from stacks.contract import RETIRING_ACCOUNT
@@ -136,7 +136,7 @@ def role_scoped_to_one_resource(resource: Resource, stack: Stack) -> Verdict:
         return Verdict.COMPLIANT
     if resource.role in SCHEDULER_PROJECT_ONLY_ROLES and all(map(is_operator, resource.members)):
         return Verdict.COMPLIANT
-    if is_catch_up_runner(resource, stack):
+    if is_catch_up_runner(resource, stack) or is_pauser(resource, stack):
         return Verdict.COMPLIANT
     if is_target_grant(resource, stack):  # the narrowest level the target's API offers (RO-IAM-8)
         return Verdict.COMPLIANT

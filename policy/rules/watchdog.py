@@ -9,7 +9,11 @@ exactly when the two databases differ and every grant of the watchdog's account 
 `roles/datastore.viewer` on the ledger's database or `roles/datastore.user` on its own. A
 catch-up writes a request in the ledger and runs the job through Scheduler, as `runonce rerun`
 does: `roles/datastore.user` on the ledger's database and `roles/cloudscheduler.jobRunner` on the
-project (Scheduler's IAM has no narrower level), both only for a watchdog that catches up.
+project (Scheduler's IAM has no narrower level), both only for a watchdog that catches up. A
+watchdog that pauses a job that keeps failing (a job with `pause_after_failures` above 0) holds,
+only then, a project custom role of the stack with exactly `cloudscheduler.jobs.get` and
+`cloudscheduler.jobs.pause` (no predefined role but roles/cloudscheduler.admin holds
+`jobs.pause`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ from policy.synthesized import MEMBER_ACCOUNT, Resource, Stack
 from policy.verdict import Verdict
 from stacks.contract import DATABASE_VARIABLE, WATCHDOG_JOBS_VARIABLE, WATCHDOG_LEDGER_DATABASE_VARIABLE
 
+CUSTOM_ROLE = re.compile(r"^\$\{google_project_iam_custom_role\.([^.}]+)\.name\}$")
+"""A grant's role that names a custom role of the stack by its `name` (projects/P/roles/ID)."""
+PAUSER_PERMISSIONS = frozenset({"cloudscheduler.jobs.get", "cloudscheduler.jobs.pause"})
+"""What pausing a job needs: read its state, and pause it."""
+PAUSER = "pauser"
+"""The role `_allowed` gives a grant of a custom role holding exactly `PAUSER_PERMISSIONS`."""
 ONE_DATABASE = re.compile(r'^resource\.name\s*==\s*"projects/[^/"]+/databases/([^/"]+)"$')
 
 
@@ -38,17 +48,31 @@ class Watchdog:
     ledger_database: str
     catches_up: bool = False
     """Whether a job it watches has a catch-up window."""
+    pauses: bool = False
+    """Whether a job it watches has `pause_after_failures`."""
 
 
 def catches_up(jobs: object) -> bool:
     """Whether a watchdog's jobs JSON (as synthesized) gives any job a catch-up window; a value
     that is not such a list gives none."""
+    return _any_positive(jobs, "catch_up_seconds")
+
+
+def pauses(jobs: object) -> bool:
+    """Whether a watchdog's jobs JSON gives any job `pause_after_failures` above 0."""
+    return _any_positive(jobs, "pause_after_failures")
+
+
+def _any_positive(jobs: object, field: str) -> bool:
     try:
         listed = json.loads(str(jobs))
     except ValueError:
         return False
     return isinstance(listed, list) and any(
-        isinstance(job, dict) and isinstance(job.get("catch_up_seconds"), int) and job["catch_up_seconds"] > 0
+        isinstance(job, dict)
+        and isinstance(job.get(field), int)
+        and not isinstance(job[field], bool)
+        and job[field] > 0
         for job in listed
     )
 
@@ -71,6 +95,7 @@ def watchdogs(stack: Stack) -> list[Watchdog]:
                 str(env.get(DATABASE_VARIABLE, "")),
                 str(env[WATCHDOG_LEDGER_DATABASE_VARIABLE]),
                 catches_up(env.get(WATCHDOG_JOBS_VARIABLE, "[]")),
+                pauses(env.get(WATCHDOG_JOBS_VARIABLE, "[]")),
             )
         )
     return found
@@ -103,7 +128,20 @@ def _allowed(dog: Watchdog) -> set[tuple[str, str]]:
         allowed.add((grants.LEDGER_ROLE, dog.own_database))
     if dog.catches_up:
         allowed |= _catch_up(dog)
+    if dog.pauses:
+        allowed.add((PAUSER, PROJECT))
     return allowed
+
+
+def _role(grant: Resource, stack: Stack) -> str:
+    """The grant's role, `PAUSER` for a custom role of the stack holding exactly what pausing a job
+    needs."""
+    found = CUSTOM_ROLE.match(str(grant.role))
+    if found is None:
+        return str(grant.role)
+    custom = stack.configs("google_project_iam_custom_role").get(found.group(1)) or {}
+    held = custom.get("permissions")
+    return PAUSER if isinstance(held, list) and frozenset(held) == PAUSER_PERMISSIONS else str(grant.role)
 
 
 def _catch_up(dog: Watchdog) -> set[tuple[str, str]]:
@@ -126,11 +164,24 @@ def is_catch_up_runner(resource: Resource, stack: Stack) -> bool:
     )
 
 
+def is_pauser(resource: Resource, stack: Stack) -> bool:
+    """The pauser custom role on the project for the account of a watchdog that pauses jobs
+    (Scheduler's IAM has no level below the project)."""
+    dogs = _mine(resource, stack)
+    return (
+        bool(dogs)
+        and len(resource.member_accounts) == len(resource.members)
+        and all(dog.pauses for dog in dogs)
+        and (_role(resource, stack), _scope(resource)) == (PAUSER, PROJECT)
+    )
+
+
 def watchdog_holds_only_what_it_needs(resource: Resource, stack: Stack) -> Verdict:
     """Every grant to a watchdog's account is datastore.viewer on the ledger's database or
     datastore.user on its own database, or the connection role on the team's Valkey instance (which
     IAM cannot make read-only); and, only for a watchdog that catches up, datastore.user on the
-    ledger's database and the job runner on the project, with no condition."""
+    ledger's database and the job runner on the project, with no condition; and, only for a watchdog
+    that pauses jobs, the pauser custom role on the project."""
     if not resource.is_iam:
         return Verdict.NOT_APPLICABLE
     mine = _mine(resource, stack)
@@ -138,7 +189,7 @@ def watchdog_holds_only_what_it_needs(resource: Resource, stack: Stack) -> Verdi
         return Verdict.NOT_APPLICABLE
     if is_connection_grant(resource, stack):
         return Verdict.COMPLIANT
-    held = (resource.role, _scope(resource))
+    held = (_role(resource, stack), _scope(resource))
     return Verdict.COMPLIANT if all(held in _allowed(dog) for dog in mine) else Verdict.NON_COMPLIANT
 
 
@@ -172,3 +223,18 @@ def watchdog_has_its_own_store_and_reads_the_ledger(resource: Resource, stack: S
         if grant.is_iam
     )
     return Verdict.COMPLIANT if reads else Verdict.NON_COMPLIANT
+
+
+def watchdog_can_pause(resource: Resource, stack: Stack) -> Verdict:
+    """A watchdog that may pause a job (`pause_after_failures`) holds a custom role with exactly
+    `cloudscheduler.jobs.get` and `cloudscheduler.jobs.pause` on the project (without it every
+    pause is refused, and the job keeps failing and paging)."""
+    dog = next((dog for dog in watchdogs(stack) if dog.address == resource.address), None)
+    if dog is None or not dog.pauses:
+        return Verdict.NOT_APPLICABLE
+    held = {
+        (_role(grant, stack), _scope(grant))
+        for grant in stack.resources()
+        if grant.is_iam and dog.account and dog.account in grant.member_accounts
+    }
+    return Verdict.COMPLIANT if (PAUSER, PROJECT) in held else Verdict.NON_COMPLIANT

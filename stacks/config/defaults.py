@@ -26,6 +26,13 @@ ROLE_LEDGER_READER = "roles/datastore.viewer"
 # (https://cloud.google.com/iam/docs/conditions-resource-attributes), so it is granted on the
 # project: the operator may run any Scheduler job of the project.
 ROLE_JOB_RUNNER = "roles/cloudscheduler.jobRunner"
+PAUSER_PERMISSIONS = ("cloudscheduler.jobs.get", "cloudscheduler.jobs.pause")
+"""What the watchdog needs to pause a job that keeps failing (`Job.pause_after_failures`):
+`jobs.get` (is it paused, since when) and `jobs.pause`. No predefined role is narrower than
+roles/cloudscheduler.admin, the only one holding `cloudscheduler.jobs.pause` (IAM roles reference,
+"Cloud Scheduler roles and permissions": roles/cloudscheduler.jobRunner holds
+`cloudscheduler.jobs.run` and `jobs.fullView` only), so a custom role of the project holds these
+two; project-level, as every Scheduler grant (no IAM condition covers Scheduler jobs)."""
 ROLE_SCHEDULER_VIEWER = "roles/cloudscheduler.viewer"
 """Get and list Scheduler jobs (`cloudscheduler.jobs.get`, which the job runner lacks): `runonce
 backfill` reads the job's `userUpdateTime`; project-level, as every Scheduler role."""

@@ -175,6 +175,10 @@ class Job:
     catch_up_seconds: int = 0
     """How far back the watchdog starts a missed run itself, once, through Scheduler (0: it only
     reports missed runs). A run missed longer ago than this is reported only (docs/overlap.md)."""
+    pause_after_failures: int = 0
+    """After this many consecutive runs end failed (a permanent failure, or retried out), the
+    watchdog pauses the Scheduler job once, until `runonce resume` (docs/watchdog.md); 0 (the
+    default) never pauses it. Needs the team's watchdog."""
     active: Window | None = None
     """The dates the job's scheduled runs run (a `Window`, in `time_zone`); None: always. Runs
     outside it are answered and recorded `excluded`, never run, never reported missed, never
@@ -433,6 +437,8 @@ class ServiceJob:
     """As for `Job.overlap`."""
     catch_up_seconds: int = 0
     """As for `Job.catch_up_seconds`."""
+    pause_after_failures: int = 0
+    """As for `Job.pause_after_failures`."""
     active: Window | None = None
     """As for `Job.active`."""
     exclude: Calendar | None = None
@@ -495,6 +501,8 @@ class AppEngineJob:
     """As for `Job.overlap`."""
     catch_up_seconds: int = 0
     """As for `Job.catch_up_seconds`."""
+    pause_after_failures: int = 0
+    """As for `Job.pause_after_failures`."""
     active: Window | None = None
     """As for `Job.active`."""
     exclude: Calendar | None = None
@@ -525,6 +533,7 @@ def _scheduler_view(job: ServiceJob | AppEngineJob, timeout_seconds: int) -> Job
         retries_may_skip_next_run=job.retries_may_skip_next_run,
         overlap=job.overlap,
         catch_up_seconds=job.catch_up_seconds,
+        pause_after_failures=job.pause_after_failures,
         active=job.active,
         exclude=job.exclude,
     )

@@ -108,6 +108,7 @@ LOADED_NOW = {
     ),
     f"{PACKAGE}.monitoring_dashboard": ("MonitoringDashboard",),
     f"{PACKAGE}.monitoring_notification_channel": ("MonitoringNotificationChannel",),
+    f"{PACKAGE}.project_iam_custom_role": ("ProjectIamCustomRole",),
     f"{PACKAGE}.project_iam_member": (
         "ProjectIamMember",
         "ProjectIamMemberCondition",
@@ -279,6 +280,7 @@ if TYPE_CHECKING:
         NetworkConnectivityServiceConnectionPolicy,
         NetworkConnectivityServiceConnectionPolicyPscConfig,
     )
+    from cdktf_cdktf_provider_google.project_iam_custom_role import ProjectIamCustomRole
     from cdktf_cdktf_provider_google.project_iam_member import (
         ProjectIamMember,
         ProjectIamMemberCondition,
@@ -395,6 +397,7 @@ __all__ = [
     "MonitoringNotificationChannel",
     "NetworkConnectivityServiceConnectionPolicy",
     "NetworkConnectivityServiceConnectionPolicyPscConfig",
+    "ProjectIamCustomRole",
     "ProjectIamMember",
     "ProjectIamMemberCondition",
     "ProjectService",

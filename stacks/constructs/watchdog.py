@@ -47,6 +47,7 @@ from stacks.constructs.function_identity import FunctionIdentity, FunctionIdenti
 from stacks.constructs.identity import member
 from stacks.constructs.provider import (
     CloudSchedulerJob,
+    ProjectIamCustomRole,
     ProjectIamMember,
     Sleep,
     StaticResource,
@@ -89,6 +90,9 @@ class WatchedJobProps:
     location: str = ""
     """Its Scheduler job's region when it is not the team's (an App Engine job's is the
     application's, `Team.scheduler_region`); "" for the team's."""
+    pause_after_failures: int = 0
+    """After how many consecutive failed runs the watchdog pauses its Scheduler job
+    (`Job.pause_after_failures`; 0: never)."""
     calendar: str = ""
     """Its calendar (`Job.calendar`) as the X-Runonce-Calendar header carries it; "" for none."""
 
@@ -105,6 +109,7 @@ class WatchedJobProps:
             lookback_seconds=lookback_seconds(grace, job.retention_seconds),
             catch_up_seconds=job.catch_up_seconds,
             location=region if region != team.region else "",
+            pause_after_failures=job.pause_after_failures,
             calendar=job.calendar.header_value() if job.calendar else "",
         )
 
@@ -171,6 +176,11 @@ class WatchdogProps:
         return any(job.catch_up_seconds > 0 for job in self.jobs)
 
     @property
+    def pauses(self) -> bool:
+        """Whether it may pause a Scheduler job: some watched job has `pause_after_failures`."""
+        return any(job.pause_after_failures > 0 for job in self.jobs)
+
+    @property
     def retention_seconds(self) -> int:
         """How long its own records are kept: a day past the longest lookback, so a reported run's
         claim outlives every tick that could find the run again."""
@@ -222,7 +232,15 @@ class Watchdog(Construct):
         self.catch_up_grants = self._catch_up_grants() if props.catches_up else []
         """What a catch-up needs, only when a watched job has a catch-up window: write access to
         the ledger (its request record) and Scheduler's job runner (`jobs.run`)."""
-        self.grants = [self.identity.ledger_grant, self.ledger_reader, *self.catch_up_grants]
+        self.pause_grants = self._pause_grants() if props.pauses else []
+        """What pausing a job needs, only when a watched job has `pause_after_failures`: a custom
+        role holding `cloudscheduler.jobs.get` and `jobs.pause` (`defaults.PAUSER_PERMISSIONS`)."""
+        self.grants = [
+            self.identity.ledger_grant,
+            self.ledger_reader,
+            *self.catch_up_grants,
+            *self.pause_grants,
+        ]
         """Every grant of its account, for the stack's IAM wait."""
         self.schedule = ScheduledJob(
             self,
@@ -280,6 +298,29 @@ class Watchdog(Construct):
                 member=account,
                 depends_on=props.apis.of(defaults.API_SCHEDULER),
             ),
+        ]
+
+    def _pause_grants(self) -> list[ProjectIamMember]:
+        """The custom role `runonce_<team>_pauser` and its grant to the watchdog's account."""
+        props = self.props
+        role = ProjectIamCustomRole(
+            self,
+            "pauser-role",
+            project=props.project,
+            role_id=f"runonce_{props.team.replace('-', '_')}_pauser",
+            title=f"runonce {props.team} watchdog: pause Scheduler jobs",
+            description="Read and pause Cloud Scheduler jobs (runonce pause_after_failures)",
+            permissions=list(defaults.PAUSER_PERMISSIONS),
+            depends_on=props.apis.of(defaults.API_IAM),
+        )
+        return [
+            ProjectIamMember(
+                self,
+                "job-pauser",
+                project=props.project,
+                role=role.name,
+                member=member(self.identity.runtime_email),
+            )
         ]
 
     def deploy(
@@ -366,6 +407,7 @@ class Watchdog(Construct):
                 "catch_up_seconds": job.catch_up_seconds,
                 "since": self.since[job.job].rfc3339,
                 **job.located,
+                **({"pause_after_failures": job.pause_after_failures} if job.pause_after_failures else {}),
                 **({"calendar": job.calendar} if job.calendar else {}),
             }
             for job in props.jobs

@@ -5,14 +5,14 @@ module per concern: `team` (the team's own fields), `names` (derived resource na
 teams), `schedules` (Scheduler's settings), `windows` (leases, retries and retention against the
 timeout and the next run), `functions` (Cloud Run's limits, the handler and its requirements,
 env and labels), `targets` (Google API targets), `events` (event jobs), `sharing` (jobs of one
-function starting at once), `calendars` (a job's active window and excluded dates),
-`catch_up` (the watchdog's catch-up window of a scheduled job),
-`alerts` (whom the team's alerts reach, and when), `store` (a Valkey store's region, sizes,
-network, and the parts of a team that cannot use it), `watchdog` (the
-names the team's watchdog takes), `operators` (`Team.operators`) and `quotas`. Google's own
-limits are pinned in `stacks.locations`, `function_limits` and `cron_check`. This module only
-runs them, in the order their problems are reported. Files that do not load or hold values of
-the wrong type are reported by `stacks.config.team_files` first.
+function starting at once), `calendars` (a job's active window and excluded dates), `catch_up`
+(the watchdog's catch-up window of a scheduled job), `pause` (the watchdog pausing a job that
+keeps failing), `alerts` (whom the team's alerts reach, and when), `store` (a Valkey store's
+region, sizes, network, and the parts of a team that cannot use it), `watchdog` (the names the
+team's watchdog takes), `operators` (`Team.operators`) and `quotas`. Google's own limits are
+pinned in `stacks.locations`, `function_limits` and `cron_check`. This module only runs them, in
+the order their problems are reported. Files that do not load or hold values of the wrong type
+are reported by `stacks.config.team_files` first.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from stacks.validate import (
     events,
     functions,
     names,
+    pause,
     schedules,
     services,
     sharing,
@@ -97,6 +98,7 @@ def _job(team: Team, job: Job) -> Iterator[Problem]:
     if not ranges:  # cross-layer rules only make sense (and give sane hints) on in-range values
         yield from windows.cross_layer(job, problem)
         yield from catch_up.catch_up(team, job, problem)
+        yield from pause.pause(team, job, problem)
     if (yield from targets.code(job, problem)):
         yield from functions.source(job, problem)
     yield from functions.environment(job, problem)
@@ -166,6 +168,7 @@ def _scheduled(team: Team, view: Job, max_deadline: int, problem: ProblemAt) -> 
     if not ranges:
         yield from windows.cross_layer(view, problem)
         yield from catch_up.catch_up(team, view, problem)
+        yield from pause.pause(team, view, problem)
 
 
 def _service(team: Team, svc: Service) -> Iterator[Problem]:

@@ -26,3 +26,12 @@ def ledger(tmp_path_factory) -> dict[str, Any]:
     """The ledger team's synthesized stack document (teams/ledger.py: a store on Memorystore for
     Valkey, its network and connector)."""
     return synthesize(load_team_file(TEAMS_DIR / "ledger.py"), tmp_path_factory.mktemp("archives")).document
+
+
+@pytest.fixture(scope="session")
+def pausing(tmp_path_factory) -> dict[str, Any]:
+    """A team whose one job has pause_after_failures=3 (tests/stacks/test_pause.py), synthesized:
+    its watchdog holds the pauser custom role."""
+    from tests.stacks.test_pause import PAUSING
+
+    return synthesize(PAUSING, tmp_path_factory.mktemp("archives")).document

@@ -369,6 +369,13 @@ CASES = [
         "watchdog_function",
         drop_grants("watchdog_job-runner"),
     ),
+    Case(
+        "RO-WDG-4",
+        "google_cloudfunctions2_function",
+        "watchdog_function",
+        drop_grants("watchdog_job-pauser"),
+        stack="pausing",
+    ),
 ]
 
 

@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ from stacks.constructs.monitoring import (
     SKIPPED,
     WAITING,
 )
+from stacks.constructs.monitoring.filters import PAUSED
 from stacks.team import Team, load_team_file
 from tests.conftest import SCHEDULED, ManualClock
 from tests.core.conftest import MemoryConnection, scheduler_headers
@@ -1089,3 +1090,84 @@ def test_a_caught_up_run_is_not_missed_and_one_a_catch_up_did_not_run_is_missed_
 def test_a_team_without_catch_up_has_no_catch_up_alert(stack):
     assert all(job.catch_up_seconds == 0 for job in stack.synth.team.scheduled_views)
     assert "a catch-up did not run a missed run" not in stack.log_matches
+
+
+# ---------------------------------------------------------------------------------------------
+# A job paused after its runs kept failing (docs/watchdog.md, Pause after failures): the alert
+# matches the line the watchdog writes when it pauses one of the team's jobs, and no other line.
+
+
+def _paused_line(team: Team, clock: ManualClock) -> dict[str, Any]:
+    """The line the watchdog writes when it pauses the team's first job after its runs failed."""
+    from runonce.scheduler.watchdog import check
+
+    view = team.scheduled_views[0]
+    job = WatchedJob(
+        job=view.name,
+        scheduler_job=naming.scheduler_job_name(team.name, view.name),
+        schedule="0 * * * *",
+        time_zone="UTC",
+        grace=timedelta(minutes=30),
+        lookback=timedelta(days=1),
+        since=SCHEDULED.replace(minute=0, second=0, microsecond=0) - timedelta(minutes=1),
+        pause_after_failures=view.pause_after_failures,
+    )
+    watch = Watch(team=team.name, project=team.project, location=team.region, jobs=(job,))
+    ledger = MemoryStore(LEASE, RETENTION, clock)
+    first = SCHEDULED.replace(minute=0, second=0, microsecond=0)
+    for hour in range(view.pause_after_failures):
+        clock.current = first + timedelta(hours=hour)
+        key = scheduled_key(job.scheduler_job, clock.current, team.project, team.region)
+        assert ledger.fail(ledger.claim(key, {"job": job.scheduler_job}), "PermanentError: gone")
+
+    class Paused:
+        def run(self, name: str) -> None:
+            raise AssertionError(name)
+
+        def pause(self, name: str) -> None:
+            pass
+
+        def paused_since(self, name: str) -> None:
+            return None
+
+    clock.current = first + timedelta(hours=view.pause_after_failures, minutes=1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        claims = MemoryStore(LEASE, RETENTION, clock)
+        assert check(watch, ledger, claims, now=clock.current, scheduler=Paused())["paused"] == 1
+    (line,) = [line for line in _lines(out.getvalue()) if PAUSED in line]
+    return line
+
+
+@pytest.fixture(scope="module")
+def pausing(archive_dir, tmp_path_factory) -> Applied:
+    """A team whose job is paused after 3 failed runs, with alerts, its filters evaluated."""
+    from tests.stacks.test_pause import PAUSING
+
+    return applied(
+        synthesize(replace(PAUSING, alerts=True), archive_dir), tmp_path_factory.mktemp("console-pause")
+    )
+
+
+def test_the_paused_job_alert_matches_the_watchdogs_pause_line_and_no_other(pausing, deliveries):
+    team = pausing.synth.team
+    where = naming.function_name(team.name, "watchdog")
+    line = _paused_line(team, ManualClock(SCHEDULED))
+    alert = pausing.log_matches["a job was paused after its runs kept failing"]
+    entry = stored(line, where, pausing.project, pausing.region)
+    assert matches(alert, entry)
+    assert not matches(
+        alert,
+        stored({**line, "scheduler_job": "another-team-report"}, where, pausing.project, pausing.region),
+    )
+    assert not matches(
+        alert,
+        stored(watchdog_line(deliveries, team, team.jobs[0].name), where, pausing.project, pausing.region),
+    )
+    for delivery, _, other in entries(pausing, deliveries):
+        assert not matches(alert, other), delivery.name
+
+
+def test_a_team_that_pauses_no_job_has_no_paused_job_alert(stack):
+    assert all(job.pause_after_failures == 0 for job in stack.synth.team.scheduled_views)
+    assert "a job was paused after its runs kept failing" not in stack.log_matches

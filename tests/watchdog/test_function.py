@@ -12,10 +12,12 @@ import functions_framework
 import pytest
 from google.cloud import firestore
 
+from emulator.googleapis import GoogleApisStandIn
 from operate.rerun import Target, request_rerun
 from runonce.contract import MissedRun
 from runonce.core.store import Claim, StoredResult
 from runonce.scheduler.expected import forced_key, next_time, scheduled_key
+from runonce.scheduler.watchdog import PAUSED_FIELD
 from runonce.store.firestore import Ledger, LedgerStore
 from tests.conftest import PROJECT
 from tests.watchdog.conftest import watchdog_lines
@@ -183,3 +185,50 @@ def test_a_re_run_that_dies_is_reported_once_more_by_the_function(team_ledger, c
     assert reported(TICK + timedelta(minutes=10)) == []  # its attempt holds the run
     assert reported(TICK + timedelta(minutes=30)) == [MissedRun.RETRIED_OUT.value]
     assert reported(TICK + timedelta(minutes=40)) == []
+
+
+PAUSING_JOB = f"projects/{PROJECT}/locations/{LOCATION}/jobs/orders-close"
+
+
+@pytest.fixture
+def scheduler_api(environment, clock, monkeypatch):
+    """The stand-in holding the team's Scheduler job (enabled), its pause stamped on the test's
+    clock; the watchdog's job pauses after 2 failed runs."""
+    api = GoogleApisStandIn().start()
+    api.clock = lambda: rfc3339(clock())
+    api._store(
+        {
+            "name": PAUSING_JOB,
+            "schedule": "0 * * * *",
+            "state": "ENABLED",
+            "userUpdateTime": "2026-11-01T00:00:00Z",
+        }
+    )
+    [job] = json.loads(environment["RUNONCE_WATCHDOG_JOBS"])
+    monkeypatch.setenv("RUNONCE_WATCHDOG_JOBS", json.dumps([{**job, "pause_after_failures": 2}]))
+    monkeypatch.setenv("RUNONCE_SCHEDULER_BASE_URL", api.url)
+    yield api
+    api.stop()
+
+
+def failed_at(ledger, clock, time: datetime) -> None:
+    clock.current = time
+    claim = ledger.claim(scheduled_key("orders-close", time, PROJECT, LOCATION), {"job": "orders-close"})
+    assert ledger.fail(claim, "PermanentError: the table was dropped")
+
+
+def test_the_function_pauses_the_job_once_and_reports_no_tick_of_it_while_it_is_paused(
+    team_ledger, scheduler_api, clock, capsys
+):
+    failed_at(team_ledger, clock, TICK - timedelta(hours=1))  # 01:00
+    failed_at(team_ledger, clock, TICK)  # 02:00
+    app = serve()
+    assert tick(app, clock, TICK + timedelta(minutes=30)).status_code == 200
+    pauses = [call for call in scheduler_api.calls if call.path.endswith(":pause")]
+    assert [(call.method, call.path) for call in pauses] == [("POST", f"/v1/{PAUSING_JOB}:pause")]
+    [line] = [line for line in watchdog_lines(capsys.readouterr().out) if PAUSED_FIELD in line]
+    assert line[PAUSED_FIELD] == "2" and line["job"] == "close"
+    assert scheduler_api.resources("jobs")[0]["state"] == "PAUSED"
+    assert tick(app, clock, TICK + timedelta(hours=2, minutes=30)).status_code == 200  # 03:00, 04:00 not run
+    assert watchdog_lines(capsys.readouterr().out) == []
+    assert len([call for call in scheduler_api.calls if call.path.endswith(":pause")]) == 1

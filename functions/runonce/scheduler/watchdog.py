@@ -136,6 +136,8 @@ class WatchedJob:
     location: str = ""
     """Its Scheduler job's region when it is not the watch's `location` (an App Engine job is in
     the application's region); "" for the watch's."""
+    pause_after_failures: int = 0
+    """After this many consecutive failed runs the watchdog pauses its Scheduler job once; 0 never."""
     calendar: JobCalendar | None = None
     """Its calendar: the ticks it excludes are not expected (never reported, never caught up)."""
 
@@ -186,7 +188,7 @@ class Missed:
     @property
     def rfc3339(self) -> str:
         """The schedule time as the record and the delivery write it."""
-        return Instant(self.schedule_time.replace(microsecond=0), 0).rfc3339()
+        return _rfc3339(self.schedule_time)
 
     def command(self, team: str) -> str:
         """The `runonce` command that shows this run."""
@@ -240,10 +242,45 @@ def _rerun_at(record: Mapping[str, Any]) -> datetime | None:
     return None
 
 
-def missed_runs(watch: Watch, ledger: Store, now: datetime) -> Iterator[Missed]:
-    """Every expected run of every watched job, past its grace and within its lookback, that did
-    not finish, oldest first per job. Records are read `READERS` at a time (a day of a job every
-    two minutes is 720 reads). StoreError from the ledger reaches the caller."""
+@dataclass(frozen=True)
+class Judged:
+    """One expected run of a watched job past its grace: its record and how it was missed (None:
+    it finished, or it may still)."""
+
+    job: WatchedJob
+    schedule_time: datetime
+    run_key: str
+    record: Mapping[str, Any] | None
+    state: MissedRun | None
+
+    def missed(self) -> Missed | None:
+        """The run as the watchdog reports it, or None if it was not missed."""
+        if self.state is None:
+            return None
+        seen = self.record or {}
+        return Missed(
+            self.job,
+            self.schedule_time,
+            self.run_key,
+            self.state,
+            len(seen.get(ACTIONS_FIELD) or []),
+            seen.get("attempt_id"),
+            seen.get(STATUS_FIELD),
+            seen.get(CAUSE_REQUEST_FIELD),
+        )
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run ended failed: a permanent failure, or retried out."""
+        return self.state is MissedRun.RETRIED_OUT or (
+            self.record is not None and self.record.get(STATUS_FIELD) == RunStatus.FAILED.value
+        )
+
+
+def judged_runs(watch: Watch, ledger: Store, now: datetime) -> list[Judged]:
+    """Every expected run of every watched job, past its grace and within its lookback, with its
+    record and how it was missed, oldest first per job. Records are read `READERS` at a time (a
+    day of a job every two minutes is 720 reads). StoreError from the ledger reaches the caller."""
     expected = [
         (job, time, scheduled_key(job.scheduler_job, time, watch.project, watch.location_of(job)))
         for job in watch.jobs
@@ -263,22 +300,19 @@ def missed_runs(watch: Watch, ledger: Store, now: datetime) -> Iterator[Missed]:
         ]
         notes = pool.map(ledger.read, [waiting_note(key) for key in unrecorded])
         waited = {key for key, note in zip(unrecorded, notes, strict=True) if note is not None}
-        for (job, time, key), record, state in zip(expected, records, states, strict=True):
-            if key in waited:
-                state = MissedRun.WAITED_OUT
-            if state is not None:
-                acted = len((record or {}).get(ACTIONS_FIELD) or [])
-                seen = record or {}
-                yield Missed(
-                    job,
-                    time,
-                    key,
-                    state,
-                    acted,
-                    seen.get("attempt_id"),
-                    seen.get(STATUS_FIELD),
-                    seen.get(CAUSE_REQUEST_FIELD),
-                )
+    return [
+        Judged(job, time, key, record, MissedRun.WAITED_OUT if key in waited else state)
+        for (job, time, key), record, state in zip(expected, records, states, strict=True)
+    ]
+
+
+def missed_runs(watch: Watch, ledger: Store, now: datetime) -> Iterator[Missed]:
+    """Every expected run of every watched job, past its grace and within its lookback, that did
+    not finish, oldest first per job (`judged_runs`)."""
+    for run in judged_runs(watch, ledger, now):
+        missed = run.missed()
+        if missed is not None:
+            yield missed
 
 
 def _window(job: WatchedJob, now: datetime) -> list[datetime]:
@@ -305,6 +339,15 @@ class Scheduler(Protocol):
 
     def run(self, job: str) -> None:
         """Run the job now (`jobs.run`); any exception says it was not run."""
+        ...
+
+    def pause(self, job: str) -> None:
+        """Pause the job (`jobs.pause`); any exception says it was not paused."""
+        ...
+
+    def paused_since(self, job: str) -> datetime | None:
+        """When the job was paused (`jobs.get`: its `userUpdateTime` while its `state` is
+        PAUSED), or None if it is not paused."""
         ...
 
 
@@ -428,6 +471,96 @@ def _failed(why: str) -> dict[str, str]:
     return {CATCH_UP_FIELD: "failed", "catch_up_error": why}
 
 
+PAUSE_PREFIX = "pause:"
+"""The watchdog's claim of a pause is the run key of the failed run that completed the streak,
+with this prefix, in its own store: one pause per streak, however many ticks see it."""
+PAUSED_FIELD = "paused_after_failures"
+"""On the watchdog's line saying it paused a job: how many consecutive runs failed (the alert
+on paused jobs matches the field)."""
+PAUSED_MESSAGE = "job paused after consecutive failed runs: runonce resume starts it again"
+
+
+@dataclass
+class Pausing:
+    """One tick's pauses: a job with `pause_after_failures` whose last runs all failed is paused
+    once (a claim of `pause:<run key>` in the watchdog's store decides which tick calls
+    `jobs.pause`); the failed runs before a pause never count toward the next one."""
+
+    watch: Watch
+    claims: Store
+    scheduler: Scheduler
+    now: datetime
+    paused: int = 0
+    _since: dict[str, datetime | None] | None = None
+
+    def paused_since(self, job: WatchedJob) -> datetime | None:
+        """When `job`'s Scheduler job was paused (read once a tick), or None; always None for a
+        job the watchdog never pauses."""
+        if not job.pause_after_failures:
+            return None
+        known = self._since if self._since is not None else {}
+        self._since = known
+        if job.job not in known:
+            known[job.job] = self.scheduler.paused_since(self.watch.scheduler_job(job))
+        return known[job.job]
+
+    def consider(self, job: WatchedJob, runs: list[Judged]) -> None:
+        """Pause `job` if its latest `pause_after_failures` runs (of `runs`, oldest first) failed
+        and no earlier pause took them."""
+        if not job.pause_after_failures or self.paused_since(job) is not None:
+            return
+        streak: list[Judged] = []
+        consumed_until: datetime | None = None
+        for run in runs:
+            if consumed_until is not None and run.schedule_time <= consumed_until:
+                continue  # failed before the last pause took effect: it never counts again
+            if run.state is MissedRun.STILL_HELD:
+                continue  # not ended yet
+            if not run.failed:
+                streak = []
+                continue
+            earlier = self.claims.read(PAUSE_PREFIX + run.run_key)
+            if earlier is not None and earlier.get(STATUS_FIELD) == RunStatus.COMPLETED.value:
+                done = StoredResult.from_record(dict(earlier)).value
+                at = done.get("at") if isinstance(done, dict) else None
+                consumed_until = parse_instant(str(at)).utc if at else run.schedule_time
+                streak = []
+                continue
+            streak.append(run)
+        if len(streak) >= job.pause_after_failures:
+            self._pause(job, streak[-job.pause_after_failures :])
+
+    def _pause(self, job: WatchedJob, failed: list[Judged]) -> None:
+        name = self.watch.scheduler_job(job)
+        runs = ",".join(run.run_key for run in failed)
+        fields = {"job": job.job, "scheduler_job": job.scheduler_job, "failed_runs": runs}
+        claim = self.claims.claim(PAUSE_PREFIX + failed[-1].run_key, fields)
+        if not isinstance(claim, Claim):
+            return  # another tick paused it, or is pausing it
+        line = {
+            **fields,
+            PAUSED_FIELD: str(len(failed)),
+            "paused_by": CATCH_UP_BY,
+            "first_failed_time": _rfc3339(failed[0].schedule_time),
+            "last_failed_time": _rfc3339(failed[-1].schedule_time),
+            "command": f"runonce resume --team {self.watch.team} --job {job.job}",
+        }
+        try:
+            self.scheduler.pause(name)
+        except Exception as exc:  # whatever the API or its transport raised: a later tick tries again
+            self.claims.release(claim)
+            log_as(WATCHDOG_LOGGER, logging.WARNING, f"jobs.pause of {name} failed: {exc}", **fields)
+            return
+        self.claims.complete(claim, StoredResult.of({**line, "at": self.now.isoformat()}))
+        log_as(WATCHDOG_LOGGER, logging.ERROR, PAUSED_MESSAGE, **line)
+        self.paused += 1
+
+
+def _rfc3339(time: datetime) -> str:
+    """`time` as a record and a delivery write a schedule time."""
+    return Instant(time.replace(microsecond=0), 0).rfc3339()
+
+
 def check(
     watch: Watch,
     ledger: Store,
@@ -436,19 +569,37 @@ def check(
     scheduler: Scheduler | None = None,
 ) -> dict[str, int]:
     """Judge every watched job's runs at `now` (default: runonce's clock) and report each missed
-    run once; with `scheduler`, first start (once) each missed run within its job's catch-up
-    window, reporting it only if that fails or its run does not come. How many jobs were
-    checked, runs found missed, missed runs this call reported, and catch-ups it started."""
+    run once; with `scheduler`, first pause (once) each job with `pause_after_failures` whose last
+    runs all failed, and start (once) each missed run within its job's catch-up window, reporting
+    it only if that fails or its run does not come. A paused job's runs scheduled since its pause
+    are not reported. How many jobs were checked, runs found missed, missed runs this call
+    reported, catch-ups it started and (with a job that may be paused) jobs it paused."""
     now = now or _clock.now()
     found = reported = 0
+    runs = judged_runs(watch, ledger, now)
     catching = CatchUp(watch, ledger, claims, scheduler, now) if scheduler is not None else None
-    for missed in missed_runs(watch, ledger, now):
+    pausing = Pausing(watch, claims, scheduler, now) if scheduler is not None else None
+    if pausing is not None:
+        for job in watch.jobs:
+            pausing.consider(job, [run for run in runs if run.job is job])
+    for run in runs:
+        missed = run.missed()
+        if missed is None:
+            continue
+        since = pausing.paused_since(missed.job) if pausing is not None else None
+        if since is not None and missed.schedule_time >= since:
+            continue  # paused: the tick was never meant to run
         found += 1
         extra = catching.extra(missed) if catching is not None else {}
         if extra is not None:
             reported += report(watch, missed, claims, **extra)
     counts = {"jobs": len(watch.jobs), "missed": found, "reported": reported}
-    return counts if catching is None else {**counts, "caught_up": catching.started}
+    if catching is None or pausing is None:
+        return counts
+    counts["caught_up"] = catching.started
+    if any(job.pause_after_failures for job in watch.jobs):
+        counts["paused"] = pausing.paused
+    return counts
 
 
 @dataclass(frozen=True)
@@ -535,6 +686,9 @@ def _job(entry: Any, index: int, variable: str) -> WatchedJob:
     location = entry.get("location", "")
     if not isinstance(location, str) or ("location" in entry and not location):
         raise ConfigError(f"{where}: location, when given, must be a non-empty region name")
+    pause = entry.get("pause_after_failures", 0)
+    if isinstance(pause, bool) or not isinstance(pause, int) or pause < 0:
+        raise ConfigError(f"{where}: pause_after_failures must be a whole number of runs, at least 0")
     calendar = entry.get("calendar")
     if calendar is not None and not isinstance(calendar, str):
         raise ConfigError(f"{where}: calendar, when given, must be the X-Runonce-Calendar header's text")
@@ -552,5 +706,6 @@ def _job(entry: Any, index: int, variable: str) -> WatchedJob:
         since=since,
         catch_up=timedelta(seconds=catch_up),
         location=location,
+        pause_after_failures=pause,
         calendar=parsed,
     )

@@ -23,6 +23,7 @@ from stacks.constructs.monitoring import (
     dead_letters,
     latency,
     missed_runs,
+    paused_jobs,
     valkey,
 )
 from stacks.constructs.monitoring.alerts import Alerting
@@ -189,6 +190,8 @@ class Monitoring(Construct):
             missed_runs.alert_missed(alerting, scheduler_jobs)
             if props.catches_up:
                 missed_runs.alert_catch_up_failed(alerting, scheduler_jobs)
+            if props.pauses:
+                paused_jobs.alert_paused(alerting, scheduler_jobs)
         answers.alert_sustained(alerting, self.answers_name, self.answered_on, after=on_metrics)
         for events in props.events:
             dead_letters.alert_backlog(alerting, events)

@@ -98,6 +98,19 @@ def failed_catch_ups(scheduler_jobs: Sequence[str]) -> str:
     )
 
 
+PAUSED = "paused_after_failures"
+"""The field of the watchdog's line saying it paused a Scheduler job after its runs kept failing
+(`runonce.scheduler.watchdog.PAUSED_FIELD`)."""
+
+
+def paused_jobs(scheduler_jobs: Sequence[str]) -> str:
+    """A Logging filter for the watchdog's lines saying it paused one of these Scheduler jobs."""
+    return (
+        f'jsonPayload.logger="{WATCHDOG_LOGGER}" AND jsonPayload.{PAUSED}:* AND '
+        f"{any_of('jsonPayload.scheduler_job', scheduler_jobs)}"
+    )
+
+
 def metric_filter(metric: str, resource: str = RUN_REVISION, **labels: str) -> str:
     """A Monitoring filter for a log-based metric, by its name: its time series are of the
     monitored resource its log entries are of ("" for any), with these label values."""

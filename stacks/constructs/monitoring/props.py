@@ -59,6 +59,8 @@ class MonitoringProps:
     """How long the alert policies on the log-based metrics wait after the metrics are created."""
     catches_up: bool = False
     """Whether the team's watchdog catches up missed runs (a job has `catch_up_seconds`)."""
+    pauses: bool = False
+    """Whether the team's watchdog may pause a job (a job has `pause_after_failures`)."""
     store_instance: str = ""
     """The team's Valkey instance, by id, whose own signals are watched too; "" for Firestore."""
     store_node_type: str = ""
@@ -95,6 +97,7 @@ class MonitoringProps:
             emails=tuple(team.alert_emails),
             thresholds=team.alert_thresholds,
             catches_up=team.watched and any(job.catch_up_seconds > 0 for job in team.scheduled_views),
+            pauses=team.watched and any(job.pause_after_failures > 0 for job in team.scheduled_views),
             store_instance=team.store.instance_id(team.name) if isinstance(team.store, Valkey) else "",
             store_node_type=team.store.node_type if isinstance(team.store, Valkey) else "",
         )
