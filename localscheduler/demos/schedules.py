@@ -46,6 +46,7 @@ from localscheduler.store import RUNS_COLLECTION, FirestoreLedger, StoreView
 from localscheduler.verdicts.bodies import Body, read_bodies
 from localscheduler.verdicts.effects import FirestoreEffects
 from runonce import contract
+from runonce._instant import parse_instant
 from runonce.contract import SKIPPED_FOR_FIELD, MissedRun, Overlap
 from runonce.core.store import CAUSE_FIELD
 from runonce.scheduler.expected import next_time
@@ -258,16 +259,36 @@ def render(jobs: list[JobSeen]) -> str:
 
 
 class StandInScheduler:
-    """Cloud Scheduler's `jobs.run` as the watchdog calls it, on the Google APIs stand-in."""
+    """Cloud Scheduler as the watchdog calls it (`jobs.run`, `jobs.pause`, `jobs.get`), on the
+    Google APIs stand-in."""
 
     def __init__(self, stand_in: GoogleApisStandIn):
         self.url = stand_in.url
 
+    def _session(self) -> requests.Session:
+        session = requests.Session()
+        session.trust_env = False  # loopback, never through a proxy
+        return session
+
     def run(self, job: str) -> None:
         """Run the job now (POST /v1/{job}:run)."""
-        with requests.Session() as session:
-            session.trust_env = False  # loopback, never through a proxy
+        with self._session() as session:
             session.post(f"{self.url}/v1/{job}:run", timeout=30).raise_for_status()
+
+    def pause(self, job: str) -> None:
+        """Pause the job (POST /v1/{job}:pause)."""
+        with self._session() as session:
+            session.post(f"{self.url}/v1/{job}:pause", timeout=30).raise_for_status()
+
+    def paused_since(self, job: str) -> datetime | None:
+        """When the job was paused (its `userUpdateTime` while its `state` is PAUSED), or None."""
+        with self._session() as session:
+            answer = session.get(f"{self.url}/v1/{job}", timeout=30)
+        answer.raise_for_status()
+        body = answer.json()
+        if body.get("state") != "PAUSED":
+            return None
+        return parse_instant(body["userUpdateTime"]).utc
 
 
 @dataclass

@@ -7,6 +7,7 @@ second effect, or a skipped run that ran anyway, turns the row to FAIL."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 
 import pytest
 from google.cloud import firestore
@@ -114,3 +115,22 @@ def test_the_picture_shows_each_policys_answers_and_the_caught_up_run(played, tm
     assert missed.job == "schedules/catch-up"
     assert {Mark.CAUGHT_UP, Mark.EFFECT} <= {point.mark for point in missed.points}
     assert save(drawn, "schedules", tmp_path / "schedules.png").stat().st_size > 10_000
+
+
+def test_the_demos_scheduler_stand_in_pauses_a_job_and_says_since_when():
+    """The watchdog's Scheduler in the schedules section (the Google APIs stand-in) serves what a
+    watchdog that pauses calls: jobs.pause, then jobs.get reads the job as paused since then."""
+    from emulator.googleapis import GoogleApisStandIn
+    from localscheduler.demos.schedules import StandInScheduler
+
+    job = "projects/p/locations/europe-west1/jobs/example-report"
+    stand_in = GoogleApisStandIn().start()
+    stand_in.clock = lambda: "2026-12-07T08:00:00Z"
+    try:
+        stand_in._store({"name": job, "state": "ENABLED", "userUpdateTime": "2026-11-01T00:00:00Z"})
+        scheduler = StandInScheduler(stand_in)
+        assert scheduler.paused_since(job) is None
+        scheduler.pause(job)
+        assert scheduler.paused_since(job) == datetime(2026, 12, 7, 8, tzinfo=UTC)
+    finally:
+        stand_in.stop()
