@@ -116,3 +116,19 @@ def firestore_client(firestore_emulator):
     from google.cloud import firestore
 
     return firestore.Client(project=PROJECT)
+
+
+def clear_of_the_next_tick(schedule: str, time_zone: str, margin: timedelta) -> None:
+    """Wait, if the schedule's next tick is less than `margin` away, until it has passed. A forced
+    delivery carries the job's next scheduled time, and the library tells it from a scheduled one
+    by its being ahead of the clock (docs/library.md, forced runs): a test on the real clock that
+    sends one in the last moments before a tick sees an ordinary scheduled delivery instead, once
+    per tick of an hourly schedule (a fresh-clone CI at 08:00 UTC did). Such a test starts clear
+    of that edge."""
+    import time
+
+    from runonce.scheduler.expected import next_time
+
+    edge = next_time(schedule, time_zone, datetime.now(UTC)) - datetime.now(UTC)
+    if edge < margin:
+        time.sleep(edge.total_seconds() + 1)

@@ -46,7 +46,7 @@ from runonce.scheduler.expected import expected_times, next_time, scheduled_key
 from runonce.scheduler.keys import rerun_slot
 from stacks.naming import scheduler_job_name
 from stacks.team import REPO_ROOT
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, clear_of_the_next_tick
 from tests.operate.conftest import ON_BOTH_STORES
 
 REGION = "europe-west1"
@@ -146,6 +146,7 @@ def team(setup, tmp_path) -> Team:
         )
     )
     lease, retention = timedelta(seconds=1), timedelta(days=7)
+    clear_of_the_next_tick(SCHEDULE, "UTC", timedelta(minutes=4))  # its forced deliveries
     if setup.store_url is None:
         store: Store = LedgerStore(Ledger(setup.client, setup.collection, lease, retention))
     else:

@@ -26,7 +26,7 @@ from localscheduler.hosts.pool import InstancePool
 from runonce.core.store import CAUSE_FIELD, Claim, StoredResult
 from runonce.scheduler.expected import expected_times, next_time, scheduled_key
 from runonce.store.connection import open_store
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, clear_of_the_next_tick
 from tests.operate.test_backfill import SOURCE
 from tests.watchdog.conftest import watchdog_lines
 
@@ -36,6 +36,8 @@ SCHEDULER_JOB = "orders-close"
 SCHEDULE = "0 * * * *"
 GRACE = timedelta(seconds=60)
 WINDOW = timedelta(minutes=90)
+EDGE = timedelta(minutes=3)
+"""How close to the next scheduled time a test's forced delivery may be sent (see the test)."""
 
 
 def rfc3339(moment: datetime) -> str:
@@ -144,6 +146,7 @@ def test_the_watchdog_catches_up_a_missed_run_once_and_reports_an_older_one_only
     ledger = open_store(
         names["store"], names["collection"], timedelta(seconds=60), timedelta(days=7), names["ledger"]
     )
+    clear_of_the_next_tick(SCHEDULE, "Etc/UTC", EDGE)
     now = datetime.now(UTC)
     since = datetime.fromisoformat(names["since"])
     # Every run until now has a record, but the oldest and the latest past its grace. (A future
