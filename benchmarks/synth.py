@@ -81,7 +81,8 @@ def generated_team(jobs: int):
         team,
         jobs=[replace(template, name=f"job-{n:03d}") for n in range(jobs)],
         share_functions=False,
-        quotas={"service_accounts": 3 + jobs},  # invoker, build, the watchdog, one per function
+        # invoker, build, the watchdog, one per function and one per service the stack deploys
+        quotas={"service_accounts": 3 + jobs + sum(1 for service in team.services if service.image)},
     )
 
 
