@@ -27,6 +27,8 @@ Read on 2026-11-30 from stored copies of these pages:
 - Firestore: "Firestore locations", https://cloud.google.com/firestore/native/docs/locations
   (multi-regions eur3, nam5, nam7), and the regional locations the Firestore API lists under
   `projects.locations` (https://cloud.google.com/firestore/docs/reference/rest/v1/projects.locations/get).
+- Memorystore for Valkey: "Memorystore for Valkey locations",
+  https://cloud.google.com/memorystore/docs/valkey/locations (`VALKEY_REGIONS`).
 """
 
 from __future__ import annotations
@@ -183,6 +185,54 @@ FIRESTORE_LOCATIONS = FIRESTORE_MULTI_REGIONS | frozenset(
     }
 )
 """Every location a Firestore database can be created in."""
+
+VALKEY_REGIONS = frozenset(
+    {
+        "africa-south1",
+        "asia-east1",
+        "asia-east2",
+        "asia-northeast1",
+        "asia-northeast2",
+        "asia-northeast3",
+        "asia-south1",
+        "asia-south2",
+        "asia-southeast1",
+        "asia-southeast2",
+        "australia-southeast1",
+        "australia-southeast2",
+        "europe-central2",
+        "europe-north1",
+        "europe-southwest1",
+        "europe-west1",
+        "europe-west2",
+        "europe-west3",
+        "europe-west4",
+        "europe-west6",
+        "europe-west8",
+        "europe-west9",
+        "europe-west10",
+        "europe-west12",
+        "me-central1",
+        "me-central2",
+        "me-west1",
+        "northamerica-northeast1",
+        "northamerica-northeast2",
+        "southamerica-east1",
+        "southamerica-west1",
+        "us-central1",
+        "us-east1",
+        "us-east4",
+        "us-east5",
+        "us-south1",
+        "us-west1",
+        "us-west2",
+        "us-west3",
+        "us-west4",
+    }
+)
+"""The regions Memorystore for Valkey offers ("Memorystore for Valkey locations",
+https://cloud.google.com/memorystore/docs/valkey/locations; docs/stacks/stores.md says how much
+of it was read here). A region Google adds goes here."""
 
 STORAGE_TRIGGER_MULTI_REGIONS = frozenset({"asia", "eu", "us", "asia1", "eur4", "nam4"})
 """The dual- and multi-regions a Cloud Storage Eventarc trigger can be in (its bucket's), besides

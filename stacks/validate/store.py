@@ -12,54 +12,8 @@ from collections.abc import Iterator
 from stacks.config.problem import Problem, ProblemAt
 from stacks.config.store import APPEND_FSYNC, VALKEY_NODE_TYPES, Valkey
 from stacks.config.team import Team
+from stacks.locations import VALKEY_REGIONS
 
-VALKEY_REGIONS = frozenset(
-    {
-        "africa-south1",
-        "asia-east1",
-        "asia-east2",
-        "asia-northeast1",
-        "asia-northeast2",
-        "asia-northeast3",
-        "asia-south1",
-        "asia-south2",
-        "asia-southeast1",
-        "asia-southeast2",
-        "australia-southeast1",
-        "australia-southeast2",
-        "europe-central2",
-        "europe-north1",
-        "europe-southwest1",
-        "europe-west1",
-        "europe-west2",
-        "europe-west3",
-        "europe-west4",
-        "europe-west6",
-        "europe-west8",
-        "europe-west9",
-        "europe-west10",
-        "europe-west12",
-        "me-central1",
-        "me-central2",
-        "me-west1",
-        "northamerica-northeast1",
-        "northamerica-northeast2",
-        "southamerica-east1",
-        "southamerica-west1",
-        "us-central1",
-        "us-east1",
-        "us-east4",
-        "us-east5",
-        "us-south1",
-        "us-west1",
-        "us-west2",
-        "us-west3",
-        "us-west4",
-    }
-)
-"""The regions Memorystore for Valkey offers ("Memorystore for Valkey locations",
-https://cloud.google.com/memorystore/docs/valkey/locations; docs/stacks/stores.md says how much
-of it was read here). A region Google adds goes here."""
 INSTANCE_ID = re.compile(r"^[a-z0-9][a-z0-9-]{2,61}[a-z0-9]$")
 """An instance id: 4-63 lowercase letters, digits and hyphens, starting with a letter or digit, not
 ending with a hyphen (provider 6.50, `google_memorystore_instance.instance_id`)."""
@@ -95,7 +49,7 @@ def store_problems(team: Team) -> Iterator[Problem]:
             "region",
             f"Memorystore for Valkey is not offered in {team.region!r}",
             "choose a region the locations page lists (https://cloud.google.com/memorystore/docs/valkey/"
-            "locations; stacks/validate/store.py VALKEY_REGIONS), or keep store=Firestore()",
+            "locations; stacks/locations.py VALKEY_REGIONS), or keep store=Firestore()",
         )
     if store.instance and not INSTANCE_ID.match(store.instance):
         yield problem(
