@@ -213,24 +213,24 @@ def connect(
     replicas = _count(shown, "replicas", options.get("replicas", "0"), 0)
     wait_ms = _count(shown, "replica_wait_ms", options.get("replica_wait_ms", "1000"), 1)
     rest = urlencode([pair for pair in query if pair[0] not in STORE_OPTIONS])
-    authenticated: dict[str, Any] = {}
+    client_options: dict[str, Any] = {}
     if ca is not None:
         if parts.scheme != "valkeys":
             raise ConfigError(
                 f"a CA is given for the store URL {shown!r} (RUNONCE_STORE_CA), which is not TLS: use "
                 "valkeys://, or give no CA"
             )
-        authenticated["ssl_ca_data"] = ca
+        client_options["ssl_ca_data"] = ca
     if "auth" in options:
         from ._iam import iam_password
 
-        parts, authenticated["credential_provider"] = iam_password(shown, parts, options["auth"], tokens)
+        parts, client_options["credential_provider"] = iam_password(shown, parts, options["auth"], tokens)
     try:
         if not parts.hostname:
             raise ValueError("it names no host")
         client = valkey.Valkey.from_url(
             urlunsplit(parts._replace(query=rest)),
-            **authenticated,
+            **client_options,
             decode_responses=True,
             socket_timeout=SOCKET_SECONDS,  # the URL's own socket_timeout wins
             socket_connect_timeout=SOCKET_SECONDS,
