@@ -1,5 +1,5 @@
 """`make bench`, overlap policies: Firestore round trips per delivery of `@deduplicated` under
-`allow`, `skip` and `wait`, side by side, in one run on the emulator (docs/overlap.md).
+`allow`, `skip` and `wait`, side by side, in one run on the emulator (docs/schedules/overlap.md).
 
 Each delivery goes through a Flask test client to the decorated job, on the real Firestore
 emulator; the Firestore client's channel is tapped to count the calls of each delivery by method

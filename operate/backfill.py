@@ -1,5 +1,5 @@
 """`runonce backfill`: run every missed run of a window once, oldest first, through Cloud
-Scheduler (docs/backfill.md).
+Scheduler (docs/schedules/backfill.md).
 
 A run is missed when its scheduled run key has no record (never delivered), or a record left in
 progress under an ended lease (retried out), or (asked for) a failed record or one the job's

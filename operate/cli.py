@@ -214,7 +214,8 @@ def backfill_command(
     wait_seconds: int,
     by: str | None,
 ) -> None:
-    """Run every missed run of a window once, oldest first, through Cloud Scheduler (docs/backfill.md).
+    """Run every missed run of a window once, oldest first, through Cloud Scheduler
+    (docs/schedules/backfill.md).
 
     Missed: never delivered, retried out (left in progress under an ended lease), failed with
     --include-failed, skipped by the overlap policy with --include-skipped. Exit 2: refused or

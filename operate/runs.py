@@ -30,7 +30,7 @@ MISSING = "missing"
 """The status of an expected run that has no record."""
 WAITED_OUT = "waited_out"
 """The status of an expected run that has no record but a waiting note: a run of a `wait` job
-answered 409 while another run held the job, never claimed (docs/overlap.md)."""
+answered 409 while another run held the job, never claimed (docs/schedules/overlap.md)."""
 NO_RECORD = (MISSING, WAITED_OUT)
 """The statuses of rows without a record (no key to look up)."""
 STATUSES = (*(status.value for status in RunStatus), MISSING, WAITED_OUT)

@@ -84,7 +84,8 @@ class Situation:
     job: ScheduledJob | EventJob | None
     now: datetime
     note: dict[str, Any] | None = None
-    """The run's waiting note, if it has no record but was answered 409 `waiting` (docs/overlap.md)."""
+    """The run's waiting note, if it has no record but was answered 409 `waiting`
+    (docs/schedules/overlap.md)."""
 
     @property
     def where(self) -> str:

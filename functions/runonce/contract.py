@@ -17,7 +17,7 @@ PROJECT_HEADER = "X-Runonce-Project"
 LOCATION_HEADER = "X-Runonce-Location"
 OVERLAP_HEADER = "X-Runonce-Overlap"
 """The job's overlap policy, an `Overlap` value: the stack sends it on every delivery of a job whose
-team file sets one (docs/overlap.md)."""
+team file sets one (docs/schedules/overlap.md)."""
 CALENDAR_HEADER = "X-Runonce-Calendar"
 """The job's calendar (its active window and excluded dates, in its time zone), as one JSON object:
 the stack sends it on every delivery of a job whose team file sets `active` or `exclude`
@@ -72,7 +72,7 @@ record, the attempt's that last claimed or finished it), so an operator can tell
 EXCLUDED_BECAUSE_FIELD = "excluded_because"
 """On an excluded run's record: why its calendar excludes it (an `Excluded` value)."""
 SKIPPED_FOR_FIELD = "skipped_for"
-"""On a skipped run's record: the run key of the run that held the job's lock (docs/overlap.md)."""
+"""On a skipped run's record: the run key of the run that held the job's lock (docs/schedules/overlap.md)."""
 DEAD_LETTERED_AT_FIELD = "dead_lettered_at"
 """On an event's record: when its copy was forwarded to the dead-letter topic."""
 DEAD_LETTER_REASON_FIELD = "dead_letter_reason"
@@ -245,4 +245,4 @@ class MissedRun(str, Enum):
     no record left, so it reads as never delivered.)"""
     WAITED_OUT = "waited_out"
     """No record, but a waiting note: a run of a `wait` job answered 409 while another run held
-    the job, whose retries ran out before the job was free (docs/overlap.md)."""
+    the job, whose retries ran out before the job was free (docs/schedules/overlap.md)."""

@@ -1,6 +1,6 @@
 """The team's watchdog: each tick, one ERROR line per scheduled run past its grace that did not
 finish, each run reported once, and a missed run within its job's catch-up window started once
-instead (runonce.scheduler.watchdog; docs/watchdog.md, docs/backfill.md).
+instead (runonce.scheduler.watchdog; docs/watchdog.md, docs/schedules/backfill.md).
 
 Its tick is a Cloud Scheduler delivery like any job's, so `@deduplicated` runs it once per tick in
 the watchdog's own ledger (RUNONCE_DATABASE), where its claims of the reported runs live too; with

@@ -1,5 +1,5 @@
-"""The demo's schedules: one job per overlap policy (docs/overlap.md) and one caught-up run
-(docs/backfill.md), on real functions-framework instances of the example report job
+"""The demo's schedules: one job per overlap policy (docs/schedules/overlap.md) and one caught-up run
+(docs/schedules/backfill.md), on real functions-framework instances of the example report job
 (functions/report) and the Firestore emulator, delivered by the local Scheduler on an accelerated
 clock.
 

@@ -171,10 +171,10 @@ class Job:
     overlap: Overlap = Overlap.ALLOW
     """What a run does while another run of this job is in progress under a live lease: `allow` runs
     it too, `skip` records it skipped (never run later unless an operator asks), `wait` answers it 409
-    so Scheduler retries it until the run before it ends (docs/overlap.md)."""
+    so Scheduler retries it until the run before it ends (docs/schedules/overlap.md)."""
     catch_up_seconds: int = 0
     """How far back the watchdog starts a missed run itself, once, through Scheduler (0: it only
-    reports missed runs). A run missed longer ago than this is reported only (docs/overlap.md)."""
+    reports missed runs). A run missed longer ago than this is reported only (docs/schedules/overlap.md)."""
     pause_after_failures: int = 0
     """After this many consecutive runs end failed (a permanent failure, or retried out), the
     watchdog pauses the Scheduler job once, until `runonce resume` (docs/watchdog.md); 0 (the

@@ -1,4 +1,4 @@
-"""A job's overlap policy through `@deduplicated` (docs/overlap.md), on both stores: the policy
+"""A job's overlap policy through `@deduplicated` (docs/schedules/overlap.md), on both stores: the policy
 comes from the X-Runonce-Overlap header or the decorator option; a `skip` job's run that meets
 another run in progress is answered 200 `skipped` and recorded so, a `wait` job's is answered 409
 `waiting` with nothing written, an `allow` job's runs overlap; forced runs and operators'

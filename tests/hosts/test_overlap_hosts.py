@@ -1,6 +1,6 @@
 """The overlap policy on every host (tests/hosts/conftest.py: functions-framework, a Flask view, a
 Django view, Starlette and FastAPI with `def` and `async def` jobs), set by the decorator option or
-by the X-Runonce-Overlap header: every host reaches it through the shared core (docs/overlap.md)."""
+by the X-Runonce-Overlap header: every host reaches it through the shared core (docs/schedules/overlap.md)."""
 
 from __future__ import annotations
 

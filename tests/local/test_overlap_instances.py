@@ -1,4 +1,4 @@
-"""Overlap policies end to end (docs/overlap.md): deliveries built by the local Scheduler
+"""Overlap policies end to end (docs/schedules/overlap.md): deliveries built by the local Scheduler
 (`scheduler_headers`, which sends X-Runonce-Overlap from the team file's `Job.overlap`) to real
 functions-framework instances on the Firestore emulator, under faults: an instance killed while its
 run holds the job, answers lost to the attempt deadline, retries.

@@ -1,4 +1,4 @@
-"""`runonce backfill` end to end (docs/backfill.md), black box: the command (in this process, or two
+"""`runonce backfill` end to end (docs/schedules/backfill.md), black box: the command (in this process, or two
 of it at once as processes) against the real Firestore emulator and the Google API stand-in, whose
 `jobs.run` has a forced delivery sent, as Cloud Scheduler does, to a pool of real
 functions-framework instances serving a decorated job that records every execution of its body.

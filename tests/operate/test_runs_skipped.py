@@ -1,4 +1,4 @@
-"""A skipped run (overlap `skip`, docs/overlap.md) in `runonce runs` and `runonce show`, on real
+"""A skipped run (overlap `skip`, docs/schedules/overlap.md) in `runonce runs` and `runonce show`, on real
 records in the emulator: listed with its status and the run it was skipped for, never hidden, and
 offered its re-run; and the watchdog counts it finished, not missed."""
 

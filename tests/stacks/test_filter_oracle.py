@@ -265,7 +265,7 @@ def _scheduled(monkeypatch: pytest.MonkeyPatch, clock: ManualClock) -> Iterator[
 
         return send
 
-    # Runs a request started (docs/backfill.md): never delivered (no record) for a backfill and a
+    # Runs a request started (docs/schedules/backfill.md): never delivered (no record) for a backfill and a
     # catch-up, the completed run above for a re-run; each by its own forced delivery.
     yield _answered(
         "scheduled backfilled",

@@ -1,6 +1,6 @@
 """The run store's protocol as one executable model: what every `Store` must answer and keep.
 
-Plain Python, no store code: derived from docs/library.md (claims, leases, fencing), docs/overlap.md
+Plain Python, no store code: derived from docs/library.md (claims, leases, fencing), docs/schedules/overlap.md
 (the job lock) and docs/rerun.md (the re-run slot). The model holds the state of each run (in
 progress under a lease, completed, failed or skipped; or no record), each job lock, each re-run
 slot and each forced delivery that consumed a request, and one commit counter standing for a
@@ -151,7 +151,7 @@ class Model:
         self.locks[lock] = held
 
     def _rival(self, lock: str, key: str) -> str | None:
-        """The run that holds the job lock against run `key` (docs/overlap.md: a holder that
+        """The run that holds the job lock against run `key` (docs/schedules/overlap.md: a holder that
         finished, was taken over by another attempt, or whose lease ended frees it)."""
         held = self.locks.get(lock)
         if held is None or held.holder == key or not self._live(held.lease_expires):

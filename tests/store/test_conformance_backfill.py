@@ -1,4 +1,4 @@
-"""The missed-run requests of the `Store` conformance suite (docs/backfill.md): a backfill's or a
+"""The missed-run requests of the `Store` conformance suite (docs/schedules/backfill.md): a backfill's or a
 catch-up's request, on the Firestore ledger (the real emulator), on the Valkey store (a real
 server) and on the in-memory store.
 

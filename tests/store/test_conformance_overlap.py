@@ -1,4 +1,4 @@
-"""The job lock of the `Store` conformance suite (docs/overlap.md): every test runs on the Firestore
+"""The job lock of the `Store` conformance suite (docs/schedules/overlap.md): every test runs on the Firestore
 ledger (the real emulator), on the Valkey store (a real server) and on the in-memory store, and
 asks the same answers of all three.
 

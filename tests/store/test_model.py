@@ -389,7 +389,7 @@ def test_a_lock_taken_twice_with_the_same_claim_is_refused_by_the_fence_when_the
 
 
 def test_a_holder_taken_over_by_another_attempt_frees_the_job_lock_its_earlier_attempt_took(store):
-    """docs/overlap.md: a holder taken over by another attempt frees the lock, whatever the lock's
+    """docs/schedules/overlap.md: a holder taken over by another attempt frees the lock, whatever the lock's
     own lease says (here an operator ended the first attempt's lease, not the lock's)."""
     fields = {"job": JOB, "forced": False}
     first = store.claim_locked(RUNS[1], {**fields, "schedule_time": RUNS[1]}, JobLock(LOCK, Overlap.SKIP))

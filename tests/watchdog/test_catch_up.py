@@ -1,4 +1,4 @@
-"""The watchdog's catch-up (docs/backfill.md): a missed run within its job's catch-up window is
+"""The watchdog's catch-up (docs/schedules/backfill.md): a missed run within its job's catch-up window is
 started once through the job's re-run slot and Scheduler's `jobs.run`; outside it, or when that
 fails, the run is reported as before, once.
 

@@ -133,7 +133,7 @@ def claim_failed(exc: StoreError, key: str, attempt: Attempt) -> Answer:
 
 
 def _claim(store: Store, occurrence: Occurrence, claimed: Claim | None) -> Claim | Held | Overlapped:
-    """The occurrence claimed, with its job's lock if it has one (docs/overlap.md); a claim the
+    """The occurrence claimed, with its job's lock if it has one (docs/schedules/overlap.md); a claim the
     adapter already holds (a re-run's) takes the lock now."""
     lock = occurrence.lock
     if claimed is not None:

@@ -1,5 +1,5 @@
 """An operator's request to run a finished run again (`runonce rerun`, docs/rerun.md) or a missed
-one (`runonce backfill`, the watchdog's catch-up: docs/backfill.md): what `Store.request_rerun`
+one (`runonce backfill`, the watchdog's catch-up: docs/schedules/backfill.md): what `Store.request_rerun`
 returns, and the refusals it raises.
 
 Only the operators' command files requests; a delivery consumes one (`Store.take_rerun`, with the

@@ -54,7 +54,7 @@ class Settings(NamedTuple):
     """How far in the future a ScheduleTime may be before the delivery counts as a forced run."""
     overlap: Overlap | None = None
     """The job's overlap policy as the decorator option `overlap` gives it (None: not given, the
-    delivery's X-Runonce-Overlap header decides, docs/overlap.md)."""
+    delivery's X-Runonce-Overlap header decides, docs/schedules/overlap.md)."""
     store: str = FIRESTORE
     """The run store: `firestore`, or a Valkey store's URL (its records named by `collection`)."""
 

@@ -163,7 +163,7 @@ class Held(NamedTuple):
 
 class JobLock(NamedTuple):
     """The lock a run of a `skip` or `wait` job takes with its claim: one record per Scheduler job
-    (docs/overlap.md). An `allow` job has none."""
+    (docs/schedules/overlap.md). An `allow` job has none."""
 
     id: str
     """The lock record's id (`runonce.scheduler.keys.job_lock`)."""
@@ -185,7 +185,7 @@ class Overlapped(NamedTuple):
 
 WAITING_PREFIX = "waiting:"
 """A run of a `wait` job answered 409 `waiting` leaves a note under this prefix and its run key
-(docs/overlap.md): if its retries run out, the watchdog reports it `waited_out`, not
+(docs/schedules/overlap.md): if its retries run out, the watchdog reports it `waited_out`, not
 `never_delivered`, and `runonce runs` lists it so. The note has no `job` and no `status` field:
 no listing reads it as a run."""
 
@@ -227,7 +227,7 @@ class Store(Protocol):
 
     def claim_locked(self, key: str, fields: dict[str, Any], lock: JobLock) -> Claim | Held | Overlapped:
         """`claim`, taking the job's lock with the run in the same write (a `skip` or `wait` job,
-        docs/overlap.md). A run already claimed or finished is answered as by `claim`; a new run, or
+        docs/schedules/overlap.md). A run already claimed or finished is answered as by `claim`; a new run, or
         one whose claim's lease ended, meets another run of the job that holds the lock under a live
         lease as Overlapped (recorded skipped first, under `skip`)."""
         ...

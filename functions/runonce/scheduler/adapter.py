@@ -306,7 +306,7 @@ def deduplicated(
     fix. `async def` and generator functions are refused (NotRunnable). `client` replaces the
     Firestore client built from the settings (its project and database then win). `overlap`
     (`allow`, `skip` or `wait`) is the job's overlap policy when no stack sends it in the
-    X-Runonce-Overlap header (docs/overlap.md). `store` names the run store as RUNONCE_STORE does
+    X-Runonce-Overlap header (docs/schedules/overlap.md). `store` names the run store as RUNONCE_STORE does
     (`firestore`, or a Valkey server's URL); both set and different is answered `misconfigured`.
     """
     overrides = {

@@ -69,7 +69,7 @@ def deduplicated(
     response, or a Flask-style `(body, status)`, read as `runonce.deduplicated` reads them. The
     handler is an `async def` endpoint taking `request: Request`; it answers a `JSONResponse`.
     Generator functions are refused (NotRunnable). `overlap` is the job's overlap policy, as
-    for `runonce.deduplicated` (docs/overlap.md), and so is `store`, the run store.
+    for `runonce.deduplicated` (docs/schedules/overlap.md), and so is `store`, the run store.
     """
     overrides = {
         "lease": lease,

@@ -32,7 +32,7 @@ def rerun_slot(project: str, location: str, job: str) -> str:
 
 
 def job_lock(project: str, location: str, job: str) -> str:
-    """The id of a Scheduler job's lock record (a `skip` or `wait` job's, docs/overlap.md): one per
+    """The id of a Scheduler job's lock record (a `skip` or `wait` job's, docs/schedules/overlap.md): one per
     job, in the ledger's collection; its `lock-` prefix keeps it apart from every run key."""
     parts = [KEY_VERSION, project, location, job, "lock"]
     return "lock-" + key_digest(parts)

@@ -23,7 +23,7 @@ missed again afterwards (its re-run died) is reported again, once.
 A job with a catch-up window (`catch_up_seconds` in its JSON) has a missed run (never delivered
 or retried out) within that window of its schedule time started once instead of reported: the
 tick files a catch-up request in the job's re-run slot of the team's ledger (as `runonce
-backfill` does, docs/backfill.md) and asks Cloud Scheduler to run the job (`jobs.run`); the
+backfill` does, docs/schedules/backfill.md) and asks Cloud Scheduler to run the job (`jobs.run`); the
 forced delivery creates the run's claim under its own key, `cause` `catch_up`. Each run gets one
 try, ever, through a claim of `catch-up:<run key>` in the watchdog's store: a try that fails is
 reported (the missed run's ERROR line, with `catch_up` `failed` and why), a started run whose

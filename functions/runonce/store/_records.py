@@ -91,7 +91,7 @@ def held(key: str, status: RunStatus, record: dict[str, Any]) -> Held:
     )
 
 
-# The job lock of a `skip` or `wait` job (docs/overlap.md), alike in every store. Its record has no
+# The job lock of a `skip` or `wait` job (docs/schedules/overlap.md), alike in every store. Its record has no
 # `job` and no `status` field, so no listing of runs ever reads it as a run.
 
 LOCK_HOLDER_FIELD = "lock_holder"

@@ -1,5 +1,5 @@
 """The re-run request's record (`Store.request_rerun` and `withdraw_rerun`, docs/rerun.md and
-docs/backfill.md), written and read alike by every store here. Only the operators' verbs and the
+docs/schedules/backfill.md), written and read alike by every store here. Only the operators' verbs and the
 watchdog's catch-up load it; what a forced delivery reads of a request is in `_records`."""
 
 from __future__ import annotations
