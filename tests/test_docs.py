@@ -1,5 +1,5 @@
-"""The README's shape, and every relative link of the README and docs/ resolving to a file and
-heading that exist."""
+"""The README's shape, and every relative link of the README and docs/ (every folder of it) resolving
+to a file and heading that exist."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
-DOCS = sorted([README, *(ROOT / "docs").glob("*.md")])
+DOCS = sorted([README, *(ROOT / "docs").rglob("*.md")])
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)
@@ -81,6 +81,7 @@ def test_every_relative_link_of_the_readme_and_docs_resolves_with_its_anchor(pat
 
 def test_the_link_check_sees_the_links_it_checks():
     assert "docs/library.md#the-guarantee" in links(README)
+    assert {ROOT / "docs" / "schedules" / "overlap.md", ROOT / "docs" / "stacks" / "config.md"} <= set(DOCS)
     assert "what-pubsub-push-is-answered" in anchors(ROOT / "docs" / "library.md")
 
 
