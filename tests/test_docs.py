@@ -52,7 +52,7 @@ def links(path: Path) -> list[str]:
     """The relative link targets in a Markdown file's prose (inline code left out)."""
     found = []
     for line in prose(path.read_text()):
-        found += _LINK.findall(without_code(line))
+        found += links_in(line)
     return [target for target in found if not _EXTERNAL.match(target)]
 
 
@@ -83,6 +83,45 @@ def test_the_link_check_sees_the_links_it_checks():
     assert "docs/library.md#the-guarantee" in links(README)
     assert {ROOT / "docs" / "schedules" / "overlap.md", ROOT / "docs" / "stacks" / "config.md"} <= set(DOCS)
     assert "what-pubsub-push-is-answered" in anchors(ROOT / "docs" / "library.md")
+
+
+SCHEDULES = ROOT / "docs" / "schedules"
+CHAPTER = ["README.md", "overlap.md", "backfill.md", "previous.md", "pause.md", "calendars.md"]
+"""The schedules chapter in the order a job meets its features (docs/schedules/README.md)."""
+
+
+def next_page(path: Path) -> Path:
+    """The page a chapter page's closing `Next: [...](page.md)` paragraph links first."""
+    text = path.read_text()
+    assert "\n\nNext: " in text, f"{path.relative_to(ROOT)} has no closing 'Next:' paragraph"
+    first = links_in(text.rsplit("\n\nNext: ", 1)[1])[0]
+    return (path.parent / first.partition("#")[0]).resolve()
+
+
+def links_in(text: str) -> list[str]:
+    """The link targets in a piece of Markdown prose."""
+    return _LINK.findall(without_code(text))
+
+
+def test_the_schedules_chapter_reads_front_to_back_through_its_next_links():
+    order, page = [], SCHEDULES / "README.md"
+    while page.parent == SCHEDULES and page not in order:
+        order.append(page)
+        page = next_page(page)
+    assert [path.name for path in order] == CHAPTER
+    assert set(order) == set(SCHEDULES.glob("*.md")), "a page of docs/schedules/ is not in the chapter"
+
+
+def test_the_schedules_opening_links_every_page_of_the_chapter():
+    linked = {target.partition("#")[0] for target in links(SCHEDULES / "README.md")}
+    assert set(CHAPTER[1:]) <= linked
+
+
+@pytest.mark.parametrize("name", CHAPTER[1:])
+def test_each_schedules_page_says_how_to_set_it_what_it_guarantees_and_its_limits(name):
+    headings = anchors(SCHEDULES / name)
+    assert any(heading.startswith("setting-it") for heading in headings), f"{name}: no 'Setting it'"
+    assert {"what-it-guarantees", "limits"} <= headings, f"{name}: {sorted(headings)}"
 
 
 def _pinned() -> set[str]:
