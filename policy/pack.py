@@ -215,7 +215,8 @@ LEAST_PRIVILEGE = [
         "error",
         "Grant an operator (Team.operators) only roles/datastore.user conditioned on the ledger's "
         "database (on Valkey, roles/memorystore.dbConnectionUser conditioned on its instance), "
-        "roles/cloudscheduler.jobRunner and roles/cloudscheduler.viewer on the project, "
+        "roles/cloudscheduler.jobRunner and roles/cloudscheduler.viewer on the project (and, where a "
+        "job can be paused, the resumer custom role of RO-WDG-5), "
         "roles/pubsub.subscriber on a "
         "dead-letter subscription and roles/pubsub.publisher on an event job's topic: what the "
         "runonce verbs need (docs/watchdog.md, IAM for operators).",
@@ -316,6 +317,16 @@ LEAST_PRIVILEGE = [
         "needs its account to hold a project custom role with exactly cloudscheduler.jobs.get and "
         "cloudscheduler.jobs.pause (no predefined role but roles/cloudscheduler.admin has "
         "jobs.pause): without it every pause is refused (docs/watchdog.md).",
+    ),
+    Rule(
+        "RO-WDG-5",
+        operators.operators_can_resume,
+        "error",
+        "Where a watched job has pause_after_failures, give every operator (Team.operators) a "
+        "project custom role with exactly cloudscheduler.jobs.get and cloudscheduler.jobs.enable "
+        "(runonce resume calls jobs.resume, which needs jobs.enable; no predefined role but "
+        "roles/cloudscheduler.admin has it); grant no such role where no job can be paused "
+        "(docs/watchdog.md, IAM for operators).",
     ),
 ]
 """The pack `make policy` and the tests run on every stack."""

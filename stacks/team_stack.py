@@ -484,6 +484,7 @@ class TeamStack(TerraformStack):
                 "operators",
                 OperatorAccessProps(
                     project=team.project,
+                    team=team.name,
                     members=tuple(team.operators),
                     ledger=self.store,
                     event_jobs=tuple(
@@ -496,6 +497,7 @@ class TeamStack(TerraformStack):
                     ),
                     scheduled=team.scheduled,
                     apis=self.apis,
+                    resumes=self.watchdog is not None and self.watchdog.props.pauses,
                 ),
             )
             if team.operators

@@ -17,7 +17,7 @@ from policy.grants import (
     target_grants_needed,
     trigger_accounts,
 )
-from policy.rules.operators import is_operator
+from policy.rules.operators import is_operator, is_resumer
 from policy.rules.watchdog import is_catch_up_runner, is_pauser
 from policy.synthesized import MEMBER_ACCOUNT, Resource, Stack, account_named, first_at, values_at, walk
 from policy.verdict import Verdict
@@ -41,7 +41,8 @@ ONE_INSTANCE_CONDITION = re.compile(
 PROJECT_ONLY_ROLES = {"roles/logging.logWriter"}
 # Scheduler's IAM is managed at project level only, and IAM Conditions do not reach its jobs: an
 # operator's job runner and viewer (RO-OPS-1 checks who holds them) and a catching-up watchdog's
-# job runner (RO-WDG-1) cannot be granted narrower.
+# job runner (RO-WDG-1) cannot be granted narrower; nor can the pauser and resumer custom roles
+# (RO-WDG-1, RO-WDG-5).
 SCHEDULER_PROJECT_ONLY_ROLES = {"roles/cloudscheduler.jobRunner", "roles/cloudscheduler.viewer"}
 EVENT_RECEIVER_ROLE = "roles/eventarc.eventReceiver"
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -136,7 +137,7 @@ def role_scoped_to_one_resource(resource: Resource, stack: Stack) -> Verdict:
         return Verdict.COMPLIANT
     if resource.role in SCHEDULER_PROJECT_ONLY_ROLES and all(map(is_operator, resource.members)):
         return Verdict.COMPLIANT
-    if is_catch_up_runner(resource, stack) or is_pauser(resource, stack):
+    if is_catch_up_runner(resource, stack) or is_pauser(resource, stack) or is_resumer(resource, stack):
         return Verdict.COMPLIANT
     if is_target_grant(resource, stack):  # the narrowest level the target's API offers (RO-IAM-8)
         return Verdict.COMPLIANT

@@ -4,6 +4,11 @@ need on the team's resources, and all of it.
 An operator is a principal written as a literal (`group:...`, `user:...`, `domain:...`, or a
 `serviceAccount:` email that is no reference to the stack's accounts or Google's agents): every
 principal the stacks derive is a `${...}` reference.
+
+`runonce resume` calls Scheduler's `jobs.resume`, which needs `cloudscheduler.jobs.enable` (the
+REST reference), held by no predefined role but roles/cloudscheduler.admin: a team whose watchdog
+may pause a job (`pause_after_failures`) gives its operators a project custom role with exactly
+`cloudscheduler.jobs.get` and `cloudscheduler.jobs.enable`, and no other team grants one.
 """
 
 from __future__ import annotations
@@ -13,12 +18,15 @@ from collections.abc import Iterator
 
 from policy import grants
 from policy.rules.store import is_connection_grant
-from policy.rules.watchdog import DATABASE_VARIABLE, ONE_DATABASE, watchdogs
+from policy.rules.watchdog import DATABASE_VARIABLE, ONE_DATABASE, custom_permissions, watchdogs
 from policy.synthesized import Resource, Stack, values_at
 from policy.verdict import Verdict
 
 TOPIC_REFERENCE = re.compile(r"^\$\{google_pubsub_topic\.([^.}]+)\.(id|name)\}$")
 SUBSCRIPTION_REFERENCE = re.compile(r"^\$\{google_pubsub_subscription\.([^.}]+)\.(id|name)\}$")
+RESUMER_PERMISSIONS = frozenset({"cloudscheduler.jobs.get", "cloudscheduler.jobs.enable"})
+"""What `runonce resume` needs: read the job's state, and resume it (`jobs.resume`)."""
+ENABLE = "cloudscheduler.jobs.enable"
 
 
 # Google's service agents (`service-NUMBER@gcp-sa-SERVICE.iam.gserviceaccount.com` and the older
@@ -80,12 +88,14 @@ def dead_letter_subscriptions(stack: Stack) -> set[str]:
 
 
 def _what(grant: Resource, stack: Stack) -> str | None:
-    """Which of the operator's grants this is ("ledger", "store", "runner", "viewer",
+    """Which of the operator's grants this is ("ledger", "store", "runner", "viewer", "resumer",
     "subscriber:<name>", "publisher:<topic>"), or None if it is none of them."""
     if is_connection_grant(grant, stack):
         return "store"
     if grant.type == "google_project_iam_member":
         condition = grant.config.get("condition")
+        if custom_permissions(grant, stack) == RESUMER_PERMISSIONS and not condition:
+            return "resumer"
         if grant.role == grants.JOB_RUNNER_ROLE and not condition:
             return "runner"
         if grant.role == grants.SCHEDULER_VIEWER_ROLE and not condition:
@@ -110,9 +120,9 @@ def _operators_of(grant: Resource) -> list[str]:
 
 def operator_grants_are_the_verbs(resource: Resource, stack: Stack) -> Verdict:
     """An operator's grant is one of: datastore.user on the ledger's database, the connection role
-    on the team's Valkey instance, the job runner and
-    the Scheduler viewer on the project, subscriber on a dead-letter subscription, publisher on an
-    event job's topic."""
+    on the team's Valkey instance, the job runner, the Scheduler viewer and the resumer custom role
+    on the project, subscriber on a dead-letter subscription, publisher on an event job's topic
+    (RO-WDG-5 says where the resumer is needed)."""
     if not _operators_of(resource):
         return Verdict.NOT_APPLICABLE
     return Verdict.COMPLIANT if _what(resource, stack) is not None else Verdict.NON_COMPLIANT
@@ -146,3 +156,53 @@ def operators_hold_every_verbs_grant(resource: Resource, stack: Stack) -> Verdic
         if not needed <= held:
             return Verdict.NON_COMPLIANT
     return Verdict.COMPLIANT
+
+
+def pauses(stack: Stack) -> bool:
+    """Whether a watchdog of the stack may pause a job (a watched job's `pause_after_failures`)."""
+    return any(dog.pauses for dog in watchdogs(stack))
+
+
+def _is_resumer_grant(grant: Resource, stack: Stack) -> bool:
+    """A project-level grant, without a condition, of a custom role of the stack holding exactly
+    `RESUMER_PERMISSIONS`."""
+    return (
+        grant.type == "google_project_iam_member"
+        and not grant.config.get("condition")
+        and custom_permissions(grant, stack) == RESUMER_PERMISSIONS
+    )
+
+
+def is_resumer(resource: Resource, stack: Stack) -> bool:
+    """The resumer custom role on the project for operators only, in a stack whose watchdog may
+    pause a job (Scheduler's IAM has no level below the project)."""
+    members = resource.members
+    return (
+        bool(members)
+        and all(map(is_operator, members))
+        and _is_resumer_grant(resource, stack)
+        and pauses(stack)
+    )
+
+
+def operators_can_resume(resource: Resource, stack: Stack) -> Verdict:
+    """On a watchdog that may pause a job: every operator of the stack holds the resumer custom
+    role (exactly `cloudscheduler.jobs.get` and `cloudscheduler.jobs.enable`) on the project, or
+    `runonce resume` is refused and the job stays paused. On an operator's grant of a custom role
+    holding `cloudscheduler.jobs.enable`: it is that role, in a stack whose watchdog may pause."""
+    dog = next((dog for dog in watchdogs(stack) if dog.address == resource.address), None)
+    if dog is not None:
+        if not dog.pauses:
+            return Verdict.NOT_APPLICABLE
+        operators = {operator for grant in stack.grants() for operator in _operators_of(grant)}
+        resumers = {
+            operator
+            for grant in stack.grants()
+            if _is_resumer_grant(grant, stack)
+            for operator in _operators_of(grant)
+        }
+        return Verdict.COMPLIANT if operators <= resumers else Verdict.NON_COMPLIANT
+    held = custom_permissions(resource, stack) if _operators_of(resource) else None
+    if held is None or ENABLE not in held:
+        return Verdict.NOT_APPLICABLE
+    return Verdict.COMPLIANT if is_resumer(resource, stack) else Verdict.NON_COMPLIANT

@@ -133,15 +133,20 @@ def _allowed(dog: Watchdog) -> set[tuple[str, str]]:
     return allowed
 
 
+def custom_permissions(grant: Resource, stack: Stack) -> frozenset[str] | None:
+    """The permissions of the stack's custom role a grant grants (by its `name`), or None for a
+    grant of any other role."""
+    found = CUSTOM_ROLE.match(str(grant.role))
+    if found is None:
+        return None
+    held = (stack.configs("google_project_iam_custom_role").get(found.group(1)) or {}).get("permissions")
+    return frozenset(map(str, held)) if isinstance(held, list) else frozenset()
+
+
 def _role(grant: Resource, stack: Stack) -> str:
     """The grant's role, `PAUSER` for a custom role of the stack holding exactly what pausing a job
     needs."""
-    found = CUSTOM_ROLE.match(str(grant.role))
-    if found is None:
-        return str(grant.role)
-    custom = stack.configs("google_project_iam_custom_role").get(found.group(1)) or {}
-    held = custom.get("permissions")
-    return PAUSER if isinstance(held, list) and frozenset(held) == PAUSER_PERMISSIONS else str(grant.role)
+    return PAUSER if custom_permissions(grant, stack) == PAUSER_PERMISSIONS else str(grant.role)
 
 
 def _catch_up(dog: Watchdog) -> set[tuple[str, str]]:

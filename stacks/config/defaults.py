@@ -33,6 +33,14 @@ roles/cloudscheduler.admin, the only one holding `cloudscheduler.jobs.pause` (IA
 "Cloud Scheduler roles and permissions": roles/cloudscheduler.jobRunner holds
 `cloudscheduler.jobs.run` and `jobs.fullView` only), so a custom role of the project holds these
 two; project-level, as every Scheduler grant (no IAM condition covers Scheduler jobs)."""
+RESUMER_PERMISSIONS = ("cloudscheduler.jobs.get", "cloudscheduler.jobs.enable")
+"""What an operator's `runonce resume` needs on a job the watchdog paused: `jobs.get` (is it
+paused, since when) and `jobs.enable`, which `jobs.resume` requires ("Authorization requires the
+following IAM permission on the specified resource name: cloudscheduler.jobs.enable", Scheduler
+REST reference, projects.locations.jobs.resume). Among the predefined roles only
+roles/cloudscheduler.admin holds `jobs.enable` (Scheduler's "Access control with IAM" page), so a
+custom role of the project holds these two, granted only where the watchdog holds the pauser;
+project-level, as every Scheduler grant."""
 ROLE_SCHEDULER_VIEWER = "roles/cloudscheduler.viewer"
 """Get and list Scheduler jobs (`cloudscheduler.jobs.get`, which the job runner lacks): `runonce
 backfill` reads the job's `userUpdateTime`; project-level, as every Scheduler role."""

@@ -1,11 +1,12 @@
-"""Service accounts: one runtime account per function, one build and one invoker account per team."""
+"""Service accounts: one runtime account per function, one build and one invoker account per team;
+and the team's custom roles, for what no predefined role grants narrowly enough."""
 
 from __future__ import annotations
 
 from constructs import Construct
 
 from stacks.config import defaults
-from stacks.constructs.provider import ServiceAccount
+from stacks.constructs.provider import ProjectIamCustomRole, ServiceAccount
 from stacks.constructs.required_apis import RequiredApis
 from stacks.toolchain import TerraformResourceLifecycle
 
@@ -25,6 +26,31 @@ def service_account(
         project=project,
         account_id=account_id,
         display_name=display_name,
+        depends_on=apis.of(defaults.API_IAM),
+    )
+
+
+def custom_role(
+    scope: Construct,
+    id: str,
+    project: str,
+    team: str,
+    purpose: str,
+    permissions: tuple[str, ...],
+    title: str,
+    description: str,
+    apis: RequiredApis,
+) -> ProjectIamCustomRole:
+    """The project custom role `runonce_<team>_<purpose>` (a role id takes no dash) holding exactly
+    `permissions`, created once the IAM API is on."""
+    return ProjectIamCustomRole(
+        scope,
+        id,
+        project=project,
+        role_id=f"runonce_{team.replace('-', '_')}_{purpose}",
+        title=title,
+        description=description,
+        permissions=list(permissions),
         depends_on=apis.of(defaults.API_IAM),
     )
 

@@ -16,6 +16,11 @@ Per operator:
   `backfill` deliver through Scheduler's `jobs.run`, and Scheduler grants no narrower
   (`defaults.ROLE_JOB_RUNNER`); and `roles/cloudscheduler.viewer` there: `backfill` reads the
   Scheduler job (`jobs.get`, its `userUpdateTime`), which the job runner role does not hold.
+- The project custom role `runonce_<team>_resumer` (`defaults.RESUMER_PERMISSIONS`:
+  `cloudscheduler.jobs.get` and `cloudscheduler.jobs.enable`), only for a team whose watchdog may
+  pause a job (`pause_after_failures`): `resume` calls `jobs.resume`, which needs `jobs.enable`,
+  held by no predefined role narrower than roles/cloudscheduler.admin. One role, created once (as
+  the watchdog's pauser role, `stacks.constructs.watchdog`), granted to each operator.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from constructs import Construct
 
 from stacks.config import defaults
 from stacks.constructs.dedup_store import DedupStore
+from stacks.constructs.identity import custom_role
 from stacks.constructs.provider import (
+    ProjectIamCustomRole,
     ProjectIamMember,
     PubsubSubscriptionIamMember,
     PubsubTopicIamMember,
@@ -55,6 +62,8 @@ class OperatorAccessProps:
     """The team's operators and the resources they operate."""
 
     project: str
+    team: str
+    """The team's name (names the resumer role)."""
     members: tuple[str, ...]
     """The operators, as IAM principals (validated: `stacks.validate.operators`)."""
     ledger: DedupStore
@@ -63,6 +72,9 @@ class OperatorAccessProps:
     """Whether the team has scheduled jobs of any kind (`Team.scheduled`: what `rerun` and
     `backfill` run, on functions, services or App Engine)."""
     apis: RequiredApis
+    resumes: bool = False
+    """Whether the team's watchdog may pause a Scheduler job (`WatchdogProps.pauses`): only then do
+    the operators get the resumer role, for `runonce resume`."""
 
 
 def member_id(member: str) -> str:
@@ -76,6 +88,9 @@ class OperatorAccess(Construct):
     def __init__(self, scope: Construct, id: str, props: OperatorAccessProps) -> None:
         super().__init__(scope, id)
         self.props = props
+        self.resumer = self._resumer_role() if props.resumes else None
+        """The custom role holding exactly `defaults.RESUMER_PERMISSIONS`; None for a team whose
+        watchdog pauses no job."""
         self.grants: list[TerraformResource] = []
         """Every operator grant, in member order."""
         for principal in props.members:
@@ -111,6 +126,16 @@ class OperatorAccess(Construct):
             )
             for suffix, role in (scheduler_roles.items() if props.scheduled else ())
         ]
+        if self.resumer is not None:
+            grants.append(
+                ProjectIamMember(
+                    self,
+                    f"{who}-job-resumer",
+                    project=props.project,
+                    role=self.resumer.name,
+                    member=principal,
+                )
+            )
         for job in props.event_jobs:
             grants.append(
                 PubsubSubscriptionIamMember(
@@ -136,3 +161,18 @@ class OperatorAccess(Construct):
                     )
                 )
         return grants
+
+    def _resumer_role(self) -> ProjectIamCustomRole:
+        """The custom role `runonce_<team>_resumer`, named as the watchdog's pauser role is."""
+        props = self.props
+        return custom_role(
+            self,
+            "resumer-role",
+            props.project,
+            props.team,
+            "resumer",
+            defaults.RESUMER_PERMISSIONS,
+            f"runonce {props.team} operators: resume Scheduler jobs",
+            "Read and resume Cloud Scheduler jobs (runonce resume)",
+            props.apis,
+        )

@@ -44,10 +44,9 @@ from stacks.constructs.deduplicated_function import (
     store_requirements,
 )
 from stacks.constructs.function_identity import FunctionIdentity, FunctionIdentityProps
-from stacks.constructs.identity import member
+from stacks.constructs.identity import custom_role, member
 from stacks.constructs.provider import (
     CloudSchedulerJob,
-    ProjectIamCustomRole,
     ProjectIamMember,
     Sleep,
     StaticResource,
@@ -303,15 +302,16 @@ class Watchdog(Construct):
     def _pause_grants(self) -> list[ProjectIamMember]:
         """The custom role `runonce_<team>_pauser` and its grant to the watchdog's account."""
         props = self.props
-        role = ProjectIamCustomRole(
+        role = custom_role(
             self,
             "pauser-role",
-            project=props.project,
-            role_id=f"runonce_{props.team.replace('-', '_')}_pauser",
-            title=f"runonce {props.team} watchdog: pause Scheduler jobs",
-            description="Read and pause Cloud Scheduler jobs (runonce pause_after_failures)",
-            permissions=list(defaults.PAUSER_PERMISSIONS),
-            depends_on=props.apis.of(defaults.API_IAM),
+            props.project,
+            props.team,
+            "pauser",
+            defaults.PAUSER_PERMISSIONS,
+            f"runonce {props.team} watchdog: pause Scheduler jobs",
+            "Read and pause Cloud Scheduler jobs (runonce pause_after_failures)",
+            props.apis,
         )
         return [
             ProjectIamMember(

@@ -376,6 +376,13 @@ CASES = [
         drop_grants("watchdog_job-pauser"),
         stack="pausing",
     ),
+    Case(
+        "RO-WDG-5",
+        "google_cloudfunctions2_function",
+        "watchdog_function",
+        drop_grants("operators_group-ops-example-com-job-resumer"),
+        stack="pausing",
+    ),
 ]
 
 

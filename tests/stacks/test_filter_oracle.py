@@ -1171,3 +1171,74 @@ def test_the_paused_job_alert_matches_the_watchdogs_pause_line_and_no_other(paus
 def test_a_team_that_pauses_no_job_has_no_paused_job_alert(stack):
     assert all(job.pause_after_failures == 0 for job in stack.synth.team.scheduled_views)
     assert "a job was paused after its runs kept failing" not in stack.log_matches
+
+
+# A chart per job that may be paused (docs/monitoring.md, "Dashboard"): its pauses, from the
+# watchdog's real pause line through the paused jobs metric; its failed runs, from the library's
+# real answer line through the answers metric; its retried-out runs, from the watchdog's real
+# missed-run line through the missed runs metric. Each value is checked in the shape its line
+# carries it: the pause and missed-run lines' `job` is the team file's name, an answer line's `job`
+# the X-CloudScheduler-JobName header, the Scheduler job's short id.
+
+
+def metric_point(stack: Applied, metric: str, entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The point the log-based metric `runonce-TEAM-<metric>` records for a log entry, or None
+    when its filter does not count the entry."""
+    name = f"runonce-{stack.synth.team.name}-{metric}"
+    found = stack.metrics[name]
+    if not matches(found["filter"], entry):
+        return None
+    labels = extracted(entry, found["label_extractors"])
+    return {"metric": {"type": f"{LOG_METRIC_PREFIX}{name}", "labels": labels}, "resource": entry["resource"]}
+
+
+def shown(chart: str, point: dict[str, Any] | None) -> bool:
+    """Whether a chart's data set shows a point (a point no metric recorded shows nowhere)."""
+    return point is not None and matches(chart, point, "monitoring")
+
+
+def test_the_pause_chart_shows_the_jobs_real_pause_failed_and_retried_out_lines(pausing, deliveries):
+    team = pausing.synth.team
+    job = team.jobs[0].name
+    scheduler_job = naming.scheduler_job_name(team.name, job)
+    # The id X-CloudScheduler-JobName carries: the Scheduler job's own name.
+    assert scheduler_job in {
+        config["name"] for config in pausing.synth.resources("google_cloud_scheduler_job").values()
+    }
+    watchdog = naming.function_name(team.name, "watchdog")
+    function = naming.function_name(team.name, job)
+    (paused, failed, retried_out) = chart_filters(pausing)[f"{job}: pauses and failed runs"]
+
+    def entry(line: Mapping[str, Any], service: str) -> dict[str, Any]:
+        return stored(line, service, pausing.project, pausing.region)
+
+    pause = _paused_line(team, ManualClock(SCHEDULED))
+    assert (pause["job"], pause["scheduler_job"]) == (job, scheduler_job)
+    assert shown(paused, metric_point(pausing, "paused-jobs", entry(pause, watchdog)))
+    other = {**pause, "job": "weekly", "scheduler_job": naming.scheduler_job_name(team.name, "weekly")}
+    assert not shown(paused, metric_point(pausing, "paused-jobs", entry(other, watchdog)))
+
+    answered = answer_line(deliveries, "scheduled failed")
+    assert answered["outcome"] == "failed"
+    assert answered["job"] == scheduler_headers()[JOB_HEADER]  # the line carries the header's value
+    as_sent = {**answered, "job": scheduler_job}
+    assert shown(failed, metric_point(pausing, "answers", entry(as_sent, function)))
+    # Labelled by the team file's name, as the pause line is, the chart would show nothing.
+    assert not shown(failed, metric_point(pausing, "answers", entry({**answered, "job": job}, function)))
+    completed = {**answer_line(deliveries, "scheduled completed"), "job": scheduler_job}
+    assert not shown(failed, metric_point(pausing, "answers", entry(completed, function)))
+
+    missed = watchdog_line(deliveries, team, job, **{MISSED_RUN_FIELD: MissedRun.RETRIED_OUT.value})
+    assert shown(retried_out, metric_point(pausing, "missed-runs", entry(missed, watchdog)))
+    never = watchdog_line(deliveries, team, job)
+    assert never[MISSED_RUN_FIELD] == MissedRun.NEVER_DELIVERED.value
+    assert not shown(retried_out, metric_point(pausing, "missed-runs", entry(never, watchdog)))
+    # The pause line is no missed run, and no missed-run line a pause.
+    assert metric_point(pausing, "missed-runs", entry(pause, watchdog)) is None
+    assert metric_point(pausing, "paused-jobs", entry(missed, watchdog)) is None
+
+
+def test_a_team_that_pauses_no_job_has_no_pause_chart_and_no_paused_jobs_metric(stack):
+    assert all(job.pause_after_failures == 0 for job in stack.synth.team.scheduled_views)
+    assert not [title for title in chart_filters(stack) if title.endswith(": pauses and failed runs")]
+    assert f"runonce-{stack.synth.team.name}-paused-jobs" not in stack.metrics

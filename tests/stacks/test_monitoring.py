@@ -513,3 +513,91 @@ def test_every_runonce_command_an_alert_names_is_one_the_tool_accepts(stack, req
         ]
         assert words[1] in cli.runonce.commands, command
         cli.runonce.commands[words[1]].make_context(words[1], words[2:])
+
+
+# ---------------------------------------------------------------------------------------------
+# A chart per job the watchdog may pause (docs/monitoring.md, "Dashboard"); the oracle proves the
+# filters match the watchdog's and the library's real lines (tests/stacks/test_filter_oracle.py).
+
+PAUSE_CHART = ": pauses and failed runs"
+
+
+@pytest.fixture(scope="module")
+def pausing(archive_dir) -> Synthesized:
+    """The team whose job `nightly` is paused after 3 failed runs (tests/stacks/test_pause.py)."""
+    from tests.stacks.test_pause import PAUSING
+
+    return synthesize(replace(PAUSING, alerts=True), archive_dir)
+
+
+def test_a_job_that_may_be_paused_gets_a_chart_of_its_pauses_its_failed_and_its_retried_out_runs(pausing):
+    dashboard = parse_dashboard(dashboard_json(pausing))
+    (tile,) = [tile for tile in dashboard.mosaic_layout.tiles if tile.widget.title.endswith(PAUSE_CHART)]
+    assert tile.widget.title == f"nightly{PAUSE_CHART}"
+    found = [
+        (data.legend_template, data.time_series_query.time_series_filter.filter)
+        for data in tile.widget.xy_chart.data_sets
+    ]
+    prefix = "logging.googleapis.com/user/runonce-pausing"
+    # The pause line's `job` and the watchdog's missed-run line's `job` are the team file's name;
+    # an answer line's `job` is the X-CloudScheduler-JobName header, the Scheduler job's short id.
+    assert found == [
+        ("paused", f'metric.type="{prefix}-paused-jobs" AND metric.labels.job="nightly"'),
+        (
+            "failed",
+            f'metric.type="{prefix}-answers" AND resource.type="cloud_run_revision" AND '
+            'metric.labels.job="pausing-nightly" AND metric.labels.outcome="failed"',
+        ),
+        (
+            "retried_out",
+            f'metric.type="{prefix}-missed-runs" AND metric.labels.job="nightly" AND '
+            'metric.labels.missed_run="retried_out"',
+        ),
+    ]
+    assert pausing.team.jobs[0].pause_after_failures == 3
+
+
+def test_the_paused_jobs_metric_counts_the_watchdogs_pause_lines_by_job(pausing):
+    metric = by_name(pausing, "google_logging_metric", "name")["runonce-pausing-paused-jobs"]
+    assert metric["filter"] == (
+        'jsonPayload.logger="runonce.watchdog" AND jsonPayload.paused_after_failures:* AND '
+        '(jsonPayload.scheduler_job="pausing-nightly")'
+    )
+    assert metric["label_extractors"] == {"job": "EXTRACT(jsonPayload.job)"}
+    assert CdktfTesting.to_have_resource_with_properties(
+        pausing.json,
+        "google_logging_metric",
+        {
+            "name": "runonce-pausing-paused-jobs",
+            "metric_descriptor": {"metric_kind": "DELTA", "value_type": "INT64"},
+        },
+    )
+    (dashboard,) = resources(pausing, "google_monitoring_dashboard").values()
+    (address,) = [
+        name
+        for name, config in resources(pausing, "google_logging_metric").items()
+        if config["name"] == "runonce-pausing-paused-jobs"
+    ]
+    assert f"google_logging_metric.{address}" in dashboard["depends_on"]
+
+
+def test_a_team_whose_watchdog_pauses_no_job_has_no_pause_chart_and_no_paused_jobs_metric(example, payments):
+    for synth in (example, payments):
+        assert all(job.pause_after_failures == 0 for job in synth.team.scheduled_views)
+        titles = [tile.widget.title for tile in parse_dashboard(dashboard_json(synth)).mosaic_layout.tiles]
+        assert not [title for title in titles if title.endswith(PAUSE_CHART)]
+        assert not [
+            name for name in by_name(synth, "google_logging_metric", "name") if name.endswith("-paused-jobs")
+        ]
+
+
+def test_only_the_jobs_that_may_be_paused_get_a_chart(archive_dir):
+    from tests.stacks.test_pause import PAUSING
+
+    nightly = PAUSING.jobs[0]
+    team = replace(PAUSING, jobs=[nightly, replace(nightly, name="weekly", pause_after_failures=0)])
+    titles = [
+        tile.widget.title
+        for tile in parse_dashboard(dashboard_json(synthesize(team, archive_dir))).mosaic_layout.tiles
+    ]
+    assert [title for title in titles if title.endswith(PAUSE_CHART)] == [f"nightly{PAUSE_CHART}"]

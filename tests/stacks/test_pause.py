@@ -1,6 +1,8 @@
 """`Job.pause_after_failures` in the stack: refused at synth unless it is 0 or at least 1 on a team
 with a watchdog; carried to the watchdog in its job list; and only then the watchdog's account
-gets a custom role holding exactly `cloudscheduler.jobs.get` and `cloudscheduler.jobs.pause`."""
+gets a custom role holding exactly `cloudscheduler.jobs.get` and `cloudscheduler.jobs.pause`, and
+each operator one holding exactly `cloudscheduler.jobs.get` and `cloudscheduler.jobs.enable`
+(`runonce resume`)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,16 @@ import pytest
 from cdktf import Testing as CdktfTesting
 
 from runonce.contract import WATCHDOG_JOBS_VARIABLE
-from stacks.team import Service, ServiceJob
+from stacks.config import defaults
+from stacks.team import AppEngineJob, Service, ServiceJob
 from stacks.validate import find_problems
 from tests.stacks.conftest import Synthesized, synthesize
 from tests.stacks.test_schedules import TEAM, fields, problems, watchdog_env, watchdog_grants
 
-PAUSING = replace(TEAM, name="pausing", jobs=[replace(TEAM.jobs[0], pause_after_failures=3)])
+OPERATORS = ["group:ops@example.com", "user:alex@example.com"]
+PAUSING = replace(
+    TEAM, name="pausing", jobs=[replace(TEAM.jobs[0], pause_after_failures=3)], operators=OPERATORS
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +61,11 @@ def test_the_watchdogs_job_list_carries_the_setting(pausing):
 
 
 def test_only_a_watchdog_that_may_pause_gets_the_custom_role_with_exactly_get_and_pause(pausing, example):
-    roles = pausing.resources("google_project_iam_custom_role")
+    roles = {
+        address: role
+        for address, role in pausing.resources("google_project_iam_custom_role").items()
+        if address.startswith("watchdog")
+    }
     (role,) = roles.values()
     assert role["permissions"] == ["cloudscheduler.jobs.get", "cloudscheduler.jobs.pause"]
     assert role["role_id"] == "runonce_pausing_pauser"
@@ -73,3 +83,70 @@ def test_the_stacks_iam_wait_waits_for_the_pausers_grant(pausing):
     settled = pausing.resources("time_sleep")["iam-settled"]
     waited = {address.rsplit("_", 1)[0] for address in settled["depends_on"]}
     assert "google_project_iam_member.watchdog_job-pauser" in waited
+
+
+def resumer_grants(synth: Synthesized) -> dict[str, str]:
+    """The role of each project grant to an operator, by operator, of the resumer grants only."""
+    return {
+        grant["member"]: grant["role"]
+        for address, grant in synth.resources("google_project_iam_member").items()
+        if address.rsplit("_", 1)[0].endswith("-job-resumer")
+    }
+
+
+def test_each_operator_of_a_team_that_may_pause_gets_a_resumer_role_with_exactly_get_and_enable(pausing):
+    (address,) = [
+        name for name in pausing.resources("google_project_iam_custom_role") if name.startswith("operators")
+    ]
+    role = pausing.resources("google_project_iam_custom_role")[address]
+    assert role["permissions"] == ["cloudscheduler.jobs.get", "cloudscheduler.jobs.enable"]
+    assert list(defaults.RESUMER_PERMISSIONS) == role["permissions"]
+    assert role["role_id"] == "runonce_pausing_resumer"
+    # As the watchdog's pauser role: created after the IAM API is enabled.
+    assert any("google_project_service" in dependency for dependency in role["depends_on"])
+    reference = f"${{google_project_iam_custom_role.{address}.name}}"
+    assert resumer_grants(pausing) == dict.fromkeys(OPERATORS, reference)
+    for operator in OPERATORS:
+        assert CdktfTesting.to_have_resource_with_properties(
+            pausing.json,
+            "google_project_iam_member",
+            {"project": PAUSING.project, "role": reference, "member": operator},
+        )
+    assert CdktfTesting.to_have_resource_with_properties(
+        pausing.json,
+        "google_project_iam_custom_role",
+        {"role_id": "runonce_pausing_resumer", "project": PAUSING.project},
+    )
+    grants = pausing.resources("google_project_iam_member").values()
+    assert not any("condition" in grant for grant in grants if grant["role"] == reference)
+
+
+def test_operators_of_a_team_whose_jobs_are_never_paused_get_no_resumer_role(archive_dir):
+    synth = synthesize(replace(PAUSING, jobs=[replace(PAUSING.jobs[0], pause_after_failures=0)]), archive_dir)
+    assert synth.resources("google_project_iam_custom_role") == {}
+    assert resumer_grants(synth) == {}
+    assert not CdktfTesting.to_have_resource(synth.json, "google_project_iam_custom_role")
+
+
+@pytest.mark.parametrize("kind", ["service", "app-engine"])
+def test_a_pausable_service_or_app_engine_job_gives_the_operators_the_resumer_role(kind, archive_dir):
+    if kind == "service":
+        jobs = {
+            "services": [Service(name="api")],
+            "service_jobs": [
+                ServiceJob(name="close", schedule="0 7 * * *", service="api", pause_after_failures=2)
+            ],
+        }
+    else:
+        jobs = {
+            "app_engine_location": "europe-west2",
+            "app_engine_jobs": [
+                AppEngineJob(
+                    name="close", schedule="0 7 * * *", relative_uri="/close", pause_after_failures=2
+                )
+            ],
+        }
+    team = replace(TEAM, jobs=[], operators=OPERATORS, **jobs)
+    assert find_problems([team]) == []
+    synth = synthesize(team, archive_dir)
+    assert set(resumer_grants(synth)) == set(OPERATORS)

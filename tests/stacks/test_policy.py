@@ -50,10 +50,11 @@ def test_the_bad_stack_is_flagged_by_every_rule_at_the_right_resource():
         # A watchdog (its env names a ledger to read) whose own database is that ledger, and
         # whose account holds run.invoker and publisher grants; a job it watches has a catch-up
         # window and pause_after_failures, and its account holds neither grant a catch-up needs
-        # nor the pauser role.
+        # nor the pauser role, and the stack's operators hold no resumer role.
         ("RO-WDG-2", "bad/twin-a"),
         ("RO-WDG-3", "bad/twin-a"),
         ("RO-WDG-4", "bad/twin-a"),
+        ("RO-WDG-5", "bad/twin-a"),
         ("RO-WDG-1", "bad/invoker-everywhere"),
         ("RO-WDG-1", "bad/invoker-elsewhere"),
         ("RO-WDG-1", "bad/runtime-publishes-elsewhere"),

@@ -46,6 +46,7 @@ from stacks.constructs.monitoring.filters import (
     service_name,
     watchdog_lines,
 )
+from stacks.constructs.monitoring.filters import paused_jobs as pause_lines
 from stacks.constructs.monitoring.metrics import log_metric
 from stacks.constructs.monitoring.props import MonitoringProps, WatchedEvents
 from stacks.constructs.provider import (
@@ -126,6 +127,19 @@ class Monitoring(Construct):
         )
         """Counts the watchdog's lines about the team's scheduled jobs, by job and how the run was
         missed; None for a team without scheduled jobs."""
+        self.paused_jobs = (
+            self._metric(
+                "paused-jobs",
+                self.paused_jobs_name,
+                pause_lines(list(props.paused_jobs.values())),
+                "runonce paused jobs",
+                paused_jobs.LABELS,
+            )
+            if props.pauses
+            else None
+        )
+        """Counts the watchdog's lines saying it paused one of the team's jobs, by job; None for a
+        team whose watchdog pauses no job."""
         self.dead_letters = (
             self._metric(
                 "dead-letters",
@@ -139,7 +153,9 @@ class Monitoring(Construct):
         )
         """Counts the copies runonce published to the team's dead-letter topics, by job and
         outcome; None for a team without event jobs."""
-        self.metrics = [m for m in (self.answers, self.missed_runs, self.dead_letters) if m is not None]
+        self.metrics = [
+            m for m in (self.answers, self.missed_runs, self.paused_jobs, self.dead_letters) if m is not None
+        ]
         """Every log-based metric of the team."""
         self.channels: list[MonitoringNotificationChannel] = []
         """The e-mail channels the stack creates."""
@@ -205,6 +221,11 @@ class Monitoring(Construct):
         return f"runonce-{self.props.team}-answers"
 
     @property
+    def paused_jobs_name(self) -> str:
+        """The paused jobs metric's name."""
+        return f"runonce-{self.props.team}-paused-jobs"
+
+    @property
     def dead_letters_name(self) -> str:
         """The dead-letter copies metric's name."""
         return f"runonce-{self.props.team}-dead-letters"
@@ -220,6 +241,14 @@ class Monitoring(Construct):
         charts = answers.charts(self.answers_name, self.answered_on)
         if self.props.scheduler_jobs:
             charts += missed_runs.charts(self.answers_name, self.answered_on, self.missed_runs_name)
+        if self.props.pauses:
+            charts += paused_jobs.charts(
+                self.props.paused_jobs,
+                self.answers_name,
+                self.answered_on,
+                self.missed_runs_name,
+                self.paused_jobs_name,
+            )
         if self.props.events:
             charts.append(dead_letters.chart(list(self.props.events)))
         charts.append(latency.chart(list(self.service_names.values()), self.props.app_engine_services))

@@ -18,9 +18,12 @@ def series(
     aligner: str = "ALIGN_SUM",
     reducer: str = "REDUCE_SUM",
     plot: str = "STACKED_BAR",
+    legend: str = "",
 ) -> dict[str, Any]:
-    """One data set of an XY chart: the filter's time series, summed per minute, grouped."""
+    """One data set of an XY chart: the filter's time series, summed per minute, grouped; named
+    `legend` in the chart's legend when given."""
     return {
+        **({"legendTemplate": legend} if legend else {}),
         "plotType": plot,
         "timeSeriesQuery": {
             "timeSeriesFilter": {

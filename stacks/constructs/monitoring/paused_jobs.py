@@ -1,12 +1,20 @@
 """Signal: scheduled jobs the watchdog paused after their runs kept failing
-(`Job.pause_after_failures`, docs/watchdog.md)."""
+(`Job.pause_after_failures`, docs/watchdog.md): an alert on each pause, and a dashboard chart per
+job that may be paused."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from stacks.constructs.monitoring.alerts import Alerting
-from stacks.constructs.monitoring.filters import PAUSED, paused_jobs
+from stacks.constructs.monitoring.dashboard import Chart, series
+from stacks.constructs.monitoring.filters import PAUSED, metric_filter, paused_jobs
+
+LABELS = {"job": "The job the watchdog paused, as its team file names it"}
+"""The paused jobs metric's labels and their descriptions: the pause line's `job` is the team
+file's name (its `scheduler_job` is the Scheduler job id)."""
+RETRIED_OUT = "retried_out"
+"""The missed run (`MissedRun`) that counts toward a pause as a failed run does."""
 
 
 def alert_paused(alerting: Alerting, scheduler_jobs: Sequence[str]) -> None:
@@ -27,3 +35,30 @@ def alert_paused(alerting: Alerting, scheduler_jobs: Sequence[str]) -> None:
         f"3. The ticks it missed while paused: `runonce backfill --team {team} --job JOB "
         f"--from FIRST_MISSED --dry-run`, then without --dry-run if the work is still wanted.",
     )
+
+
+def charts(jobs: Mapping[str, str], answers: str, on: str, missed_runs: str, paused: str) -> list[Chart]:
+    """One chart per job the watchdog may pause (`jobs`: its Scheduler job id by job name), titled
+    by the job: its pauses (the metric `paused`, labelled by the team file's name, as the pause
+    line's `job`), its runs that failed for good (the answers metric `answers`, time series of
+    `on`, labelled by the Scheduler job id, as an answer line's `job`: the X-CloudScheduler-JobName
+    header) and its runs retried out (the missed runs metric `missed_runs`, by the team file's
+    name): the two kinds of failed run a pause counts."""
+    by_job = ["metric.label.job"]
+    return [
+        (
+            f"{job}: pauses and failed runs",
+            [
+                series(metric_filter(paused, "", job=job), by_job, legend="paused"),
+                series(
+                    metric_filter(answers, on, job=scheduler_job, outcome="failed"), by_job, legend="failed"
+                ),
+                series(
+                    metric_filter(missed_runs, "", job=job, missed_run=RETRIED_OUT),
+                    by_job,
+                    legend=RETRIED_OUT,
+                ),
+            ],
+        )
+        for job, scheduler_job in jobs.items()
+    ]

@@ -59,12 +59,18 @@ class MonitoringProps:
     """How long the alert policies on the log-based metrics wait after the metrics are created."""
     catches_up: bool = False
     """Whether the team's watchdog catches up missed runs (a job has `catch_up_seconds`)."""
-    pauses: bool = False
-    """Whether the team's watchdog may pause a job (a job has `pause_after_failures`)."""
+    paused_jobs: Mapping[str, str] = field(default_factory=dict)
+    """The Scheduler job id of each job the team's watchdog may pause (`pause_after_failures`), by
+    job name; empty without a watchdog."""
     store_instance: str = ""
     """The team's Valkey instance, by id, whose own signals are watched too; "" for Firestore."""
     store_node_type: str = ""
     """That instance's node type (the replication lag threshold depends on it)."""
+
+    @property
+    def pauses(self) -> bool:
+        """Whether the team's watchdog may pause a job."""
+        return bool(self.paused_jobs)
 
     @classmethod
     def of(cls, team: Team, services: Mapping[str, str], apis: RequiredApis) -> MonitoringProps:
@@ -97,7 +103,11 @@ class MonitoringProps:
             emails=tuple(team.alert_emails),
             thresholds=team.alert_thresholds,
             catches_up=team.watched and any(job.catch_up_seconds > 0 for job in team.scheduled_views),
-            pauses=team.watched and any(job.pause_after_failures > 0 for job in team.scheduled_views),
+            paused_jobs={
+                job.name: naming.scheduler_job_name(team.name, job.name)
+                for job in team.scheduled_views
+                if team.watched and job.pause_after_failures > 0
+            },
             store_instance=team.store.instance_id(team.name) if isinstance(team.store, Valkey) else "",
             store_node_type=team.store.node_type if isinstance(team.store, Valkey) else "",
         )
