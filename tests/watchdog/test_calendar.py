@@ -1,6 +1,7 @@
 """A job's calendar in the watchdog (runonce.scheduler.watchdog): the ticks it excludes, read in the
-job's time zone, are never reported missed and never caught up; the calendar comes from the job's
-JSON as the stack writes it. On the in-memory stores, the Firestore emulator and a Valkey server."""
+job's time zone, or after a campaign's last run, are never reported missed and never caught up; the
+calendar comes from the job's JSON as the stack writes it. On the in-memory stores, the Firestore
+emulator and a Valkey server."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from datetime import date, timedelta
 import pytest
 
 from runonce.core.errors import ConfigError
-from runonce.scheduler.exclusion import JobCalendar
+from runonce.scheduler.exclusion import JobCalendar, parse_calendar
 from runonce.scheduler.watchdog import Watch, check, parse_jobs
+from stacks.team import Job, Window
 from tests.watchdog.conftest import watchdog_lines
 from tests.watchdog.test_catch_up import CATCHING, Scheduler
 from tests.watchdog.test_check import LOCATION, PROJECT, SYNC, TEAM, at
@@ -74,3 +76,39 @@ def test_the_calendar_is_read_from_the_jobs_json_and_is_none_without_one():
     assert (plain.calendar, dated.calendar) == (None, calendar)
     with pytest.raises(ConfigError, match=r"RUNONCE_WATCHDOG_JOBS\[0\] \(job 'sync'\): calendar: .*not JSON"):
         parse_jobs(json.dumps([{**ENTRY, "calendar": "{"}]), "RUNONCE_WATCHDOG_JOBS")
+
+
+def _campaign(runs: int, time_zone: str) -> JobCalendar:
+    """The calendar the stack sends for an every-ten-minutes campaign from 28 November 2026 (its
+    X-Runonce-Calendar text, read back as the watchdog reads its entry)."""
+    job = Job(
+        name="sync",
+        schedule="*/10 * * * *",
+        source="sync",
+        time_zone=time_zone,
+        active=Window(start=date(2026, 11, 28), runs=runs),
+    )
+    assert job.calendar is not None
+    return parse_calendar(job.calendar.header_value())
+
+
+def test_ticks_after_a_campaigns_last_run_are_not_reported_missed(stores, clock, capsys):
+    # From midnight on the 28th in Berlin (23:00 UTC on the 27th), run 150 is at 23:50 UTC on the
+    # 28th: of the judged ticks (23:20 to 00:50 UTC) only the first four belong to the campaign.
+    campaign = _campaign(150, "Europe/Berlin")
+    assert campaign.last_run == at(-10)
+    assert _reported(stores, clock, capsys, replace(BERLIN, calendar=campaign)) == [
+        "2026-11-28T23:20:00Z",
+        "2026-11-28T23:30:00Z",
+        "2026-11-28T23:40:00Z",
+        "2026-11-28T23:50:00Z",
+    ]
+
+
+def test_a_tick_after_a_campaigns_last_run_within_the_catch_up_window_is_never_started(stores, clock, capsys):
+    # In UTC, run 144 is at 23:50 on the 28th: every judged tick comes after it.
+    campaign = _campaign(144, "Etc/UTC")
+    assert campaign.last_run == at(-10)
+    scheduler = Scheduler(stores, clock)
+    assert _reported(stores, clock, capsys, replace(CATCHING, calendar=campaign), scheduler) == []
+    assert scheduler.runs == []
