@@ -165,6 +165,27 @@ def test_a_campaigns_window_ends_at_its_nth_run_read_in_its_zone_across_a_dst_ch
     assert sent.excluded_because(datetime(2027, 3, 31, 7, tzinfo=UTC)) is Excluded.AFTER_WINDOW
 
 
+def test_service_and_app_engine_campaigns_send_the_last_run_of_their_own_schedule(archive_dir):
+    # Daily at 07:00 and 09:00 UTC from 26 March 2027: the fifth run is at 07:00 on the 28th.
+    campaign = Window(start=date(2027, 3, 26), runs=5)
+    team = replace(
+        TEAM,
+        jobs=[],
+        services=[Service(name="api")],
+        service_jobs=[ServiceJob(name="close", schedule="0 7,9 * * *", service="api", active=campaign)],
+        app_engine_jobs=[
+            AppEngineJob(name="sweep", schedule="0 9 * * *", relative_uri="/s", active=campaign)
+        ],
+        app_engine_location="europe-west",
+    )
+    synth = synthesize(team, archive_dir)
+    sent = {job: job_calendar(sent_headers(synth, job)) for job in ("close", "sweep")}
+    assert {job: calendar.last_run if calendar else None for job, calendar in sent.items()} == {
+        "close": datetime(2027, 3, 28, 7, tzinfo=UTC),
+        "sweep": datetime(2027, 3, 30, 9, tzinfo=UTC),
+    }
+
+
 def test_ticks_on_excluded_dates_do_not_count_towards_a_campaigns_runs():
     # The Monday is excluded: the five runs end a day later, on Wednesday 31 March.
     calendar = replace(CAMPAIGN, exclude=Calendar([date(2027, 3, 29)])).calendar

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -112,3 +112,22 @@ def test_a_tick_after_a_campaigns_last_run_within_the_catch_up_window_is_never_s
     scheduler = Scheduler(stores, clock)
     assert _reported(stores, clock, capsys, replace(CATCHING, calendar=campaign), scheduler) == []
     assert scheduler.runs == []
+
+
+def test_on_the_fall_back_day_in_berlin_every_tick_of_the_excluded_local_date_is_unreported(
+    stores, clock, capsys
+):
+    # Every 30 minutes; 25 October 2026 in Berlin runs from 22:00 UTC on the 24th (00:00 CEST) to
+    # 23:00 UTC on the 25th, its 02:00-03:00 hour twice (00:00-01:59 UTC). Judged: (21:00, 02:00]
+    # UTC. Only 21:30 UTC (23:30 CEST on the 24th) is on another local date.
+    half_hourly = replace(
+        BERLIN,
+        schedule="*/30 * * * *",
+        since=datetime(2026, 10, 24, 21, tzinfo=UTC),
+        lookback=timedelta(hours=5, minutes=20),
+        calendar=JobCalendar("Europe/Berlin", excluded=frozenset({date(2026, 10, 25)})),
+    )
+    clock.current = datetime(2026, 10, 25, 2, 20, tzinfo=UTC)
+    check(Watch(TEAM, PROJECT, LOCATION, (half_hourly,)), stores.ledger, stores.claims)
+    reported = [line["schedule_time"] for line in watchdog_lines(capsys.readouterr().out)]
+    assert reported == ["2026-10-24T21:30:00Z"]
