@@ -114,3 +114,29 @@ def test_excluded_ticks_on_both_dst_days_in_berlin_are_answered_excluded_and_lis
             when: "excluded" if when in excluded else "completed" for when in answers
         }
     assert len(served.runs) == 12
+
+
+def test_runs_lists_the_ticks_before_and_after_a_campaigns_runs_excluded_with_why(ops):
+    # Ten runs from midnight UTC on 29 November: 00:00 to 01:30; the clock is at 03:00:05.
+    path = Path(os.environ["RUNONCE_TEAMS_DIR"]) / f"{ops.team.name}.py"
+    text = path.read_text().replace(
+        "from stacks.team import", "from datetime import date\n\nfrom stacks.team import Window,"
+    )
+    old = 'Job(name="report", schedule="*/10 * * * *", source="report")'
+    assert old in text
+    path.write_text(text.replace(old, old[:-1] + ", active=Window(start=date(2026, 11, 29), runs=10))"))
+    result = ops.run("runs", "--team", ops.team.name, "--job", "report", "--since", "3h25m", "--json")
+    assert result.exit_code == 0, result.stderr
+    rows = {row["time"][11:16]: row for row in map(json.loads, result.stdout.splitlines())}
+    assert [time for time, row in rows.items() if row["status"] == "missing"] == [
+        f"{hour:02d}:{minute:02d}"
+        for hour in (0, 1)
+        for minute in range(0, 60, 10)
+        if hour * 60 + minute <= 90
+    ]
+    assert {rows[time]["outcome"] for time in ("23:40", "23:50")} == {
+        "no record: excluded by the job's calendar (before_window)"
+    }
+    after = [row for time, row in rows.items() if "01:40" <= time <= "03:00"]
+    assert len(after) == 9
+    assert {row["outcome"] for row in after} == {"no record: excluded by the job's calendar (after_window)"}
