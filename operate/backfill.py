@@ -35,7 +35,7 @@ from operate.rerun import (
 )
 from runonce import _clock
 from runonce._instant import parse_instant
-from runonce.contract import RunStatus
+from runonce.contract import Excluded, RunStatus
 from runonce.core.requests import RequestPending, RerunRefused, RunChanged
 from runonce.core.settings import DEFAULT_FORCED_SKEW_SECONDS
 from runonce.core.store import (
@@ -120,10 +120,14 @@ def missed_runs(
     return found
 
 
-def excluded_ticks(target: Target, start: datetime, end: datetime) -> list[datetime]:
-    """The ticks of `target` in (start, end] its calendar excludes: backfill never starts them."""
+def excluded_ticks(target: Target, start: datetime, end: datetime) -> list[tuple[datetime, Excluded]]:
+    """The ticks of `target` in (start, end] its calendar excludes, oldest first, each with why
+    (before or after its window, on an excluded date): backfill never starts them."""
+    calendar = target.calendar
+    if calendar is None:
+        return []
     times = expected_times(target.schedule, target.time_zone, start, end)
-    return sorted(set(times) - set(included(target.calendar, times)))
+    return [(moment, why) for moment in times if (why := calendar.excluded_because(moment)) is not None]
 
 
 def _state(

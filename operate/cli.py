@@ -239,7 +239,7 @@ def backfill_command(
         if excluded:
             click.echo(
                 f"{len(excluded)} ticks in the window are excluded by the job's calendar and never "
-                f"started: {', '.join(_when(moment) for moment in excluded[:5])}"
+                f"started: {', '.join(f'{_when(moment)} ({why.value})' for moment, why in excluded[:5])}"
                 + (" ..." if len(excluded) > 5 else "")
             )
         if dry_run:

@@ -184,7 +184,7 @@ class Excluded(str, Enum):
     BEFORE_WINDOW = "before_window"
     """Its date, in the job's time zone, is before the active window's start."""
     AFTER_WINDOW = "after_window"
-    """Its date is after the active window's end."""
+    """Its date is after the active window's end, or it is after a campaign's last run."""
     EXCLUDED_DATE = "excluded_date"
     """Its date is one of the calendar's excluded dates."""
 

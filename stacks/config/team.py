@@ -8,15 +8,17 @@ bindings. Every field documents its default; the defaults are the secure, workin
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
-from datetime import date
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from runonce.contract import DEFAULT_COLLECTION, Overlap
 from runonce.scheduler.exclusion import JobCalendar
 from stacks.config.state import GcsState
 from stacks.config.store import Firestore, Valkey
 from stacks.config.targets import Target
+from stacks.config.ticks import campaign_last_run
 from stacks.locations import app_engine_scheduler_region
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -27,18 +29,26 @@ FUNCTIONS_DIR = REPO_ROOT / "functions"
 LEASE_MARGIN_SECONDS = 60
 # The idempotent proxy shipped with runonce, which a job with a `target` runs (functions/proxy).
 PROXY_SOURCE = "proxy"
+# The most runs a campaign may have: synth counts them one by one (about 10 us each, cronsim).
+MAX_RUNS = 100_000
 
 
 @dataclass(frozen=True)
 class Window:
     """The dates a job is active, both included, in the job's time zone (docs/stacks/schedules.md,
     "Calendars"): its scheduled runs before `start` or after `end` are recorded `excluded`, not run.
-    Either may be left open (None)."""
+    Either may be left open (None). A campaign gives `runs` instead of `end`: the window ends with
+    its Nth run from `start`."""
 
     start: date | None = None
     """The first date a scheduled run runs; None: no first date."""
     end: date | None = None
     """The last date a scheduled run runs; None: no last date. The stack refuses one already past."""
+    runs: int | None = None
+    """How many scheduled runs the job has from `start` (a campaign): the window ends after the
+    Nth tick of the schedule on or after `start` that the calendar lets run (ticks on excluded
+    dates do not count), computed at synth; None: the window ends with `end`. Needs `start`, not
+    `end`; the stack refuses a campaign whose last run is already past."""
 
 
 @dataclass(frozen=True)
@@ -50,17 +60,34 @@ class Calendar:
     """The excluded dates."""
 
 
-def job_calendar(time_zone: str, active: Window | None, exclude: Calendar | None) -> JobCalendar | None:
+def job_calendar(
+    time_zone: str, active: Window | None, exclude: Calendar | None, schedule: str
+) -> JobCalendar | None:
     """The calendar the stack sends a job's handler (its X-Runonce-Calendar header), or None
-    when the job sets neither `active` nor `exclude`."""
+    when the job sets neither `active` nor `exclude`. A campaign's (`Window.runs`) last run is
+    computed from `schedule`; None when it cannot be (synth refuses that job: `stacks.validate`)."""
     if active is None and exclude is None:
         return None
-    return JobCalendar(
+    calendar = JobCalendar(
         time_zone=time_zone,
         start=active.start if active else None,
         end=active.end if active else None,
         excluded=frozenset(exclude.dates if exclude else ()),
     )
+    runs = active.runs if active else None
+    if not isinstance(runs, int) or isinstance(runs, bool) or not _readable(calendar):
+        return calendar
+    return replace(calendar, last_run=campaign_last_run(schedule, calendar, min(runs, MAX_RUNS)))
+
+
+def _readable(calendar: JobCalendar) -> bool:
+    """Whether every date and the time zone are what they must be (else validation reports them)."""
+    try:
+        ZoneInfo(calendar.time_zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    days = [calendar.start, calendar.end, *calendar.excluded]
+    return all(day is None or (isinstance(day, date) and not isinstance(day, datetime)) for day in days)
 
 
 @dataclass(frozen=True)
@@ -189,7 +216,7 @@ class Job:
     @property
     def calendar(self) -> JobCalendar | None:
         """The calendar its handler is sent, or None (`job_calendar`)."""
-        return job_calendar(self.time_zone, self.active, self.exclude)
+        return job_calendar(self.time_zone, self.active, self.exclude, self.schedule)
 
     @property
     def lease_seconds(self) -> int:

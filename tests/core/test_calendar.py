@@ -13,6 +13,7 @@ import pytest
 from runonce.contract import CALENDAR_HEADER, EXCLUDED_BECAUSE_FIELD, RunStatus
 from runonce.scheduler.exclusion import JobCalendar
 from runonce.scheduler.expected import expected_times
+from stacks.team import Job, Window
 from tests.core.conftest import scheduler_headers
 
 pytestmark = pytest.mark.both_stores
@@ -109,3 +110,46 @@ def test_excluded_ticks_across_both_dst_days_in_berlin_are_exactly_the_excluded_
     ]
     assert probe.count == len(ticks) - 2
     assert sorted(record["status"] for record in records()).count("excluded") == 2
+
+
+def test_a_campaign_runs_its_n_ticks_across_a_dst_change_and_answers_the_next_excluded(
+    client, probe, records, clock
+):
+    # Daily at 09:00 in Berlin from 23 October 2026, three runs, as the stack computes the window:
+    # the third is at 08:00 UTC on 25 October (Berlin is back on +01:00), the fourth the next day;
+    # the tick of the 22nd is before the window.
+    campaign = Job(
+        name="nightly-report",
+        schedule="0 9 * * *",
+        source="report",
+        time_zone="Europe/Berlin",
+        active=Window(start=date(2026, 10, 23), runs=3),
+    ).calendar
+    assert campaign is not None
+    ticks = expected_times(
+        "0 9 * * *", "Europe/Berlin", datetime(2026, 10, 22, tzinfo=UTC), datetime(2026, 10, 27, tzinfo=UTC)
+    )
+    answers = []
+    for tick in [*ticks, ticks[-1]]:  # the last tick delivered twice, as a retry would
+        clock.current = tick + timedelta(seconds=5)
+        status, body = _deliver(client, campaign, time=tick.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        answers.append((tick.strftime("%d %H:%M"), status, body["outcome"], body.get("excluded_because")))
+    assert answers == [
+        ("22 07:00", 200, "excluded", "before_window"),
+        ("23 07:00", 200, "completed", None),
+        ("24 07:00", 200, "completed", None),
+        ("25 08:00", 200, "completed", None),
+        ("26 08:00", 200, "excluded", "after_window"),
+        ("26 08:00", 200, "excluded", "after_window"),
+    ]
+    assert probe.count == 3
+    excluded = [record[EXCLUDED_BECAUSE_FIELD] for record in records() if record["status"] == "excluded"]
+    assert sorted(excluded) == ["after_window", "before_window"]
+
+
+def test_a_calendar_header_whose_last_run_is_no_utc_time_is_misconfigured(client, probe, records):
+    header = '{"time_zone": "Europe/Berlin", "start": "2026-11-01", "last_run": "2026-11-30 09:00"}'
+    answer = client.post("/", headers={**scheduler_headers(), CALENDAR_HEADER: header})
+    assert (answer.status_code, answer.get_json()["outcome"]) == (500, "misconfigured")
+    assert "last_run that is no RFC 3339 UTC time: '2026-11-30 09:00'" in answer.get_json()["error"]
+    assert (probe.count, records()) == (0, [])

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner, Result
@@ -449,40 +450,91 @@ def test_include_skipped_runs_a_run_the_overlap_policy_skipped_once_keeping_its_
     assert [entry["status"] for entry in record["history"]] == ["skipped"]
 
 
+def _zone_with_midnight_at(moment: datetime) -> str:
+    """A zone with a whole-hour offset and no DST (Etc/GMT-N is UTC+N) in which `moment`, a whole
+    hour, is midnight: the test puts a date boundary among the six ticks whatever the hour it runs."""
+    offset = (11 - moment.hour) % 24 - 11  # -11 to +12 hours
+    return "Etc/UTC" if offset == 0 else f"Etc/GMT{-offset:+d}"
+
+
+def _give_calendar(team: Team, time_zone: str, calendar: str) -> None:
+    """The team file's hourly job in `time_zone`, with `calendar` (its `active=`/`exclude=` text)."""
+    path = team.folder / f"{team.name}.py"
+    text = path.read_text().replace(
+        "from stacks.team import Job, Team",
+        "from datetime import date\n\nfrom stacks.team import Calendar, Job, Team, Window",
+    )
+    path.write_text(
+        text.replace('source="report")', f'source="report", time_zone="{time_zone}", {calendar})')
+    )
+
+
+def _local_date(moment: datetime, time_zone: str) -> str:
+    return moment.astimezone(ZoneInfo(time_zone)).date().isoformat()
+
+
 def test_a_backfill_never_starts_a_tick_the_jobs_calendar_excludes_and_its_dry_run_says_so(
     setup, team, backfill, scheduler
 ):
     states = _seed(team)
-    # Exclude the UTC date of the first never-delivered tick (the job's time zone is UTC): it and
-    # every other tick on that date are left alone; the others are started as without a calendar.
-    holiday = team.ticks[2].date()
-    text = (team.folder / f"{team.name}.py").read_text()
-    text = text.replace(
-        "from stacks.team import Job, Team",
-        "from datetime import date\n\nfrom stacks.team import Calendar, Job, Team",
-    )
-    text = text.replace(
-        'source="report")', f'source="report", exclude=Calendar(dates=[date.fromisoformat("{holiday}")]))'
-    )
-    (team.folder / f"{team.name}.py").write_text(text)
-    excluded = [moment for moment in team.ticks if moment.date() == holiday]
-    wanted = [
-        team.key(moment)
-        for moment in team.ticks
-        if moment.date() != holiday and states[team.key(moment)] in ("never_delivered", "retried_out")
-    ]
+    # The job's zone puts midnight between the third and fourth ticks (between the fourth and
+    # fifth when that midnight is UTC's, so the dates are never UTC's): excluding the third tick's
+    # date there leaves the retried-out and the first never-delivered runs alone and starts the
+    # second never-delivered one, whatever the hour the test runs.
+    last = 2 if team.ticks[3].hour != 0 else 3
+    zone = _zone_with_midnight_at(team.ticks[last + 1])
+    holiday = _local_date(team.ticks[last], zone)
+    _give_calendar(team, zone, f'exclude=Calendar(dates=[date.fromisoformat("{holiday}")])')
+    excluded = team.ticks[: last + 1]
+    assert holiday not in {_local_date(moment, zone) for moment in team.ticks[last + 1 :]}
+    wanted = [team.key(team.ticks[4])]
+    assert [states[team.key(moment)] for moment in excluded][1:3] == ["retried_out", "never_delivered"]
     dry = backfill(*team.window, "--dry-run")
     assert dry.exit_code == 0, dry.output
-    assert (
-        f"{len(excluded)} ticks in the window are excluded by the job's calendar and never started"
-        in dry.output
+    listed = ", ".join(f"{moment:%Y-%m-%d %H:%M:%S} (excluded_date)" for moment in excluded)
+    line = (
+        f"{len(excluded)} ticks in the window are excluded by the job's calendar and never started: {listed}"
     )
-    assert f"{len(wanted)} missed; would start {len(wanted)}" in dry.output
+    assert f"{line}\n" in dry.output
+    assert "1 missed; would start 1" in dry.output
     done = backfill(*team.window)
     assert done.exit_code == 0, done.output
-    assert set(_executions(setup, team)) == set(wanted)
+    assert _executions(setup, team) == Counter(dict.fromkeys(wanted, 1))
     assert all(
         team.store.read(team.key(moment)) is None
         for moment in excluded
         if states[team.key(moment)] == "never_delivered"
+    )
+
+
+def test_a_backfill_of_a_campaign_never_starts_a_tick_outside_its_runs_and_its_dry_run_says_so(
+    setup, team, backfill, scheduler
+):
+    states = _seed(team)
+    # Three runs from the date whose midnight, in the job's zone, is the second tick (Etc/UTC when
+    # that is UTC's midnight): the first tick is before the window, the last two after its end.
+    zone = _zone_with_midnight_at(team.ticks[1])
+    _give_calendar(
+        team, zone, f'active=Window(start=date.fromisoformat("{_local_date(team.ticks[1], zone)}"), runs=3)'
+    )
+    reasons = ["before_window", None, None, None, "after_window", "after_window"]
+    dry = backfill(*team.window, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    listed = ", ".join(
+        f"{moment:%Y-%m-%d %H:%M:%S} ({why})" for moment, why in zip(team.ticks, reasons, strict=True) if why
+    )
+    assert (
+        f"3 ticks in the window are excluded by the job's calendar and never started: {listed}\n"
+        in dry.output
+    )
+    # Inside: the retried-out and the first never-delivered runs; the second is after the end.
+    assert "2 missed; would start 2" in dry.output
+    done = backfill(*team.window)
+    assert done.exit_code == 0, done.output
+    assert _executions(setup, team) == Counter(
+        dict.fromkeys([team.key(team.ticks[1]), team.key(team.ticks[2])], 1)
+    )
+    assert (
+        states[team.key(team.ticks[4])] == "never_delivered"
+        and team.store.read(team.key(team.ticks[4])) is None
     )

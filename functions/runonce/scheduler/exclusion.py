@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..contract import CALENDAR_HEADER, Excluded
@@ -22,19 +22,24 @@ from ..core.errors import ConfigError
 @dataclass(frozen=True)
 class JobCalendar:
     """When a job's scheduled runs run: dates from `start` to `end` (both included, either open),
-    none of `excluded`, each run's date read in `time_zone`."""
+    none of `excluded`, each run's date read in `time_zone`, none scheduled after `last_run`."""
 
     time_zone: str
     start: date | None = None
     end: date | None = None
     excluded: frozenset[date] = frozenset()
+    last_run: datetime | None = None
+    """The last scheduled run that runs (aware, UTC), for a window that ends after a number of
+    runs (the stack computes it from the schedule); None: the window ends with `end`."""
 
     def excluded_because(self, moment: datetime) -> Excluded | None:
         """Why the run scheduled at `moment` (aware) is excluded, or None if it runs."""
         day = moment.astimezone(ZoneInfo(self.time_zone)).date()
         if self.start is not None and day < self.start:
             return Excluded.BEFORE_WINDOW
-        if self.end is not None and day > self.end:
+        if (self.end is not None and day > self.end) or (
+            self.last_run is not None and moment > self.last_run
+        ):
             return Excluded.AFTER_WINDOW
         if day in self.excluded:
             return Excluded.EXCLUDED_DATE
@@ -49,6 +54,8 @@ class JobCalendar:
             value["end"] = self.end.isoformat()
         if self.excluded:
             value["exclude"] = sorted(day.isoformat() for day in self.excluded)
+        if self.last_run is not None:
+            value["last_run"] = self.last_run.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return json.dumps(value, separators=(",", ":"))
 
 
@@ -58,7 +65,8 @@ def parse_calendar(raw: str) -> JobCalendar:
     def bad(why: str) -> ConfigError:
         return ConfigError(
             f"the {CALENDAR_HEADER} header {why}: it must be the JSON object the stack writes "
-            '({"time_zone": ZONE, "start"/"end": "YYYY-MM-DD", "exclude": [dates]}); '
+            '({"time_zone": ZONE, "start"/"end": "YYYY-MM-DD", "exclude": [dates], '
+            '"last_run": "YYYY-MM-DDTHH:MM:SSZ"}); '
             "redeploy the job's stack"
         )
 
@@ -66,8 +74,8 @@ def parse_calendar(raw: str) -> JobCalendar:
         value = json.loads(raw)
     except ValueError:
         raise bad("is not JSON") from None
-    if not isinstance(value, dict) or set(value) - {"time_zone", "start", "end", "exclude"}:
-        raise bad("is not an object of time_zone, start, end and exclude")
+    if not isinstance(value, dict) or set(value) - {"time_zone", "start", "end", "exclude", "last_run"}:
+        raise bad("is not an object of time_zone, start, end, exclude and last_run")
     zone = value.get("time_zone")
     if not isinstance(zone, str):
         raise bad("has no time_zone")
@@ -84,6 +92,17 @@ def parse_calendar(raw: str) -> JobCalendar:
         except ValueError:
             raise bad(f"has a {name} that is no YYYY-MM-DD date: {text!r}") from None
 
+    def instant(text: object) -> datetime:
+        try:
+            if not isinstance(text, str):
+                raise ValueError(text)
+            moment = datetime.fromisoformat(text)
+            if moment.tzinfo is None:
+                raise ValueError(text)
+            return moment.astimezone(UTC)
+        except ValueError:
+            raise bad(f"has a last_run that is no RFC 3339 UTC time: {text!r}") from None
+
     dates = value.get("exclude", [])
     if not isinstance(dates, list):
         raise bad("has an exclude that is not a list")
@@ -92,6 +111,7 @@ def parse_calendar(raw: str) -> JobCalendar:
         start=None if value.get("start") is None else day(value["start"], "start"),
         end=None if value.get("end") is None else day(value["end"], "end"),
         excluded=frozenset(day(text, "excluded date") for text in dates),
+        last_run=None if value.get("last_run") is None else instant(value["last_run"]),
     )
 
 
