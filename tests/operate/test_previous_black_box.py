@@ -225,6 +225,18 @@ def test_a_wait_jobs_older_run_retried_after_a_newer_one_reads_the_same_previous
     assert started[job.key(newer)]["previous"] == started[job.key(older)]["previous"] == job.key(first)
 
 
+def test_a_skip_jobs_older_run_delivered_after_a_newer_one_reads_the_same_previous_as_the_newer_one(
+    setup, job
+):
+    """A late delivery (a retry after a 5xx, a slow network) of a run whose newer sibling already
+    completed: the job is free, so the older run runs, and reads the run before its own time."""
+    first, older, newer = job.ticks[:3]
+    for moment in (first, newer, older):
+        assert setup.send(job.headers(moment, **{OVERLAP_HEADER: "skip"})).outcome == "completed"
+    started = {execution["run"]: execution for execution in setup.started(job.keys)}
+    assert started[job.key(newer)]["previous"] == started[job.key(older)]["previous"] == job.key(first)
+
+
 def test_allow_jobs_runs_in_flight_together_read_the_same_previous(setup, job):
     older, base, one, two = job.ticks[:4]
     for moment in (older, base):
