@@ -38,6 +38,7 @@ from tests.conftest import PROJECT, clear_of_the_next_tick
 from tests.operate.conftest import ON_BOTH_STORES
 from tests.operate.test_backfill import JOB as HOURLY
 from tests.operate.test_backfill import REGION, SCHEDULE, TEAM_FILE
+from tests.store.valkey_server import ReplyDropper
 
 SOURCE = Path(__file__).resolve().parents[1] / "hosts" / "apps" / "previous_job.py"
 DATABASE = "runonce-previous"
@@ -53,6 +54,8 @@ class Setup:
     collection: str
     store_url: str | None
     """RUNONCE_STORE of the instances and the command: None on Firestore."""
+    proxy: ReplyDropper | None
+    """On Valkey, the proxy every store call goes through, which can lose an answer."""
 
     def notes(self, keys: set[str]) -> list[dict[str, Any]]:
         """The notes of the runs `keys`, in the order they were written."""
@@ -92,14 +95,17 @@ def setup(request, firestore_emulator, tmp_path_factory) -> Iterator[Setup]:
         "RUNONCE_COLLECTION": collection,
         "PREVIOUS_TEST_NOTES": str(notes),
     }
-    url = None
+    url, proxy = None, None
     if request.param == "valkey":
-        url = f"valkey://127.0.0.1:{request.getfixturevalue('valkey_server').port}"
+        proxy = ReplyDropper(request.getfixturevalue("valkey_server").port)
+        url = f"valkey://127.0.0.1:{proxy.port}"
         env[STORE_VARIABLE] = url
     pool = InstancePool("previous", SOURCE, "handle", INSTANCES, env, folder / "instances")
     pool.start()
-    yield Setup(pool, notes, collection, url)
+    yield Setup(pool, notes, collection, url, proxy)
     pool.stop()
+    if proxy is not None:
+        proxy.close()
 
 
 def _rfc3339(moment: datetime) -> str:
@@ -273,6 +279,32 @@ def test_a_completion_whose_answer_was_lost_is_read_once_with_its_result_by_the_
     assert following_run["previous_result"] == {"until": _rfc3339(lost), "execution": lost_run["execution"]}
     assert retries[-1].body["result"] == following_run["previous_result"]  # what Scheduler's retry was told
     assert last_run["previous"] == job.key(following)
+
+
+def test_a_completion_whose_store_answer_was_lost_is_read_once_with_its_result_by_the_next_run(setup, job):
+    if setup.proxy is None:
+        pytest.skip(
+            "Firestore's answers are lost on the in-process wire tap only: tests/hosts/test_faults.py "
+            "and tests/store/test_conformance_previous.py lose the completion's Commit answer"
+        )
+    lost, following = job.ticks[:2]
+    finishes = setup.proxy.calls["finish"]
+    setup.proxy.lose_next_answer("finish")  # the completion lands, its answer does not
+    answer = setup.send(job.headers(lost))
+    assert (answer.outcome, answer.body["recorded"]) == ("completed", True)
+    assert setup.proxy.calls["finish"] == finishes + 2  # the one that landed, its retry
+    assert setup.send(job.headers(following)).outcome == "completed"
+    started = setup.started(job.keys)
+    assert [execution["run"] for execution in started] == [job.key(lost), job.key(following)]
+    assert started[1]["previous"] == job.key(lost)
+    assert (
+        started[1]["previous_result"]
+        == answer.body["result"]
+        == {
+            "until": _rfc3339(lost),
+            "execution": started[0]["execution"],
+        }
+    )
 
 
 def test_a_takeover_of_an_attempt_killed_after_its_effect_reads_what_the_killed_attempt_read(setup, job):
