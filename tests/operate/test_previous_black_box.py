@@ -2,10 +2,11 @@
 instances (localscheduler's pool) serving tests/hosts/apps/previous_job.py, an incremental job
 that notes what it read and returns its cursor with an id of the execution; deliveries shaped as
 Cloud Scheduler sends them, sent concurrently, lost to the attempt deadline, or killing the
-instance after the effect; on Valkey, the completion's own answer lost by a proxy between the
-instances and the server (tests/store/valkey_server.ReplyDropper); `runonce rerun` and `runonce backfill` run as an operator runs them,
+instance after the effect; `runonce rerun` and `runonce backfill` run as an operator runs them,
 with the Google API stand-in's `jobs.run` sending the forced delivery to the instances. Every
-test runs with the runs on the Firestore emulator and on the session's Valkey server.
+test runs with the runs on the Firestore emulator and on the session's Valkey server, but the
+completion's own answer lost, on Valkey only: a proxy between the instances and the server
+(tests/store/valkey_server.ReplyDropper) drops it.
 
 What a run read is what its body noted (`started` lines), not what runonce says; `effect` lines
 end each execution, so the notes tell which executions ran at the same time.
