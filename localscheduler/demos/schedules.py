@@ -334,12 +334,12 @@ HEADER = (
 Feature = WindowsSeen | PauseSeen | ExclusionSeen
 """A row of the second table: the previous run, the pause after failures, the calendar."""
 
-FEATURE_HEADER = f"{'row':<10}{'job':<10}{'what happened':<96}{'verdict':>8}"
+FEATURE_HEADER = f"{'row':<10}{'job':<10}{'what happened':<100}{'verdict':>8}"
 
 
 def feature_row(feature: Feature) -> str:
     """One row of the second table."""
-    return f"{feature.name:<10}{feature.job:<10}{feature.summary():<96}{'ok' if feature.ok else 'FAIL':>8}"
+    return f"{feature.name:<10}{feature.job:<10}{feature.summary():<100}{'ok' if feature.ok else 'FAIL':>8}"
 
 
 @dataclass(frozen=True)

@@ -88,9 +88,8 @@ class PauseSeen:
     def summary(self) -> str:
         """What happened, in a line."""
         at = next((t for t in self.ticks if t.counts.get("paused")), None)
-        when = f"paused at {at.at:%H:%M:%S}Z after {at.failed_before} failed" if at else "never paused"
+        when = f"at {at.at:%H:%M:%S}Z after {at.failed_before} failed" if at else "never"
         return (
-            f"{self.statuses.count('failed')} runs failed; {when}, {self.pauses} jobs.pause; "
-            f"{self.late.get('reported', 0)} ticks reported while paused; "
-            f"resumed by {self.resumed.get('by', '-')}, {self.after_resume.get('paused', 0)} pauses after"
+            f"{self.statuses.count('failed')} failed; {self.pauses} jobs.pause, {when}; "
+            f"{self.late.get('reported', 0)} reported while paused; resumed by {self.resumed.get('by', '-')}"
         )
