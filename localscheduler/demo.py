@@ -9,8 +9,9 @@ emulator and, side by side, the example event function and every push `EventJob`
 files, each with its own instances, publishes messages with an event fault mix (see
 localscheduler.demos.events) and prints the event table, a row per event job; then the proxied
 job (localscheduler.demos.proxy) and the services, Flask and Django on gunicorn and FastAPI on
-uvicorn (localscheduler.demos.services), a row each; then the schedules, a job per overlap policy
-and a run the watchdog's catch-up starts (localscheduler.demos.schedules), a row each. The Valkey
+uvicorn (localscheduler.demos.services), a row each; then the schedules, a job per overlap policy,
+a run the watchdog's catch-up starts, the previous run, a pause after failures and a calendar
+(localscheduler.demos.schedules), a row each. The Valkey
 section (localscheduler.demos.valkey) starts a Valkey server (redis-server where Valkey is not
 installed) and plays the example job, after the team files' jobs, and the example event job, beside
 the other event jobs, with their runs kept there (RUNONCE_STORE), a row each. Exits 1 if
@@ -52,7 +53,7 @@ from localscheduler.demos.events import (
     EventResult,
 )
 from localscheduler.demos.proxy import ProxyHarness, ProxyResult
-from localscheduler.demos.schedules import JobSeen, SchedulesHarness, play_schedules
+from localscheduler.demos.schedules import SchedulesHarness, SchedulesSeen, play_schedules
 from localscheduler.demos.schedules import render as render_schedules
 from localscheduler.demos.services import ServiceHarness, ServiceResult, play_services
 from localscheduler.demos.services import render as render_services
@@ -348,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     event_outcome: list[list[EventResult]] = []
     proxy_outcome: list[ProxyResult] = []
     service_outcome: list[list[ServiceResult]] = []
-    schedules_outcome: list[list[JobSeen]] = []
+    schedules_outcome: list[SchedulesSeen] = []
     valkey_outcome: list[Result] = []
     watched: list[bool] = []
 
@@ -440,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
                     service.stop()
             print(
                 "schedules: a job per overlap policy (allow, skip, wait) whose runs overlap on purpose, "
-                "and a missed run the watchdog catches up ...",
+                "a missed run the watchdog catches up, an incremental job under faults, a job paused after "
+                "failures and resumed, a job's excluded date ...",
                 flush=True,
             )
             try:
@@ -479,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     events_ok = all(result.ok for result in event_outcome[0])
     watch_ok = bool(watched) and all(watched)
     services_ok = bool(service_outcome) and all(result.ok for result in service_outcome[0])
-    schedules_ok = bool(schedules_outcome) and all(job.ok for job in schedules_outcome[0])
+    schedules_ok = bool(schedules_outcome) and schedules_outcome[0].ok
     valkey_ok = bool(valkey_outcome) and valkey_outcome[0].ok
     passed = outcome[0].ok and events_ok and proxy_outcome[0].ok and services_ok and schedules_ok and watch_ok
     passed = passed and valkey_ok

@@ -35,6 +35,7 @@ team = Team(
             attempt_deadline_seconds=180,  # 15-1800 and at most timeout_seconds
             retry=Retry(),  # 5 retries, 20 s to 10 min apart: safe, a finished run is not run again
             # overlap=Overlap.SKIP,  # run still going: SKIP records the next skipped, WAIT runs it after
+            # (a job that goes on from its previous run's result, as source="sync" does, needs SKIP or WAIT)
             # catch_up_seconds=6 * 3600,  # the watchdog starts a run missed this recently itself, once
             env={},
         ),

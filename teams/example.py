@@ -1,6 +1,6 @@
 """The example team: copy this file (or teams/_template.py) to teams/<your-team>.py and edit."""
 
-from stacks.team import AppEngineJob, EventJob, Job, PushRetry, Retry, Service, ServiceJob, Team
+from stacks.team import AppEngineJob, EventJob, Job, Overlap, PushRetry, Retry, Service, ServiceJob, Team
 
 team = Team(
     name="example",
@@ -36,6 +36,24 @@ team = Team(
             # Its retries may reach the next run, which Scheduler may then skip: the run after
             # it catches up too.
             retries_may_skip_next_run=True,
+        ),
+        Job(
+            name="catalog-sync",
+            description="Copy the catalog's changes since the previous run every five minutes",
+            schedule="*/5 * * * *",
+            source="sync",
+            timeout_seconds=60,
+            attempt_deadline_seconds=30,
+            # Retries 40, 90, 160 and 250 s after the first attempt, even if each takes its 30 s
+            # deadline: past the 120 s lease of an attempt whose instance died (or of the run
+            # before it, under `wait`), and all over before the next run five minutes later.
+            retry=Retry(retry_count=4, min_backoff_seconds=10, max_backoff_seconds=60),
+            # Each run copies the window since its previous run's cursor (functions/sync). Under
+            # `allow` two runs in flight together may read the same previous and copy overlapping
+            # windows (docs/library.md, "The previous run"); `wait` runs them one after the other.
+            overlap=Overlap.WAIT,
+            # Where the first run's window starts.
+            env={"SYNC_START": "2026-12-01T00:00:00Z"},
         ),
         Job(
             name="ledger-close",

@@ -17,6 +17,19 @@ was answered `skipped` and has a skipped record, no body and no effect; wait nev
 bodies at once, was answered 409 `waiting` while its run before ran, and runs each run once; the
 missed run is run once by the catch-up (its record completed with cause `catch_up`), the first
 tick reports nothing and a second tick finds nothing missed.
+
+Three more jobs, a row each (localscheduler/verdicts: windows, pauses, exclusions):
+- `sync` (functions/sync, instances of its own, overlap `wait`) copies the window since its
+  previous run every minute for four runs, under a fault per run (a lost answer, a kill after the
+  effect, a kill mid-run, a duplicate delivery): the windows chain with no gap and no overlap,
+  each copied once.
+- `failing` fails for good every run, `pause_after_failures=2`: the watchdog, ticking after each
+  failed run (twice at once after the second), pauses it once through the Scheduler stand-in; a
+  later tick reports none of its unrun ticks missed (Scheduler delivers nothing to a paused job,
+  and the local Scheduler plays none after 00:02); `runonce resume` (operate.resume) resumes it
+  and records who and why, and a tick after that does not pause it again.
+- `holiday` excludes New Year's Day in Europe/Berlin: its runs are answered 200 `excluded` and
+  recorded so, with no body and no effect, and the watchdog reports none of them missed.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ import itertools
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,20 +53,25 @@ from localscheduler.hosts.pool import InstancePool
 from localscheduler.picture import Lane, Mark, Point, lanes
 from localscheduler.scheduler.cloud_scheduler import LocalScheduler, Trigger
 from localscheduler.scheduler.delivery import Answer, scheduler_headers
-from localscheduler.scheduler.faults import FaultMix
+from localscheduler.scheduler.faults import Fault, FaultMix
 from localscheduler.scheduler.journal import Journal, Sent
-from localscheduler.scheduler.plan import planned_runs
+from localscheduler.scheduler.plan import PlannedRun, planned_runs
 from localscheduler.store import RUNS_COLLECTION, FirestoreLedger, StoreView
 from localscheduler.verdicts.bodies import Body, read_bodies
 from localscheduler.verdicts.effects import FirestoreEffects
+from localscheduler.verdicts.exclusions import ExcludedRun, ExclusionSeen
+from localscheduler.verdicts.pauses import PauseSeen, Tick
+from localscheduler.verdicts.windows import Copy, WindowRun, WindowsSeen
+from operate.rerun import SchedulerApi, Target
+from operate.resume import resume
 from runonce import contract
 from runonce._instant import parse_instant
-from runonce.contract import SKIPPED_FOR_FIELD, MissedRun, Overlap
-from runonce.core.store import CAUSE_FIELD
+from runonce.contract import SKIPPED_FOR_FIELD, Excluded, MissedRun, Overlap
+from runonce.core.store import CAUSE_FIELD, Store, StoredResult
 from runonce.scheduler.expected import next_time
 from runonce.scheduler.watchdog import Watch, WatchedJob, check
 from stacks.naming import scheduler_job_name
-from stacks.team import Job, Retry, Team
+from stacks.team import Calendar, Job, Retry, Team
 
 RATE = 30.0
 """Simulated seconds per wall second: a minute of schedule in two wall seconds."""
@@ -72,13 +91,42 @@ GRACE = timedelta(seconds=60)
 TICK = START + SPAN + GRACE
 """When the watchdog ticks (simulated): every played run is past its grace, and no run the demo
 did not play is (the clock runs on while the last bodies end)."""
-INSTANCES = 5
-"""The instances all four jobs share: four bodies run at once at 00:02, plus a short request."""
+INSTANCES = 6
+"""The instances the jobs on functions/report share: four bodies run at once at 00:02, plus the
+short requests of the others."""
 OUTBOX = "schedules_outbox"
 WATCHDOG_COLLECTION = "schedules_watchdog"
 CATCH_UP_JOB = "catch-up"
 SETTLE_SECONDS = 30.0
 """How long (wall) the caught-up run may take to complete."""
+SYNC_JOB = "sync"
+SYNC_SPAN = timedelta(minutes=4)
+"""Four runs of the incremental job: 00:01 to 00:04."""
+SYNC_LEASE_SECONDS = 30
+"""Its run lease (simulated): a killed attempt is taken over within its retries, before the next run."""
+SYNC_INSTANCES = 3
+"""Its own instances (functions/sync): two of them die on purpose."""
+SYNC_OUTBOX = "schedules_sync_outbox"
+SYNC_FAULTS = {
+    1: Fault.LOST_RESPONSE,
+    2: Fault.KILLED_AFTER_EFFECT,
+    3: Fault.INSTANCE_KILLED,
+    4: Fault.DUPLICATE_DELIVERY,
+}
+"""The fault on each of its runs' first attempt, by minute."""
+FAILING_JOB = "failing"
+PAUSE_AFTER = 2
+PAUSE_GRACE = timedelta(seconds=20)
+"""The watchdog's grace for the failing job: its run is judged 20 s after its time."""
+PAUSE_TICKS = ((START + timedelta(seconds=70), 1), (START + timedelta(seconds=130), 2))
+"""When the watchdog ticks while the failing job runs (after its 1st failed run, then twice at once
+after its 2nd), and how many ticks then."""
+PAUSED_TICK = START + timedelta(minutes=4)
+"""A tick after two of the paused job's ticks (00:03, 00:04) passed unrun."""
+RESUMER = "demo-operator"
+RESUME_WHY = "the revoked credential is renewed"
+CALENDAR_JOB = "holiday"
+HOLIDAY = START.date()
 # Retried every 5 simulated seconds until the next scheduled run (no count limit): a waiting run
 # is tried again soon after the run before it ends.
 RETRY = Retry(
@@ -104,8 +152,14 @@ def _job(name: str, overlap: Overlap, work: float, catch_up: int = 0) -> Job:
     )
 
 
+POLICY_JOBS = ("allow", "skip", "wait", CATCH_UP_JOB)
+"""The jobs of the table's first rows (`JobSeen`)."""
+
+
 def schedules_team(project: str) -> Team:
-    """The section's team: a job per overlap policy, and the catch-up job."""
+    """The section's team: a job per overlap policy, the catch-up job, the incremental job, the
+    job paused after failures and the calendar job."""
+    failing = _job(FAILING_JOB, Overlap.ALLOW, 0)
     return Team(
         name="schedules",
         project=project,
@@ -115,8 +169,39 @@ def schedules_team(project: str) -> Team:
             _job("skip", Overlap.SKIP, WORK_SECONDS),
             _job("wait", Overlap.WAIT, WORK_SECONDS),
             _job(CATCH_UP_JOB, Overlap.ALLOW, 0, CATCH_UP_SECONDS),
+            replace(_job(SYNC_JOB, Overlap.WAIT, 0), source="sync", body="{}"),
+            replace(failing, body=json.dumps({"fail": "permanent"}), pause_after_failures=PAUSE_AFTER),
+            replace(
+                _job(CALENDAR_JOB, Overlap.ALLOW, 0), time_zone="Europe/Berlin", exclude=Calendar([HOLIDAY])
+            ),
         ],
     )
+
+
+@dataclass(frozen=True)
+class PlannedFaults(FaultMix):
+    """The section's faults: a chosen fault on the first attempt of chosen runs, none elsewhere."""
+
+    planned: tuple[tuple[str, datetime, Fault], ...] = ()
+    """(job, schedule time, fault)."""
+
+    def __post_init__(self) -> None:
+        """Nothing to check: the rates stay 0, the faults are planned."""
+
+    def fault_for(self, run: PlannedRun, forced: bool = False) -> Fault:
+        """The fault planned for the run's first attempt, or Fault.NONE."""
+        if forced:
+            return Fault.NONE
+        found = (f for job, at, f in self.planned if job == run.job.name and at == run.schedule_time)
+        return next(found, Fault.NONE)
+
+
+FAULTS = PlannedFaults(
+    planned=tuple(
+        (SYNC_JOB, START.replace(second=0) + timedelta(minutes=minute), fault)
+        for minute, fault in SYNC_FAULTS.items()
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -246,8 +331,32 @@ HEADER = (
 )
 
 
-def render(jobs: list[JobSeen]) -> str:
-    """The table (a row per job) and the verdict lines."""
+Feature = WindowsSeen | PauseSeen | ExclusionSeen
+"""A row of the second table: the previous run, the pause after failures, the calendar."""
+
+FEATURE_HEADER = f"{'row':<10}{'job':<10}{'what happened':<100}{'verdict':>8}"
+
+
+def feature_row(feature: Feature) -> str:
+    """One row of the second table."""
+    return f"{feature.name:<10}{feature.job:<10}{feature.summary():<100}{'ok' if feature.ok else 'FAIL':>8}"
+
+
+@dataclass(frozen=True)
+class SchedulesSeen:
+    """The section's rows: a job per overlap policy and the catch-up; then a row per feature."""
+
+    jobs: list[JobSeen]
+    features: list[Feature]
+
+    @property
+    def ok(self) -> bool:
+        return all(job.ok for job in self.jobs) and all(feature.ok for feature in self.features)
+
+
+def render(seen: SchedulesSeen) -> str:
+    """The two tables and the verdict lines."""
+    jobs, features = seen.jobs, seen.features
     lines = [HEADER, "-" * len(HEADER), *(job.row() for job in jobs)]
     if all(job.ok for job in jobs):
         lines.append(
@@ -255,6 +364,15 @@ def render(jobs: list[JobSeen]) -> str:
             "wait ran each run once); the missed run was run once by the catch-up, and not reported"
         )
     lines.extend(f"  FAIL {problem}" for job in jobs for problem in job.problems)
+    lines += ["", FEATURE_HEADER, "-" * len(FEATURE_HEADER), *(feature_row(feature) for feature in features)]
+    if features and all(feature.ok for feature in features):
+        lines.append(
+            "previous: the windows chained from the start with no gap and no overlap, each copied once, "
+            "under a lost answer and kills; pause: paused once after the 2nd failed run, not the 1st, its "
+            "unrun ticks not reported, resumed by runonce resume with who and why; calendar: every run on "
+            "the excluded date answered 200 excluded and recorded so, no body, no effect, none missed"
+        )
+    lines.extend(f"  FAIL {problem}" for feature in features for problem in feature.problems)
     return "\n".join(lines)
 
 
@@ -300,6 +418,7 @@ class SchedulesHarness:
     log_dir: Path
     team: Team = field(init=False)
     pool: InstancePool = field(init=False)
+    sync_pool: InstancePool = field(init=False)
     stand_in: GoogleApisStandIn = field(default_factory=GoogleApisStandIn)
     clock: AcceleratedClock | None = None
     journal: Journal | None = None
@@ -307,6 +426,11 @@ class SchedulesHarness:
     forced: list[tuple[datetime, datetime]] = field(default_factory=list)
     """When each forced delivery of the catch-up was sent and answered (simulated)."""
     ticks: list[dict[str, int]] = field(default_factory=list)
+    pause_ticks: list[Tick] = field(default_factory=list)
+    paused_tick: dict[str, int] = field(default_factory=dict)
+    resumed_tick: dict[str, int] = field(default_factory=dict)
+    resumed_key: str = ""
+    calendar_tick: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.team = schedules_team(self.project)
@@ -322,6 +446,27 @@ class SchedulesHarness:
         self.pool = InstancePool(
             "schedules", job.source_dir / "main.py", job.entry_point, INSTANCES, env, self.log_dir
         )
+        sync = self._job(SYNC_JOB)
+        sync_env = {
+            **env,
+            contract.LEASE_VARIABLE: str(SYNC_LEASE_SECONDS),
+            "SYNC_OUTBOX_COLLECTION": SYNC_OUTBOX,
+            "SYNC_START": START.isoformat(),
+        }
+        self.sync_pool = InstancePool(
+            "schedules-sync",
+            sync.source_dir / "main.py",
+            sync.entry_point,
+            SYNC_INSTANCES,
+            sync_env,
+            self.log_dir,
+        )
+
+    def _job(self, name: str) -> Job:
+        return next(job for job in self.team.jobs if job.name == name)
+
+    def _pool(self, job: Job) -> InstancePool:
+        return self.sync_pool if job.name == SYNC_JOB else self.pool
 
     @property
     def clock_file(self) -> Path:
@@ -332,57 +477,111 @@ class SchedulesHarness:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.clock_file.write_text(AcceleratedClock.starting_now(START, RATE).spec())
         self.pool.start()
+        self.sync_pool.start()
         self.stand_in.start()
 
     def plan(self) -> list[Trigger]:
         """Every job's runs in the span; the catch-up job's first run is never delivered."""
         plan = []
         for job in self.team.jobs:
-            runs = planned_runs(self.team, job, START, START + SPAN)
+            runs = planned_runs(self.team, job, START, START + (SYNC_SPAN if job.name == SYNC_JOB else SPAN))
             for n, run in enumerate(runs):
                 miss = MissedRun.NEVER_DELIVERED if job.name == CATCH_UP_JOB and n == 0 else None
                 plan.append(Trigger(run, False, run.schedule_time, run.next_time, miss))
         return sorted(plan, key=lambda trigger: trigger.at)
 
     def play(self) -> None:
-        """Play the schedule, then tick the watchdog twice (waiting for the caught-up run between)."""
+        """Play the schedule while the watchdog ticks on the failing job; then tick it twice for
+        the catch-up (waiting for the caught-up run between), once on the paused job and once on
+        the calendar job; then resume the paused job with `runonce resume` and tick once more."""
         self.clock = clock = AcceleratedClock.starting_now(START, RATE)
         self.clock_file.write_text(clock.spec())
         client = firestore.Client(project=self.project)
         self.journal = Journal(self.log_dir / "scheduler.jsonl")
-        pools = {(self.team.name, job.name): self.pool for job in self.team.jobs}
-        leases = {key: LEASE_SECONDS for key in pools}
+        pools = {(self.team.name, job.name): self._pool(job) for job in self.team.jobs}
+        leases = {key: SYNC_LEASE_SECONDS if key[1] == SYNC_JOB else LEASE_SECONDS for key in pools}
         runs = FirestoreLedger(client)
-        LocalScheduler(clock, pools, leases, FaultMix(), runs, self.journal).run(self.plan())
+        ledger, claims = FirestoreSettings(
+            self.emulator_host, self.project, RUNS_COLLECTION, WATCHDOG_COLLECTION
+        ).stores()
+        scheduler = StandInScheduler(self.stand_in)
+        failing = self._job(FAILING_JOB)
+        pause_watch = Watch(self.team.name, self.team.project, self.team.region, (self._watched(failing),))
+        self.stand_in.clock = lambda: clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.stand_in._store(  # the Scheduler job as the stack created it, enabled
+            {
+                "name": pause_watch.scheduler_job(pause_watch.jobs[0]),
+                "state": "ENABLED",
+                "userUpdateTime": "2026-01-01T00:00:00Z",
+            }
+        )
+        stop = threading.Event()
+        ticker = threading.Thread(
+            target=self._tick_failing, args=(pause_watch, ledger, claims, scheduler, stop), daemon=True
+        )
+        ticker.start()
+        try:
+            LocalScheduler(clock, pools, leases, FAULTS, runs, self.journal).run(self.plan())
+        finally:
+            stop.set()
+            ticker.join()
         self.journal.close()
         catch_up = next(job for job in self.team.jobs if job.name == CATCH_UP_JOB)
         self.stand_in.on_start = lambda started: threading.Thread(
             target=self._forced_delivery, args=(catch_up,), daemon=True
         ).start()
         watch = self._watch(catch_up)
-        ledger, claims = FirestoreSettings(
-            self.emulator_host, self.project, RUNS_COLLECTION, WATCHDOG_COLLECTION
-        ).stores()
-        scheduler = StandInScheduler(self.stand_in)
         self.ticks.append(check(watch, ledger, claims, TICK, scheduler))
         missed = next(t.key for t in self.plan() if t.miss is not None)
         deadline = time.monotonic() + SETTLE_SECONDS
         while (ledger.read(missed) or {}).get("status") != "completed" and time.monotonic() < deadline:
             time.sleep(0.2)
         self.ticks.append(check(watch, ledger, claims, TICK, scheduler))
+        self.calendar_tick = check(self._watch(self._job(CALENDAR_JOB)), ledger, claims, TICK, scheduler)
+        clock.sleep_until(PAUSED_TICK, threading.Event())
+        self.paused_tick = check(pause_watch, ledger, claims, PAUSED_TICK, scheduler)
+        self._resume(failing, ledger)
+        self.resumed_tick = check(pause_watch, ledger, claims, clock.now(), scheduler)
 
-    def _watch(self, job: Job) -> Watch:
-        watched = WatchedJob(
+    def _watched(self, job: Job) -> WatchedJob:
+        return WatchedJob(
             job=job.name,
             scheduler_job=scheduler_job_name(self.team.name, job.name),
             schedule=job.schedule,
             time_zone=job.time_zone,
-            grace=GRACE,
+            grace=PAUSE_GRACE if job.pause_after_failures else GRACE,
             lookback=timedelta(hours=1),
             since=START,
             catch_up=timedelta(seconds=job.catch_up_seconds),
+            pause_after_failures=job.pause_after_failures,
+            calendar=job.calendar,
         )
-        return Watch(self.team.name, self.team.project, self.team.region, (watched,))
+
+    def _watch(self, job: Job) -> Watch:
+        return Watch(self.team.name, self.team.project, self.team.region, (self._watched(job),))
+
+    def _tick_failing(
+        self, watch: Watch, ledger: Store, claims: Store, scheduler: StandInScheduler, stop: threading.Event
+    ) -> None:
+        """The watchdog's ticks while the failing job runs: at each of PAUSE_TICKS, that many at once."""
+        assert self.clock is not None
+        job = watch.jobs[0]
+        for at, count in PAUSE_TICKS:
+            if not self.clock.sleep_until(at, stop):
+                return
+            keys = [trigger.key for trigger in self.plan() if trigger.run.job.name == job.job]
+            failed = sum((ledger.read(key) or {}).get("status") == "failed" for key in keys)
+            with ThreadPoolExecutor(max_workers=count) as pool:
+                moments = [at] * count
+                ticks = list(pool.map(lambda when: check(watch, ledger, claims, when, scheduler), moments))
+            self.pause_ticks.extend(Tick(at, counts, failed) for counts in ticks)
+
+    def _resume(self, job: Job, ledger: Store) -> None:
+        """`runonce resume --team schedules --job failing --by RESUMER --why RESUME_WHY`, in process."""
+        assert self.clock is not None
+        api = SchedulerApi(self.stand_in.url)
+        done = resume(api, ledger, Target.of(self.team, job), RESUMER, RESUME_WHY, self.clock.now())
+        self.resumed_key = done.key
 
     def _forced_delivery(self, job: Job) -> None:
         """What `jobs.run` makes Cloud Scheduler send: a delivery carrying the job's next
@@ -415,44 +614,93 @@ class SchedulesHarness:
             for lane in drawn
         ]
 
-    def judge(self) -> list[JobSeen]:
-        """Each job's runs from the journal, the ledger, the instance logs and the outbox."""
+    def judge(self) -> SchedulesSeen:
+        """Each row from the journal, the ledger, the instance logs, the outboxes, the Scheduler
+        stand-in and the watchdog's ticks."""
         assert self.clock is not None and self.journal is not None
         client = firestore.Client(project=self.project)
         outbox = FirestoreEffects(OUTBOX, "run_key", "attempt_id")
         view = StoreView.read(client, [outbox], FirestoreLedger(client))
         bodies = read_bodies(self.log_dir, self.clock)
         sent = self.journal.sent()
-        jobs = []
-        for job in self.team.jobs:
-            runs = [
+        seen: dict[str, list[RunSeen]] = {}
+        for trigger in self.plan():
+            name = trigger.run.job.name
+            seen.setdefault(name, []).append(
                 RunSeen(
                     trigger.run.schedule_time,
                     trigger.key,
                     trigger.miss is not None,
-                    [s for s in sent if s.job == job.name and s.schedule_time == trigger.run.schedule_time],
+                    [s for s in sent if s.job == name and s.schedule_time == trigger.run.schedule_time],
                     view.records.get(trigger.key, {}),
                     bodies.get(trigger.key, []),
                     len(view.effects.get(trigger.key, [])),
                 )
-                for trigger in self.plan()
-                if trigger.run.job.name == job.name
-            ]
+            )
+        jobs = []
+        for job in (self._job(name) for name in POLICY_JOBS):
             catch_up = (
                 CatchUpSeen(self.ticks[0], self.ticks[1], self.answers) if job.name == CATCH_UP_JOB else None
             )
-            jobs.append(JobSeen(job.name, job.overlap, runs, catch_up))
-        return jobs
+            jobs.append(JobSeen(job.name, job.overlap, seen[job.name], catch_up))
+        return SchedulesSeen(jobs, [self._windows(client, seen), self._pause(seen), self._calendar(seen)])
+
+    def _windows(self, client: firestore.Client, seen: dict[str, list[RunSeen]]) -> WindowsSeen:
+        copies = []
+        for document in client.collection(SYNC_OUTBOX).stream():
+            copy = document.to_dict() or {}
+            since, until = (
+                parse_instant(str(copy.get("since"))).utc,
+                parse_instant(str(copy.get("until"))).utc,
+            )
+            copies.append(Copy(since, until, str(copy.get("run_key"))))
+        runs = [WindowRun(run.schedule_time, run.key, run.record, run.sent) for run in seen[SYNC_JOB]]
+        return WindowsSeen(SYNC_JOB, START, runs, copies)
+
+    def _pause(self, seen: dict[str, list[RunSeen]]) -> PauseSeen:
+        job = self._job(FAILING_JOB)
+        name = self._watch(job).scheduler_job(self._watched(job))
+        pauses = sum(call.path == f"/v1/{name}:pause" for call in self.stand_in.calls)
+        record = (
+            FirestoreLedger(firestore.Client(project=self.project)).read(self.resumed_key)
+            if self.resumed_key
+            else None
+        )
+        resumed = StoredResult.from_record(record).value if record else {}
+        state = next(
+            (r.get("state", "") for r in self.stand_in.resources("jobs") if r.get("name") == name), ""
+        )
+        return PauseSeen(
+            FAILING_JOB,
+            PAUSE_AFTER,
+            [run.record.get("status", "") for run in seen[FAILING_JOB]],
+            self.pause_ticks,
+            pauses,
+            self.paused_tick,
+            resumed if isinstance(resumed, dict) else {},
+            str(state),
+            self.resumed_tick,
+            RESUMER,
+            RESUME_WHY,
+        )
+
+    def _calendar(self, seen: dict[str, list[RunSeen]]) -> ExclusionSeen:
+        runs = [
+            ExcludedRun(run.schedule_time, run.sent, run.record, len(run.bodies), run.effects)
+            for run in seen[CALENDAR_JOB]
+        ]
+        return ExclusionSeen(CALENDAR_JOB, Excluded.EXCLUDED_DATE.value, runs, self.calendar_tick)
 
     def pids(self) -> list[int]:
-        return self.pool.pids()
+        return self.pool.pids() + self.sync_pool.pids()
 
     def stop(self) -> None:
         self.pool.stop()
+        self.sync_pool.stop()
         self.stand_in.stop()
 
 
-def play_schedules(harness: SchedulesHarness) -> list[JobSeen]:
+def play_schedules(harness: SchedulesHarness) -> SchedulesSeen:
     """Start the harness, play it and judge it (the caller stops it)."""
     harness.start()
     harness.play()

@@ -15,7 +15,7 @@ from stacks.constructs.archive import content_digest
 from stacks.team import FUNCTIONS_DIR, REPO_ROOT, TEAMS_DIR, load_team_file
 from tests.stacks.conftest import synthesize
 
-EXAMPLE_JOBS = ["report", "sync", "ledger-close"]
+EXAMPLE_JOBS = ["report", "sync", "catalog-sync", "ledger-close"]
 EXAMPLE_EVENT_JOBS = ["orders"]
 EXAMPLE_FUNCTIONS = [*EXAMPLE_JOBS, *EXAMPLE_EVENT_JOBS]
 """Every job has a function of its own: the scheduled jobs' timeouts differ, and an event job's
@@ -219,7 +219,7 @@ def test_functions_are_created_sixty_seconds_after_every_grant_of_the_build_and_
     assert iam_settled["create_duration"] == "60s"
     # Adding or removing a function changes the trigger, so the sleep is re-created and waits again.
     assert iam_settled["triggers"] == {
-        "functions": "ledger-close,orders,report,sync,watchdog",
+        "functions": "catalog-sync,ledger-close,orders,report,sync,watchdog",
         "services": "closer",
     }
     assert sorted(iam_settled["depends_on"]) == sorted(grants)
@@ -353,8 +353,8 @@ def test_build_images_go_to_the_team_repository(example):
 
 def test_each_function_has_a_runtime_account_and_the_team_one_build_and_one_invoker_account(example):
     ids = sorted(config["account_id"] for config in example.resources("google_service_account").values())
-    # The example's three scheduled jobs differ in their timeouts, so each has a function of its
-    # own, and so has its event job.
+    # The example's four scheduled jobs differ in their timeouts or their source, so each has a
+    # function of its own, and so has its event job.
     # The deployed service `closer` has its own runtime account too; the existing one has its own.
     assert ids == sorted(
         [
@@ -395,7 +395,7 @@ def test_function_is_gen2_internal_only_and_runs_as_its_runtime_account(example,
                 "source": {
                     "storage_source": {
                         "bucket": bucket,
-                        "object": source_object(),
+                        "object": source_object(config.source),
                     }
                 },
             },
@@ -412,9 +412,9 @@ def test_function_is_gen2_internal_only_and_runs_as_its_runtime_account(example,
     )
 
 
-def source_object() -> str:
-    """The object name of the example's source folder (all three jobs share it)."""
-    digest = content_digest({"": FUNCTIONS_DIR / "report", "runonce": FUNCTIONS_DIR / "runonce"})
+def source_object(source: str = "report") -> str:
+    """The object name of a source folder of the example (its jobs on functions/report share one)."""
+    digest = content_digest({"": FUNCTIONS_DIR / source, "runonce": FUNCTIONS_DIR / "runonce"})
     return naming.source_object_name(digest)
 
 
@@ -450,10 +450,10 @@ def test_jobs_built_from_the_same_files_share_one_upload_named_by_its_digest(exa
             "name": source_object(),
         },
     )
-    # The scheduled jobs share one upload; the event job's folder is a second one, the watchdog's
-    # a third.
+    # The scheduled jobs of functions/report share one upload; the event job's folder is a second
+    # one, the watchdog's a third, functions/sync (catalog-sync) a fourth.
     uploads = example.resources("google_storage_bucket_object")
-    assert len(uploads) == 3
+    assert len(uploads) == 4
     (upload,) = [name for name in uploads if name.startswith("build_report-source")]
     function_ids = {
         config["name"].removeprefix("example-"): f"google_storage_bucket_object.{upload}"
@@ -463,6 +463,7 @@ def test_jobs_built_from_the_same_files_share_one_upload_named_by_its_digest(exa
     assert function_ids == {
         "report": True,
         "sync": True,
+        "catalog-sync": False,
         "ledger-close": True,
         "orders": False,
         "watchdog": False,
@@ -609,7 +610,9 @@ def test_scheduler_jobs_are_created_or_repointed_two_minutes_after_every_invoker
     settled = example.resources("time_sleep")["invoker-settled"]
     # IAM: policy changes "typically propagate in 2 minutes" (docs/stacks.md, First deploy).
     assert settled["create_duration"] == "120s"
-    assert settled["triggers"] == {"functions": "billing-api,closer,ledger-close,orders,report,sync"}
+    assert settled["triggers"] == {
+        "functions": "billing-api,catalog-sync,closer,ledger-close,orders,report,sync"
+    }
     assert sorted(settled["depends_on"]) == sorted([*grants, token_creator, agent_role])
     for job in EXAMPLE_JOBS:
         listed = depends_on(example, "google_cloud_scheduler_job", name=f"example-{job}")

@@ -104,6 +104,7 @@ def test_the_missed_run_metric_counts_the_watchdogs_lines_about_the_teams_schedu
     assert metric["filter"] == (
         'jsonPayload.logger="runonce.watchdog" AND jsonPayload.missed_run:* AND '
         '(jsonPayload.scheduler_job="example-report" OR jsonPayload.scheduler_job="example-sync" '
+        'OR jsonPayload.scheduler_job="example-catalog-sync" '
         'OR jsonPayload.scheduler_job="example-ledger-close" '
         'OR jsonPayload.scheduler_job="example-books-close" '
         'OR jsonPayload.scheduler_job="example-billing-close" '

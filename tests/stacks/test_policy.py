@@ -201,12 +201,12 @@ def test_two_teams_deriving_the_same_names_in_one_project_are_flagged(example):
     }
     expected |= {("RO-SET-2", stack, "terraform_backend.local") for stack in ("example", "example-copy")}
     assert found == expected
-    # Accounts: a runtime account per function (three scheduled, one event, the watchdog's) and
+    # Accounts: a runtime account per function (four scheduled, one event, the watchdog's) and
     # for the deployed service, and the team's build and invoker accounts; the functions; the
-    # Scheduler jobs (three on functions, two on services, one on App Engine, the watchdog's); the
+    # Scheduler jobs (four on functions, two on services, one on App Engine, the watchdog's); the
     # ledger and the watchdog's database; the event job's topic and dead-letter topic, its push
     # and dead-letter subscriptions.
-    assert len(expected) == 2 * ((5 + 1 + 2) + 5 + 7 + 1 + 1 + 2 + 2 + 2) + 2
+    assert len(expected) == 2 * ((6 + 1 + 2) + 6 + 8 + 1 + 1 + 2 + 2 + 2) + 2
 
 
 def test_teams_in_different_projects_may_reuse_project_scoped_names_but_not_bucket_names(example):
@@ -432,13 +432,13 @@ def test_the_invoker_holding_any_other_role_is_flagged(example):
 def test_a_migrating_team_passes_the_pack_with_its_retiring_accounts_and_no_others(archive_dir):
     team = replace(load_team_file(TEAMS_DIR / "example.py"), keep_per_job_accounts=True)
     migrating = synthesize(team, archive_dir)
-    assert len(migrating.stack.retiring_accounts) == 6
+    assert len(migrating.stack.retiring_accounts) == 8
     assert flagged(migrating.document) == set()
     stack = json.loads(migrating.json)
     for account in stack["resource"]["google_service_account"].values():
         account.pop("description", None)
     assert {rule for rule, _ in flagged(stack)} == {"RO-IAM-4"}
-    assert len(flagged(stack)) == 6
+    assert len(flagged(stack)) == 8
 
 
 def test_a_function_without_ingress_setting_counts_as_open(example):

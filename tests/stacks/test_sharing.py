@@ -219,6 +219,7 @@ def test_a_stack_with_shared_functions_builds_one_function_and_account_per_group
     synth = synthesize(team, archive_dir)
     functions = synth.resources("google_cloudfunctions2_function")
     assert sorted(config["name"] for config in functions.values()) == [
+        "example-catalog-sync",
         "example-ledger-close",
         "example-orders",
         "example-report",
@@ -244,14 +245,14 @@ def test_a_stack_with_shared_functions_builds_one_function_and_account_per_group
             "example-closer-run",  # the runtime account of the service `closer`, which the stack deploys
             *(
                 naming.account_id("example", f, "run")
-                for f in ("report", "sync", "ledger-close", "orders", naming.WATCHDOG)
+                for f in ("report", "sync", "catalog-sync", "ledger-close", "orders", naming.WATCHDOG)
             ),
         ]
     )
     # One invoker grant per function (the event job's and the watchdog's included) and per service
     # job's service (closer, billing-api), never two for the same binding.
     grants = synth.resources("google_cloud_run_v2_service_iam_member")
-    assert len(grants) == 5 + 2 and len({config["name"] for config in grants.values()}) == 5 + 2
+    assert len(grants) == 6 + 2 and len({config["name"] for config in grants.values()}) == 6 + 2
     assert synth.stack.function_of["report-us"] is synth.stack.functions["report"]
 
 

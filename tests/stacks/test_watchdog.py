@@ -147,6 +147,7 @@ def test_the_jobs_value_reads_back_as_the_watchdog_parses_it(example):
     assert [job.scheduler_job for job in watched] == [
         "example-report",
         "example-sync",
+        "example-catalog-sync",
         "example-ledger-close",
         "example-books-close",
         "example-billing-close",
