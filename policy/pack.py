@@ -289,7 +289,7 @@ LEAST_PRIVILEGE = [
         "catch_up_seconds, add roles/datastore.user conditioned on the ledger's database and "
         "roles/cloudscheduler.jobRunner on the project (docs/stacks/schedules.md); only when one "
         "has pause_after_failures, a custom role with exactly cloudscheduler.jobs.get and "
-        "cloudscheduler.jobs.pause on the project (docs/watchdog.md).",
+        "cloudscheduler.jobs.pause on the project (docs/schedules/pause.md).",
     ),
     Rule(
         "RO-WDG-2",
@@ -316,7 +316,7 @@ LEAST_PRIVILEGE = [
         "A watchdog that pauses a job that keeps failing (a watched job's pause_after_failures) "
         "needs its account to hold a project custom role with exactly cloudscheduler.jobs.get and "
         "cloudscheduler.jobs.pause (no predefined role but roles/cloudscheduler.admin has "
-        "jobs.pause): without it every pause is refused (docs/watchdog.md).",
+        "jobs.pause): without it every pause is refused (docs/schedules/pause.md).",
     ),
     Rule(
         "RO-WDG-5",

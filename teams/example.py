@@ -50,7 +50,7 @@ team = Team(
             retry=Retry(retry_count=4, min_backoff_seconds=10, max_backoff_seconds=60),
             # Each run copies the window since its previous run's cursor (functions/sync). Under
             # `allow` two runs in flight together may read the same previous and copy overlapping
-            # windows (docs/library.md, "The previous run"); `wait` runs them one after the other.
+            # windows (docs/schedules/previous.md); `wait` runs them one after the other.
             overlap=Overlap.WAIT,
             # Where the first run's window starts.
             env={"SYNC_START": "2026-12-01T00:00:00Z"},

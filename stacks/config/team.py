@@ -54,7 +54,7 @@ class Window:
 @dataclass(frozen=True)
 class Calendar:
     """Dates a job's scheduled runs do not run (holidays), in the job's time zone: a run on one is
-    recorded `excluded`, not run (docs/stacks/schedules.md, "Calendars")."""
+    recorded `excluded`, not run (docs/schedules/calendars.md)."""
 
     dates: list[date] = field(default_factory=list)
     """The excluded dates."""
@@ -204,12 +204,12 @@ class Job:
     reports missed runs). A run missed longer ago than this is reported only (docs/schedules/overlap.md)."""
     pause_after_failures: int = 0
     """After this many consecutive runs end failed (a permanent failure, or retried out), the
-    watchdog pauses the Scheduler job once, until `runonce resume` (docs/watchdog.md); 0 (the
+    watchdog pauses the Scheduler job once, until `runonce resume` (docs/schedules/pause.md); 0 (the
     default) never pauses it. Needs the team's watchdog."""
     active: Window | None = None
     """The dates the job's scheduled runs run (a `Window`, in `time_zone`); None: always. Runs
     outside it are answered and recorded `excluded`, never run, never reported missed, never
-    backfilled (docs/stacks/schedules.md, "Calendars")."""
+    backfilled (docs/schedules/calendars.md)."""
     exclude: Calendar | None = None
     """Dates the job's scheduled runs do not run (a `Calendar`, in `time_zone`), as for `active`."""
 

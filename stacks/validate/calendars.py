@@ -1,4 +1,4 @@
-"""A scheduled job's calendar (`Job.active`, `Job.exclude`; docs/stacks/schedules.md, "Calendars"):
+"""A scheduled job's calendar (`Job.active`, `Job.exclude`; docs/schedules/calendars.md):
 a window that has not ended and starts before it ends, a campaign's run count (`Window.runs`) with
 a start, without an end, whose last run is still to come, excluded dates that are dates inside the
 window, and at least one tick of the schedule the calendar lets run. "Today" is the job's time

@@ -1,6 +1,6 @@
 """Pausing a scheduled job that keeps failing (`Job.pause_after_failures`): the team's watchdog
 counts the failed runs and pauses the Scheduler job, so the setting needs a watchdog and at
-least one run (docs/watchdog.md)."""
+least one run (docs/schedules/pause.md)."""
 
 from __future__ import annotations
 

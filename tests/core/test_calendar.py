@@ -1,4 +1,4 @@
-"""A job's calendar through `@deduplicated` (docs/stacks/schedules.md, "Calendars"), on both stores:
+"""A job's calendar through `@deduplicated` (docs/schedules/calendars.md), on both stores:
 a scheduled delivery outside the active window or on an excluded date, read in the job's time zone,
 is answered 200 `excluded`, recorded `excluded` with why, and its body never starts; a forced run
 is not excluded; a header the handler cannot read is answered `misconfigured` with nothing

@@ -1,4 +1,4 @@
-"""`current_run().previous` black box (docs/library.md, "The previous run"): real functions-framework
+"""`current_run().previous` black box (docs/schedules/previous.md): real functions-framework
 instances (localscheduler's pool) serving tests/hosts/apps/previous_job.py, an incremental job
 that notes what it read and returns its cursor with an id of the execution; deliveries shaped as
 Cloud Scheduler sends them, sent concurrently, lost to the attempt deadline, or killing the

@@ -1,4 +1,4 @@
-"""A job's calendar in `runonce runs` (docs/stacks/schedules.md, "Calendars"), on real records: a tick
+"""A job's calendar in `runonce runs` (docs/schedules/calendars.md), on real records: a tick
 the calendar excludes is listed `excluded`, with why, whether its delivery was recorded or never
 came, never `missing`; the ticks it does not exclude are listed as before. Scheduler-shaped
 deliveries to a served job on both DST days of a Berlin job, on Firestore and on Valkey, are

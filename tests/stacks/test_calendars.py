@@ -1,4 +1,4 @@
-"""Calendars in the stacks (docs/stacks/schedules.md, "Calendars"): the calendar a team file gives
+"""Calendars in the stacks (docs/schedules/calendars.md): the calendar a team file gives
 `Job.active` and `Job.exclude` reaches the handler in the X-Runonce-Calendar header of the Scheduler
 job (functions, Cloud Run services, App Engine alike) and of the local Scheduler, and reads back as
 the same calendar; synth refuses a window that has ended, dates outside it, and a calendar that

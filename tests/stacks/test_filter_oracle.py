@@ -1093,7 +1093,7 @@ def test_a_team_without_catch_up_has_no_catch_up_alert(stack):
 
 
 # ---------------------------------------------------------------------------------------------
-# A job paused after its runs kept failing (docs/watchdog.md, Pause after failures): the alert
+# A job paused after its runs kept failing (docs/schedules/pause.md): the alert
 # matches the line the watchdog writes when it pauses one of the team's jobs, and no other line.
 
 

@@ -32,7 +32,7 @@ SKIPPED = "skipped"
 """The answer (200) of a run its job's `skip` overlap policy skipped: it is not run later."""
 EXCLUDED = "excluded"
 """The answer (200) of a scheduled run its job's calendar excludes (`Job.active`, `Job.exclude`):
-recorded, never run (docs/stacks/schedules.md, "Calendars")."""
+recorded, never run (docs/schedules/calendars.md)."""
 WAITING = "waiting"
 """The answer (409) of a run waiting, under its job's `wait` overlap policy, for the run before it
 to end: Scheduler retries it."""

@@ -1,5 +1,5 @@
 """Signal: scheduled jobs the watchdog paused after their runs kept failing
-(`Job.pause_after_failures`, docs/watchdog.md): an alert on each pause, and a dashboard chart per
+(`Job.pause_after_failures`, docs/schedules/pause.md): an alert on each pause, and a dashboard chart per
 job that may be paused."""
 
 from __future__ import annotations
