@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from operate import backfill, clients, dead_letters, release, replay, resume, runs, show
+from operate import backfill, clients, dead_letters, paused, release, replay, resume, runs, show
 from operate import team as team_file
 from operate.keys import SHORT_KEY, resolve_key, short_keys
 from operate.rerun import (
@@ -318,10 +318,17 @@ def runs_command(
             else:
                 rows += runs.event_rows(store, team, job, start, end)
         rows = [row for row in rows if not statuses or row.status in statuses]
+        states = paused.job_states(team, jobs)
+    lines = [state.line for state in states.values() if state.line]
     if as_json:
+        for line in lines:  # stdout stays one JSON object per run; each row carries its job's state
+            click.echo(line, err=True)
         for row in rows:
-            click.echo(json.dumps(row.json()))
+            state = states.get(row.job)
+            click.echo(json.dumps({**row.json(), "scheduler_job_state": state.json() if state else None}))
         return
+    for line in lines:
+        click.echo(line)
     print_runs(f"runs of team {team.name} since {_when(start)} UTC", rows)
 
 
@@ -370,7 +377,12 @@ def show_command(key: str | None, team_name: str, job_name: str | None, schedule
         key, asked = _key(team, key, job_name, schedule_time)
         store = clients.store(team)
         record = store.read(key)
-        _dump(show.detail(team, store, key, record, clients.subscriber, clock.now(), asked))
+        shown = show.detail(
+            team, store, key, record, clients.subscriber, clock.now(), asked, paused.job_states
+        )
+    if (shown["scheduler_job_state"] or {}).get("line"):
+        click.echo(shown["scheduler_job_state"]["line"], err=True)  # stdout stays one JSON document
+    _dump(shown)
 
 
 def _key(

@@ -27,6 +27,7 @@ from runonce.core.errors import ConfigError
 from runonce.core.settings import DEFAULT_RETENTION_SECONDS, FIRESTORE
 from runonce.core.settings import store_setting as store_setting_of
 from runonce.core.store import Store
+from stacks import naming
 from stacks.config.team import Team
 
 FIRESTORE_EMULATOR = "FIRESTORE_EMULATOR_HOST"
@@ -68,16 +69,7 @@ def store(team: TeamView | Team, retention_seconds: int = DEFAULT_RETENTION_SECO
     """The team's run store (`store_setting`): its ledger (project, database, collection), or
     the Valkey server's records under the collection's name; what it writes (a re-run request)
     expires after `retention_seconds`, the job's retention."""
-    from runonce.store.connection import open_store
-
-    retention = timedelta(seconds=retention_seconds)
-    name, setting = store_setting()
-    try:
-        return open_store(setting, team.collection, _UNUSED_LEASE, retention, team.database, team.project)
-    except ConfigError as exc:
-        if setting == FIRESTORE:
-            raise BadInput("credentials", f"{exc}; {_CREDENTIALS_FIX}") from None
-        raise BadInput(name, str(exc)) from None
+    return _opened(team.project, team.database, team.collection, timedelta(seconds=retention_seconds))
 
 
 def key_lookup(team: TeamView) -> Callable[[str, int], list[str]]:
@@ -158,3 +150,26 @@ def operator(by: str | None) -> str:
     if not account or account == "default":
         raise BadInput("--by", "the credentials do not name their account: pass --by you@example.com")
     return str(account)
+
+
+def watchdog_store(team: TeamView) -> Store:
+    """The watchdog's own records (its pauses among them), which the command only reads: on
+    Firestore its database beside the team's ledger, on a Valkey server its collection's name
+    (`stacks.naming.WATCHDOG_COLLECTION`), on the store `store_setting` names."""
+    database = naming.watchdog_database(team.database)
+    retention = timedelta(seconds=DEFAULT_RETENTION_SECONDS)
+    return _opened(team.project, database, naming.WATCHDOG_COLLECTION, retention)
+
+
+def _opened(project: str, database: str, collection: str, retention: timedelta) -> Store:
+    """The collection `collection` (of Firestore database `database`) on the store `store_setting`
+    names; BadInput naming what to fix if it cannot be opened."""
+    from runonce.store.connection import open_store
+
+    name, setting = store_setting()
+    try:
+        return open_store(setting, collection, _UNUSED_LEASE, retention, database, project)
+    except ConfigError as exc:
+        if setting == FIRESTORE:
+            raise BadInput("credentials", f"{exc}; {_CREDENTIALS_FIX}") from None
+        raise BadInput(name, str(exc)) from None

@@ -54,15 +54,22 @@ class Refused(Exception):
 
 
 class NotDispatched(Exception):
-    """Cloud Scheduler did not run the job; `withdrawn` says whether the request was withdrawn."""
+    """Cloud Scheduler did not run the job; `withdrawn` says whether the request was withdrawn,
+    `status` the HTTP status Scheduler answered (None: no answer)."""
 
-    def __init__(self, message: str, withdrawn: bool):
+    def __init__(self, message: str, withdrawn: bool, status: int | None = None):
         super().__init__(message)
         self.withdrawn = withdrawn
+        self.status = status
 
 
 class Unreadable(Exception):
-    """Cloud Scheduler did not answer a read of the job (`jobs.get`): nothing was changed."""
+    """Cloud Scheduler did not answer a read of the job (`jobs.get`): nothing was changed.
+    `status`: the HTTP status it answered (None: it could not be reached)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -259,7 +266,7 @@ class SchedulerApi:
         try:
             found = self._call("get", target, "", "read").json()
         except NotDispatched as exc:
-            raise Unreadable(str(exc)) from None
+            raise Unreadable(str(exc), exc.status) from None
         return found if isinstance(found, dict) else {}
 
     def run(self, target: Target) -> None:
@@ -285,7 +292,9 @@ class SchedulerApi:
             raise NotDispatched(f"Cloud Scheduler could not be reached for {name}: {exc}", False) from None
         if answer.status_code >= 300:
             raise NotDispatched(
-                f"Cloud Scheduler refused to {doing} {name}: {answer.status_code} {answer.text[:500]}", False
+                f"Cloud Scheduler refused to {doing} {name}: {answer.status_code} {answer.text[:500]}",
+                False,
+                answer.status_code,
             )
         return answer
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from operate import dead_letters, replay, runs
 from operate.clients import Unavailable
+from operate.paused import JobState
 from operate.release import RELEASE
 from operate.rerun import Target, interval_refusal
 from operate.team import EventJob, ScheduledJob, TeamView
@@ -389,13 +390,18 @@ def detail(
     subscriber: Callable[[], Any],
     now: datetime,
     asked: tuple[ScheduledJob, str] | None = None,
+    states: Callable[[TeamView, list[ScheduledJob | EventJob]], dict[str, JobState]] | None = None,
 ) -> dict[str, Any]:
     """Everything `show` tells about run `key` (`subscriber` makes a Pub/Sub client if one is
-    needed; `asked`: the job and schedule time the operator named it by, if they did)."""
+    needed; `asked`: the job and schedule time the operator named it by, if they did; `states`
+    reads what Scheduler says of a scheduled job, `operate.paused.job_states`)."""
     job = job_of(team, record) if record else (asked[0] if asked else None)
     copy = copy_of(subscriber, job, record) if isinstance(job, EventJob) and record else None
     note = store.read(waiting_note(key)) if record is None and asked else None
     situation = Situation(team, store, key, record, job, now, note)
+    state = states(team, [job])[job.name] if states is not None and isinstance(job, ScheduledJob) else None
+    paused = "the job is paused (`scheduler_job_state` says since when, by whom and why): no tick runs until"
+    resume = [Step(state.resume, f"{paused} this resumes it")] if state is not None and state.resume else []
     return {
         "key": key,
         "team": team.name,
@@ -407,7 +413,10 @@ def detail(
         HISTORY_FIELD: (record or {}).get(HISTORY_FIELD) or [],
         ACTIONS_FIELD: (record or {}).get(ACTIONS_FIELD) or [],
         "dead_letter_copy": copy,
-        "next": [step.json() for step in next_steps(situation, asked[1] if asked else None, copy)],
+        "scheduler_job_state": state.json() if state is not None else None,
+        "next": [
+            step.json() for step in [*resume, *next_steps(situation, asked[1] if asked else None, copy)]
+        ],
     }
 
 

@@ -125,3 +125,8 @@ def watchdog_database(ledger_database: str) -> str:
     """The watchdog's own Firestore database, beside the team's ledger: its ticks and its claims
     of reported runs live there, so its account may write there and only read the ledger."""
     return f"{ledger_database}-{WATCHDOG}"
+
+
+WATCHDOG_COLLECTION = "watchdog_runs"
+"""The collection of the watchdog's own records (its ticks, its claims of reported runs and its
+pauses): in its database on Firestore, under this name on a Valkey server."""

@@ -62,7 +62,7 @@ from stacks.contract import (
 )
 from stacks.toolchain import Annotations
 
-COLLECTION = "watchdog_runs"
+COLLECTION = naming.WATCHDOG_COLLECTION
 TIMEOUT_SECONDS = 300
 TICK_RETRY = Retry(retry_count=2, min_backoff_seconds=30, max_backoff_seconds=120, max_doublings=2)
 """A failed tick is retried twice within its 10 minutes; the next tick checks the same runs anyway."""

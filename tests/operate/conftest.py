@@ -63,6 +63,9 @@ class Ops:
     store: Store
     """The team's ledger with a 120 s lease, for claiming runs as the library does."""
     folder: str
+    api: GoogleApisStandIn
+    """Cloud Scheduler's API, where `runs` and `show` read each scheduled job's state: every job
+    of the team ENABLED, deployed long before the tests' runs."""
 
     def run(self, *args: str) -> Result:
         """The command's answer to `args` (stdout and stderr apart)."""
@@ -108,7 +111,26 @@ def ops(firestore_emulator, pubsub_emulator, tmp_path, monkeypatch, clock, ledge
     monkeypatch.setenv("RUNONCE_TEAMS_DIR", str(tmp_path))
     team = resolve(name)
     ledgers = team_ledgers(ledger_kind, request, team.database, team.collection, monkeypatch, clock)
-    return Ops(team, ledgers(LEASE), str(tmp_path))
+    api = GoogleApisStandIn().start()
+    request.addfinalizer(api.stop)
+    deployed(api, team)
+    monkeypatch.setenv(SCHEDULER_URL_VARIABLE, api.url)
+    return Ops(team, ledgers(LEASE), str(tmp_path), api)
+
+
+def deployed(api: GoogleApisStandIn, team: TeamView) -> None:
+    """Every scheduled job of `team` in Scheduler's stand-in, ENABLED, as `jobs.get` answers it:
+    deployed long before the tests' runs."""
+    for job in team.jobs:
+        name = f"projects/{team.project}/locations/{job.location}/jobs/{job.scheduler_job}"
+        api._store(
+            {
+                "name": name,
+                "schedule": job.schedule,
+                "state": "ENABLED",
+                "userUpdateTime": "2026-01-01T00:00:00Z",
+            }
+        )
 
 
 def team_ledgers(
@@ -240,8 +262,8 @@ class Served:
 
 
 @pytest.fixture
-def served(ops, monkeypatch) -> Iterator[Served]:
-    """`ops`' team served, and `runonce rerun` pointed at the Scheduler stand-in."""
+def served(ops) -> Iterator[Served]:
+    """`ops`' team served, and its Scheduler stand-in's `jobs.run` delivering a forced run."""
     lock = threading.Lock()
     holder: list[Served] = []
 
@@ -255,13 +277,7 @@ def served(ops, monkeypatch) -> Iterator[Served]:
     handler = library.deduplicated(collection=ops.team.collection, client=client, lease=120)(body)
     app = flask.Flask(f"served-{uuid.uuid4().hex[:6]}")
     app.add_url_rule("/", "handle", lambda: handler(flask.request._get_current_object()), methods=["POST"])
-    api = GoogleApisStandIn().start()
-    for job in ops.team.jobs:  # `jobs.get`, which backfill reads: deployed long before the tests' runs
-        name = f"projects/{ops.team.project}/locations/{ops.team.region}/jobs/{job.scheduler_job}"
-        api._store({"name": name, "schedule": job.schedule, "userUpdateTime": "2026-01-01T00:00:00Z"})
-    served = Served(ops, app, api)
+    served = Served(ops, app, ops.api)
     holder.append(served)
-    api.on_start = served.dispatched
-    monkeypatch.setenv(SCHEDULER_URL_VARIABLE, api.url)
+    ops.api.on_start = served.dispatched
     yield served
-    api.stop()

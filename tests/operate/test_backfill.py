@@ -170,7 +170,14 @@ def scheduler(setup, team) -> Iterator[GoogleApisStandIn]:
     background, as Scheduler dispatches it after answering."""
     stand_in = GoogleApisStandIn().start()
     job_name = f"projects/{PROJECT}/locations/{REGION}/jobs/{team.scheduler_job}"
-    stand_in._store({"name": job_name, "schedule": SCHEDULE, "userUpdateTime": "2026-01-01T00:00:00.123456Z"})
+    stand_in._store(
+        {
+            "name": job_name,
+            "schedule": SCHEDULE,
+            "state": "ENABLED",  # as Scheduler answers every job's `jobs.get`
+            "userUpdateTime": "2026-01-01T00:00:00.123456Z",
+        }
+    )
 
     def deliver() -> None:
         moment = next_time(SCHEDULE, "UTC", datetime.now(UTC))

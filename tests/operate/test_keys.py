@@ -12,7 +12,7 @@ import pytest
 from operate.keys import SHORT_KEY, short_keys
 from runonce.contract import ACTIONS_FIELD
 from tests.conftest import SCHEDULED
-from tests.operate.conftest import LEASE, ON_BOTH_STORES
+from tests.operate.conftest import LEASE, ON_BOTH_STORES, deployed
 
 
 @pytest.fixture(params=ON_BOTH_STORES)
@@ -48,6 +48,7 @@ def test_the_runs_table_fits_120_columns_with_one_line_per_run_and_its_short_key
     end = text.index("    event_jobs=[")
     team_file.write_text(text[:start] + LONG_NAMES + text[end:])
     ops.team = __import__("operate.team", fromlist=["resolve"]).resolve(ops.team.name)
+    deployed(ops.api, ops.team)  # `runs` reads each job's state: ENABLED, no line above the table
     clock.current = SCHEDULED - timedelta(minutes=4, seconds=30)
     served.force("nightly-billing-report")
     clock.current = SCHEDULED + timedelta(seconds=5)
