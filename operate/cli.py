@@ -434,7 +434,8 @@ def release_command(key: str, team_name: str, force: bool, by: str | None) -> No
 @click.option("--why", default="", help="Why it may run again (the fix), for the record.")
 @by_option
 def resume_command(team_name: str, job_name: str, why: str, by: str | None) -> None:
-    """Resume a job the watchdog paused after it kept failing (docs/watchdog.md), recording who and why.
+    """Resume a job the watchdog paused after it kept failing (docs/schedules/pause.md), recording
+    who and why.
 
     Exit 2: the job is not paused, or bad input, nothing changed; exit 1: Scheduler refused the
     resume, or the job was resumed and its record not written (the message says which).

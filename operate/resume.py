@@ -1,5 +1,5 @@
 """`runonce resume`: start a Scheduler job the watchdog paused after it kept failing
-(`Job.pause_after_failures`, docs/watchdog.md) again, through `jobs.resume`, and record who did it
+(`Job.pause_after_failures`, docs/schedules/pause.md) again, through `jobs.resume`, and record who did it
 and why in the team's ledger, under `resumed:<Scheduler job>:<when>` (`runonce show --key`)."""
 
 from __future__ import annotations
