@@ -216,7 +216,9 @@ LEAST_PRIVILEGE = [
         "Grant an operator (Team.operators) only roles/datastore.user conditioned on the ledger's "
         "database (on Valkey, roles/memorystore.dbConnectionUser conditioned on its instance), "
         "roles/cloudscheduler.jobRunner and roles/cloudscheduler.viewer on the project (and, where a "
-        "job can be paused, the resumer custom role of RO-WDG-5), "
+        "job can be paused, the resumer custom role of RO-WDG-5 and, when the watchdog keeps its "
+        "records in Firestore, roles/datastore.viewer conditioned on the watchdog's own database: "
+        "runonce runs and show read its pause records there), "
         "roles/pubsub.subscriber on a "
         "dead-letter subscription and roles/pubsub.publisher on an event job's topic: what the "
         "runonce verbs need (docs/watchdog.md, IAM for operators).",
@@ -226,7 +228,8 @@ LEAST_PRIVILEGE = [
         operators.operators_hold_every_verbs_grant,
         "error",
         "Give every operator all of those grants, on every dead-letter subscription and every "
-        "event job's topic of the stack: a verb missing one fails part-way.",
+        "event job's topic of the stack: a verb missing one fails part-way (without the read of "
+        "the watchdog's database, runs and show cannot say who paused a job, or why).",
     ),
     Rule(
         "RO-PS-1",

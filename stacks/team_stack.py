@@ -498,6 +498,9 @@ class TeamStack(TerraformStack):
                     scheduled=team.scheduled,
                     apis=self.apis,
                     resumes=self.watchdog is not None and self.watchdog.props.pauses,
+                    watchdog_records=(
+                        self.watchdog.store if self.watchdog is not None and self.valkey is None else None
+                    ),
                 ),
             )
             if team.operators

@@ -8,7 +8,10 @@ principal the stacks derive is a `${...}` reference.
 `runonce resume` calls Scheduler's `jobs.resume`, which needs `cloudscheduler.jobs.enable` (the
 REST reference), held by no predefined role but roles/cloudscheduler.admin: a team whose watchdog
 may pause a job (`pause_after_failures`) gives its operators a project custom role with exactly
-`cloudscheduler.jobs.get` and `cloudscheduler.jobs.enable`, and no other team grants one.
+`cloudscheduler.jobs.get` and `cloudscheduler.jobs.enable`, and no other team grants one. There,
+when the watchdog keeps its records in Firestore, each operator also reads the watchdog's own
+database (`roles/datastore.viewer` conditioned on it alone): `runonce runs` and `show` print the
+watchdog's record of a pause. Nothing else may read it, and no operator may write it.
 """
 
 from __future__ import annotations
@@ -66,6 +69,12 @@ def ledger_databases(stack: Stack) -> set[str]:
     return found
 
 
+def pause_record_databases(stack: Stack) -> set[str]:
+    """The own databases of the stack's watchdogs that may pause a job and keep their records in
+    Firestore: where the operators read who paused a job, and why."""
+    return {dog.own_database for dog in watchdogs(stack) if dog.pauses and not dog.on_valkey}
+
+
 def source_topics(stack: Stack) -> set[str]:
     """The topics the event jobs receive from (`_topic_key`): push subscriptions' and triggers'."""
     topics = {
@@ -88,8 +97,8 @@ def dead_letter_subscriptions(stack: Stack) -> set[str]:
 
 
 def _what(grant: Resource, stack: Stack) -> str | None:
-    """Which of the operator's grants this is ("ledger", "store", "runner", "viewer", "resumer",
-    "subscriber:<name>", "publisher:<topic>"), or None if it is none of them."""
+    """Which of the operator's grants this is ("ledger", "pause-records", "store", "runner",
+    "viewer", "resumer", "subscriber:<name>", "publisher:<topic>"), or None if it is none of them."""
     if is_connection_grant(grant, stack):
         return "store"
     if grant.type == "google_project_iam_member":
@@ -103,6 +112,12 @@ def _what(grant: Resource, stack: Stack) -> str | None:
         database = ONE_DATABASE.match(str((condition or {}).get("expression", "")).strip())
         if grant.role == grants.LEDGER_ROLE and database and database.group(1) in ledger_databases(stack):
             return "ledger"
+        if (
+            grant.role == grants.LEDGER_READER_ROLE
+            and database
+            and database.group(1) in pause_record_databases(stack)
+        ):
+            return "pause-records"
     if grant.type == "google_pubsub_subscription_iam_member" and grant.role == grants.SUBSCRIBER_ROLE:
         found = SUBSCRIPTION_REFERENCE.match(str(grant.config.get("subscription", "")))
         if found and found.group(1) in dead_letter_subscriptions(stack):
@@ -119,7 +134,8 @@ def _operators_of(grant: Resource) -> list[str]:
 
 
 def operator_grants_are_the_verbs(resource: Resource, stack: Stack) -> Verdict:
-    """An operator's grant is one of: datastore.user on the ledger's database, the connection role
+    """An operator's grant is one of: datastore.user on the ledger's database, datastore.viewer on
+    the own database of a watchdog that may pause a job (`pause_record_databases`), the connection role
     on the team's Valkey instance, the job runner, the Scheduler viewer and the resumer custom role
     on the project, subscriber on a dead-letter subscription, publisher on an event job's topic
     (RO-WDG-5 says where the resumer is needed)."""
@@ -131,6 +147,8 @@ def operator_grants_are_the_verbs(resource: Resource, stack: Stack) -> Verdict:
 def _needed(stack: Stack) -> Iterator[str]:
     if ledger_databases(stack):
         yield "ledger"
+    if pause_record_databases(stack):
+        yield "pause-records"
     if any(is_connection_grant(grant, stack) for grant in stack.grants()):
         yield "store"  # the runtimes connect with IAM: `runonce runs` does too
     if stack.configs("google_cloud_scheduler_job"):

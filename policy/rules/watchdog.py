@@ -26,7 +26,12 @@ from policy import grants
 from policy.rules.store import is_connection_grant
 from policy.synthesized import MEMBER_ACCOUNT, Resource, Stack
 from policy.verdict import Verdict
-from stacks.contract import DATABASE_VARIABLE, WATCHDOG_JOBS_VARIABLE, WATCHDOG_LEDGER_DATABASE_VARIABLE
+from stacks.contract import (
+    DATABASE_VARIABLE,
+    STORE_VARIABLE,
+    WATCHDOG_JOBS_VARIABLE,
+    WATCHDOG_LEDGER_DATABASE_VARIABLE,
+)
 
 CUSTOM_ROLE = re.compile(r"^\$\{google_project_iam_custom_role\.([^.}]+)\.name\}$")
 """A grant's role that names a custom role of the stack by its `name` (projects/P/roles/ID)."""
@@ -50,6 +55,9 @@ class Watchdog:
     """Whether a job it watches has a catch-up window."""
     pauses: bool = False
     """Whether a job it watches has `pause_after_failures`."""
+    on_valkey: bool = False
+    """Whether its RUNONCE_STORE names a Valkey server: its records (its pauses among them) are
+    there, not in `own_database`."""
 
 
 def catches_up(jobs: object) -> bool:
@@ -96,6 +104,7 @@ def watchdogs(stack: Stack) -> list[Watchdog]:
                 str(env[WATCHDOG_LEDGER_DATABASE_VARIABLE]),
                 catches_up(env.get(WATCHDOG_JOBS_VARIABLE, "[]")),
                 pauses(env.get(WATCHDOG_JOBS_VARIABLE, "[]")),
+                STORE_VARIABLE in env,
             )
         )
     return found

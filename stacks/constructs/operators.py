@@ -21,6 +21,11 @@ Per operator:
   pause a job (`pause_after_failures`): `resume` calls `jobs.resume`, which needs `jobs.enable`,
   held by no predefined role narrower than roles/cloudscheduler.admin. One role, created once (as
   the watchdog's pauser role, `stacks.constructs.watchdog`), granted to each operator.
+- `roles/datastore.viewer` conditioned on the watchdog's own database, only for a team whose
+  watchdog may pause a job and keeps its records in Firestore: `runs` and `show` read the
+  watchdog's record of a pause there (who paused the job, since when, after which runs). Read
+  only: the watchdog alone writes its records. On Valkey its records are on the team's instance,
+  which the connection role already reaches (`stacks.constructs.valkey_store`).
 """
 
 from __future__ import annotations
@@ -75,6 +80,10 @@ class OperatorAccessProps:
     resumes: bool = False
     """Whether the team's watchdog may pause a Scheduler job (`WatchdogProps.pauses`): only then do
     the operators get the resumer role, for `runonce resume`."""
+    watchdog_records: DedupStore | None = None
+    """The watchdog's own database when its records are in Firestore (a Firestore team with the
+    watchdog on), else None: where the team `resumes`, the operators read it, for the pause
+    records `runs` and `show` print."""
 
 
 def member_id(member: str) -> str:
@@ -109,6 +118,8 @@ class OperatorAccess(Construct):
                 depends_on=props.apis.of(defaults.API_FIRESTORE),
             )
         ]
+        if props.resumes and props.watchdog_records is not None:
+            grants.append(self._pause_records_grant(who, principal, props.watchdog_records))
         # Scheduler's roles are project-level only: `rerun` and `backfill` run the job, `backfill`
         # reads it too.
         scheduler_roles = {
@@ -161,6 +172,23 @@ class OperatorAccess(Construct):
                     )
                 )
         return grants
+
+    def _pause_records_grant(self, who: str, principal: str, records: DedupStore) -> ProjectIamMember:
+        """Read only, on the watchdog's database alone: Firestore's IAM is per database, and the
+        operators' ledger grant names the ledger's."""
+        props = self.props
+        return ProjectIamMember(
+            self,
+            f"{who}-watchdog-records",
+            project=props.project,
+            role=defaults.ROLE_LEDGER_READER,
+            member=principal,
+            condition=records.only_this(
+                "runonce-operator-pause-records",
+                f"Read only the {records.props.database} Firestore database (the watchdog's pause records)",
+            ),
+            depends_on=props.apis.of(defaults.API_FIRESTORE),
+        )
 
     def _resumer_role(self) -> ProjectIamCustomRole:
         """The custom role `runonce_<team>_resumer`, named as the watchdog's pauser role is."""
