@@ -95,9 +95,36 @@ def store_problems(team: Team) -> Iterator[Problem]:
             f"{store.append_fsync!r} is not an AOF fsync mode",
             f"use one of {', '.join(APPEND_FSYNC)}",
         )
+    yield from _operators(team, store)
     yield from _network(store, problem)
     yield from _connector(store, problem)
     yield from _mixed(team)
+
+
+IAM_AUTH_PRINCIPALS = ("user:", "serviceAccount:")
+"""The principals IAM authentication admits to an instance: "a user account, and a service account
+... Other principal types, such as Google groups, Google Workspace domains, or Cloud Identity
+domains are not yet supported for IAM authentication" (Memorystore for Valkey, About IAM
+authentication, "Principals")."""
+
+
+def _operators(team: Team, store: Valkey) -> Iterator[Problem]:
+    """Every operator of an IAM-authenticated instance one that can connect to it: every `runonce`
+    verb on a Valkey team reads or writes the instance, so a group's members could run none."""
+    if not store.iam_auth:
+        return
+    for index, entry in enumerate(team.operators):
+        if ":" in entry and not entry.startswith(IAM_AUTH_PRINCIPALS):
+            yield Problem(
+                team.name,
+                None,
+                "operators",
+                f"operators[{index}] {entry!r} cannot connect to a Valkey instance with IAM authentication "
+                "(Memorystore admits user and service accounts only, not groups or domains), so its members "
+                "could run no runonce command",
+                "name each operator as user:EMAIL or serviceAccount:EMAIL on a Valkey team, or keep "
+                "store=Firestore()",
+            )
 
 
 def _network(store: Valkey, make: ProblemAt) -> Iterator[Problem]:

@@ -404,6 +404,12 @@ def _network(**changes: Any) -> Team:
         (_valkey(connector_max_instances=11), "store.connector_min_instances", "out of range"),
         (_valkey(connector_machine_type="n2-standard-2"), "store.connector_machine_type", "not a connector"),
         (
+            replace(LEDGER, operators=["user:alex@example.com", "group:ops@example.com"]),
+            "operators",
+            "operators[1] 'group:ops@example.com' cannot connect",
+        ),
+        (replace(LEDGER, operators=["domain:example.com"]), "operators", "not groups or domains"),
+        (
             replace(
                 LEDGER, app_engine_jobs=[AppEngineJob(name="sweep", schedule="0 10 * * *", relative_uri="/s")]
             ),
@@ -428,6 +434,13 @@ def test_a_store_mistake_is_reported_naming_the_field_and_the_fix(team, field, s
     assert problems, find_problems([team])
     assert any(says in problem.message for problem in problems)
     assert all(problem.fix for problem in problems)
+
+
+def test_user_and_service_account_operators_of_a_valkey_team_and_groups_without_iam_auth_are_accepted():
+    people = ["user:alex@example.com", "serviceAccount:ops-bot@acme-ledger-1.iam.gserviceaccount.com"]
+    assert [p for p in find_problems([replace(LEDGER, operators=people)]) if p.field == "operators"] == []
+    groups = replace(_valkey(iam_auth=False), operators=["group:ops@example.com", "domain:example.com"])
+    assert [p for p in find_problems([groups]) if p.field == "operators"] == []
 
 
 def test_the_template_job_on_firestore_has_no_store_problem():
