@@ -7,6 +7,7 @@ import pytest
 
 from localscheduler.demos.events import DEMO_MIX, TEAM_CONFIG, TEAM_MIX, EventConfig, unsettled
 from localscheduler.pubsub.push_proxy import OpenPush
+from localscheduler.pubsub.topology import PushPolicy
 from localscheduler.verdicts.events import Limits, Published
 
 pytestmark = pytest.mark.fast
@@ -55,8 +56,6 @@ def test_the_wait_outlasts_the_last_planned_end_a_request_timeout_and_an_ack_dea
 
 
 def test_a_slow_job_must_fit_the_request_timeout_and_both_subscriptions_share_the_ack_deadline():
-    from localscheduler.pubsub.topology import PushPolicy
-
     config = EventConfig(
         request_timeout_seconds=12.0, exhausted_policy=PushPolicy(20, max_delivery_attempts=5)
     )
