@@ -26,7 +26,7 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,10 +39,12 @@ from localscheduler.hosts.apps.job import ATTEMPT_ID_FIELD, RUN_KEY_FIELD
 from localscheduler.hosts.pool import InstancePool
 from localscheduler.hosts.service import Service
 from localscheduler.pubsub.push_proxy import (
+    DEADLINE_EXCEEDED,
     DUPLICATE_ATTRIBUTE,
     HOLD_ATTRIBUTE,
     KILL_ATTRIBUTE,
     LOSE_ACK_ATTRIBUTE,
+    OpenPush,
     Push,
     PushJournal,
     PushProxy,
@@ -99,6 +101,9 @@ LOADED_PUSH_SECONDS = 2.5
 """The most a push (or a body's own overhead) took to be answered on a loaded machine."""
 SAFETY = 1.5
 """How much slower than the measured load the plan still holds."""
+QUIET_SECONDS = 4.0
+"""How long no push may be open before the harness judges: a lost ack's or a slow job's
+redelivery still comes after the message ended."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +118,11 @@ class EventConfig:
     delivery attempts to be taken over with (a takeover runs even past the maximum age). A
     message that always fails is nacked on a subscription of its own with `exhausted_policy`,
     whose few attempts run out well within the maximum age even at SAFETY times the measured
-    load, so Pub/Sub dead-letters it before it is too old. `margin_problems` checks all three.
+    load, so Pub/Sub dead-letters it before it is too old. The proxy ends every push within the
+    ack deadline and every request to an instance within `request_timeout_seconds`, which the slow
+    job's work fits in; the harness waits `settle_seconds` for the last planned end plus a
+    request timeout and an ack deadline, SAFETY times over, then the quiet. `margin_problems`
+    checks them all.
     """
 
     lease_seconds: int = 16
@@ -127,6 +136,10 @@ class EventConfig:
     push; late messages get one more, and each message that is nacked one of its own (see
     `ISOLATED`)."""
     instances: int = 3
+    request_timeout_seconds: float = 30.0
+    """How long the proxy lets an instance work on one request (Cloud Run's request timeout)."""
+    settle_seconds: float = 150.0
+    """How long the harness waits for every message to end and the pushes to stop."""
 
     def exhausted_seconds(self) -> float:
         """The longest an always-failing message takes to use its attempts on a loaded machine."""
@@ -154,7 +167,41 @@ class EventConfig:
                 f"{self.exhausted_policy.max_delivery_attempts} delivery attempts can take {longest:g} s "
                 f"on a loaded machine, past the maximum event age ({self.max_event_age_seconds} s)"
             )
+        slowest = self.slow_work_seconds + SAFETY * LOADED_PUSH_SECONDS
+        if "slow" in faults and slowest > self.request_timeout_seconds:
+            problems.append(
+                f"a slow job ({self.slow_work_seconds:g} s) must end within the request timeout "
+                f"({self.request_timeout_seconds:g} s) with {SAFETY * LOADED_PUSH_SECONDS:g} s to spare"
+            )
+        if self.policy.ack_deadline_seconds != self.exhausted_policy.ack_deadline_seconds:
+            problems.append(
+                f"the proxy applies one ack deadline: policy has {self.policy.ack_deadline_seconds} s, "
+                f"exhausted_policy {self.exhausted_policy.ack_deadline_seconds} s"
+            )
+        wanted = SAFETY * self.last_end_seconds(faults) + QUIET_SECONDS
+        if wanted > self.settle_seconds:
+            problems.append(
+                f"settle_seconds ({self.settle_seconds:g} s) must outlast the last planned end, a request "
+                f"timeout and an ack deadline on a loaded machine, then {QUIET_SECONDS:g} s of quiet: "
+                f"allow at least {wanted:g}"
+            )
         return problems
+
+    def last_end_seconds(self, faults: Collection[str]) -> float:
+        """After publishing, how long until the last push of `faults` ends on a loaded machine (no
+        SAFETY): the latest planned end (a late message's release, a killed message's takeover,
+        an always-failing message's last attempt), then a redelivery that meets an instance still
+        working on a request, past the ack deadline, up to the request timeout."""
+        ends = [self.lease_seconds + REDELIVERY_SECONDS, self.slow_work_seconds]
+        if "too_old" in faults:
+            ends.append(self.max_event_age_seconds + LATE_SECONDS)
+        if "attempts_exhausted" in faults:
+            ends.append(self.exhausted_seconds())
+        return max(ends) + self.policy.ack_deadline_seconds + self.request_timeout_seconds
+
+
+LATE_SECONDS = 3
+"""How long past the maximum age the proxy holds a late message."""
 
 
 # fault -> (the message attributes that cause it, the fate it must lead to)
@@ -170,7 +217,7 @@ def fault_table(config: EventConfig) -> dict[str, tuple[dict[str, str], str]]:
         "kill_before_effect": ({"fault": "kill_before_effect"}, COMPLETED),
         "kill_after_effect": ({"fault": "kill_after_effect"}, COMPLETED),
         "permanent": ({"fault": "permanent"}, "permanent_failure"),
-        "too_old": ({HOLD_ATTRIBUTE: str(config.max_event_age_seconds + 3)}, "too_old"),
+        "too_old": ({HOLD_ATTRIBUTE: str(config.max_event_age_seconds + LATE_SECONDS)}, "too_old"),
         "attempts_exhausted": ({"fault": "always_retryable"}, "delivery_attempts"),
     }
 
@@ -223,9 +270,14 @@ class EventResult:
     pushes: list[Push]
     row: EventRow
     restarts: int
-    settled: bool
-    """Every message ended (effect or dead letter) and the pushes stopped before the timeout."""
+    unsettled: tuple[str, ...]
+    """What was still waited for when the harness gave up (see `unsettled`); empty if settled."""
     seconds: float
+
+    @property
+    def settled(self) -> bool:
+        """Every message ended (effect or dead letter) and the pushes stopped before the timeout."""
+        return not self.unsettled
 
     @property
     def ok(self) -> bool:
@@ -237,6 +289,32 @@ class EventResult:
         counts = Counter(v.message.fault for v in self.verdicts if v.message.fault != "none")
         parts = ", ".join(f"{name} {count}" for name, count in sorted(counts.items()))
         return f"faults injected: {parts or 'none'}; instances replaced: {self.restarts}"
+
+
+def unsettled(
+    messages: Sequence[Published],
+    ends: Mapping[str, str],
+    open_pushes: Sequence[OpenPush],
+    quiet_for: float,
+    quiet: float,
+    now: float,
+) -> tuple[str, ...]:
+    """Each condition the harness still waited for when it gave up, one line each: a message that
+    never ended; a push still open (its message, attempt and age at `now`, monotonic, and whether
+    its message had ended: a redelivery of an ended message is not a lost one); pushes that ended
+    less than `quiet` seconds ago."""
+    lines = [
+        f"message {m.message_id} ({m.fault}) never ended: no completed ledger record, no dead letter"
+        for m in messages
+        if m.message_id not in ends
+    ]
+    for push in open_pushes:
+        end = ends.get(push.message_id)
+        whose = f"a redelivery of a message that had ended ({end})" if end else "its message had not ended"
+        lines.append(f"push still open, {whose}: {push.describe(now)}")
+    if not lines and quiet_for < quiet:
+        lines.append(f"pushes still coming: the last ended {quiet_for:.1f} s ago, {quiet:g} s of quiet asked")
+    return tuple(lines)
 
 
 class EventHarness:
@@ -314,7 +392,12 @@ class EventHarness:
             **store_env(self.store),
         )
         self.pool.start()
-        self.proxy = PushProxy(self.pool, self.journal).start()
+        self.proxy = PushProxy(
+            self.pool,
+            self.journal,
+            self.config.policy.ack_deadline_seconds,
+            self.config.request_timeout_seconds,
+        ).start()
         self.topology = topology.create_dead_letters()
         self._client = firestore.Client(project=self.project)
         self._ledger = ledger(self._client, self.store, self.collection)
@@ -353,41 +436,58 @@ class EventHarness:
             self.messages.append(Published(demo_id, message_id, topic, subscription, fault, expected, limits))
         return self.messages
 
-    def ended(self) -> int:
-        """Messages that have ended so far: completed in the ledger, or read as a dead letter."""
+    def ended(self) -> dict[str, str]:
+        """The messages that have ended so far, by messageId: `completed` in the ledger, or
+        `dead-lettered (reason)` for one read back as a dead letter."""
         assert self.topology is not None and self._ledger is not None
         self.letters += self.topology.pull_dead_letters()
-        completed = sum(record.get("status") == COMPLETED for record in self._ledger.records().values())
-        return completed + len(self.letters)
+        records = self._ledger.records()
+        reasons = {
+            letter.original.attributes.get(DEMO_ID_ATTRIBUTE, ""): letter.reason
+            for letter in self.letters
+            if not letter.note
+        }
+        ends = {}
+        for message in self.messages:
+            if (records.get(message.key) or {}).get("status") == COMPLETED:
+                ends[message.message_id] = COMPLETED
+            elif message.demo_id in reasons:
+                ends[message.message_id] = f"dead-lettered ({reasons[message.demo_id]})"
+        return ends
 
     def settle(
-        self, timeout: float, quiet: float = 4.0, progress: Callable[[str], None] | None = None
-    ) -> bool:
-        """Wait until every message ended and no push came for `quiet` seconds (a lost ack's or a
-        slow job's redelivery still comes after the end); False if `timeout` passed first."""
+        self, timeout: float, quiet: float = QUIET_SECONDS, progress: Callable[[str], None] | None = None
+    ) -> tuple[str, ...]:
+        """Wait until every message ended and no push was open for `quiet` seconds (a lost ack's or
+        a slow job's redelivery still comes after the end); if `timeout` passes first, what was
+        still waited for (see `unsettled`), else nothing."""
         deadline = time.monotonic() + timeout
         shown = time.monotonic()
-        while time.monotonic() < deadline:
-            ended = self.ended()
+        while True:
+            ends = self.ended()
             if progress is not None and time.monotonic() - shown >= 5.0:
                 shown = time.monotonic()
-                progress(self.status(ended))
-            if ended >= len(self.messages) and self.journal.quiet_for() >= quiet:
-                return True
+                progress(self.status(len(ends)))
+            quiet_for = self.journal.quiet_for()
+            if len(ends) >= len(self.messages) and quiet_for >= quiet:
+                return ()
+            if time.monotonic() >= deadline:
+                return unsettled(self.messages, ends, self.journal.open(), quiet_for, quiet, time.monotonic())
             time.sleep(1.0)
-        return False
 
     def status(self, ended: int) -> str:
         """One progress line."""
         pushes = self.journal.snapshot()
         return (
             f"[{time.monotonic() - self._began:5.1f}s] {self.name}: ended {ended}/{len(self.messages)} | "
-            f"pushes {len(pushes)} | 409s {sum(p.outcome == 'in_progress' for p in pushes)} | "
+            f"pushes {len(pushes)} (open {len(self.journal.open())}, past the ack deadline "
+            f"{sum(p.outcome == DEADLINE_EXCEEDED for p in pushes)}) | "
+            f"409s {sum(p.outcome == 'in_progress' for p in pushes)} | "
             f"duplicates {sum(p.outcome == 'duplicate' for p in pushes)} | "
             f"instances replaced {self.pool.restarts}"
         )
 
-    def judge(self, settled: bool) -> EventResult:
+    def judge(self, unsettled: tuple[str, ...] = ()) -> EventResult:
         """The verdict from the ledger, the declared effects, the body lines and the dead letters."""
         assert self.topology is not None and self._client is not None and self._ledger is not None
         self.letters += self.topology.pull_dead_letters()
@@ -401,18 +501,22 @@ class EventHarness:
             pushes,
             event_row(self.name, verdicts, pushes),
             self.pool.restarts,
-            settled,
+            unsettled,
             time.monotonic() - self._began,
         )
 
-    def play(self, timeout: float, progress: Callable[[str], None] | None = None) -> EventResult:
-        """publish(), settle() and judge(), once started. Harnesses may play side by side, but
-        start one at a time: an instance's port is chosen before its process binds it."""
+    def play(
+        self, timeout: float | None = None, progress: Callable[[str], None] | None = None
+    ) -> EventResult:
+        """publish(), settle() (for `timeout`, by default the config's `settle_seconds`) and
+        judge(), once started. Harnesses may play side by side, but start one at a time: an
+        instance's port is chosen before its process binds it."""
         self.publish()
-        return self.judge(self.settle(timeout, progress=progress))
+        waited = self.config.settle_seconds if timeout is None else timeout
+        return self.judge(self.settle(waited, progress=progress))
 
     def run(
-        self, pubsub_host: str, timeout: float, progress: Callable[[str], None] | None = None
+        self, pubsub_host: str, timeout: float | None = None, progress: Callable[[str], None] | None = None
     ) -> EventResult:
         """start() and play(); the caller stops it."""
         return self.start(pubsub_host).play(timeout, progress)

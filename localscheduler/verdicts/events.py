@@ -120,14 +120,16 @@ class MessageVerdict:
 
 
 def instance_deaths(pushes: Sequence[Push]) -> dict[str, list[tuple[str, datetime, datetime]]]:
-    """By messageId: the pushes of it whose instance died under them: (instance, arrived, answered)."""
+    """By messageId: the pushes of it whose instance died under them: (instance, arrived, died).
+    A push answered `deadline_exceeded` counts too: its instance kept the request and may have
+    died under it after the answer."""
     deaths: dict[str, list[tuple[str, datetime, datetime]]] = {}
     for push in pushes:
-        if push.outcome == "instance_died":
+        if push.died is not None:
             span = (
                 push.instance,
                 datetime.fromtimestamp(push.started, UTC),
-                datetime.fromtimestamp(push.ended, UTC),
+                datetime.fromtimestamp(push.died, UTC),
             )
             deaths.setdefault(push.message_id, []).append(span)
     return deaths

@@ -42,9 +42,9 @@ MIX = {
     "attempts_exhausted": 12,
 }
 # More shared topics and instances than the demo's (500 messages, at most 2 pushes at a time per
-# subscription); a maximum age that outlasts a killed message's lease plus the queue before it.
-CONFIG = EventConfig(max_event_age_seconds=60, topics=6, instances=4)
-TIMEOUT_SECONDS = 240.0
+# subscription); a maximum age that outlasts a killed message's lease plus the queue before it,
+# and a wait that outlasts the late messages' release (`EventConfig.margin_problems`).
+CONFIG = EventConfig(max_event_age_seconds=60, topics=6, instances=4, settle_seconds=240.0)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def outcome(firestore_emulator, pubsub_emulator, tmp_path_factory) -> EventResul
         "chaos-events", EXAMPLE, MIX, SEED, PROJECT, tmp_path_factory.mktemp("events"), CONFIG
     )
     try:
-        result = harness.run(pubsub_emulator.host, TIMEOUT_SECONDS)
+        result = harness.run(pubsub_emulator.host)
     finally:
         harness.stop()
     show(result)

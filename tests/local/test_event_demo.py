@@ -77,6 +77,8 @@ def test_a_timing_whose_planned_ends_depend_on_the_machine_s_speed_is_refused(tm
         "a slow job (11 s) must end within the lease (13 s) with 3.75 s to spare",
         "12 delivery attempts can run out within a 13 s lease: allow at least 15",
         "12 delivery attempts can take 94.5 s on a loaded machine, past the maximum event age (40 s)",
+        "settle_seconds (150 s) must outlast the last planned end, a request timeout and an ack deadline "
+        "on a loaded machine, then 4 s of quiet: allow at least 158.5",
     ]
     with pytest.raises(ValueError, match=r"^events-example: a slow job"):
         EventHarness("events-example", EXAMPLE, DEMO_MIX, 7, "p", tmp_path, tight)

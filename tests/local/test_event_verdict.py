@@ -58,6 +58,7 @@ def _died(start: float, end: float) -> Push:
         _at(start).timestamp(),
         _at(end).timestamp(),
         "job-0",
+        died=_at(end).timestamp(),
     )
 
 
@@ -257,3 +258,22 @@ def test_two_dead_letter_copies_fail_even_when_each_reason_is_true():
     pushes = [_push(3 * n, 3 * n + 0.5) for n in range(4)] + [_push(44.0, 44.3, 200, "too_old")]
     verdict = _judge(_too_old_record(44.1), _retried(4), {}, [TOO_OLD_COPY, PUBSUB_COPY], pushes, EXHAUSTED)
     assert "0 completed records and 2 dead-letter copies: not exactly one end" in verdict.problems
+
+
+def _past_deadline(start: float, end: float, died: float | None) -> Push:
+    """A push answered 504 at its ack deadline, whose request ended at `end` (its instance died
+    then, if `died`)."""
+    push = _push(start, end, 504, "deadline_exceeded")
+    return replace(push, died=None if died is None else _at(died).timestamp())
+
+
+def test_a_body_killed_after_its_push_was_answered_at_the_ack_deadline_is_excused():
+    pushes = [_past_deadline(-0.1, 14.0, died=14.0)]
+    verdict = _judge(_record("b"), [_body("a", 0, None), _body("b", 20, 21)], {KEY: ["b"]}, pushes=pushes)
+    assert verdict.problems == ()
+
+
+def test_a_body_that_never_ended_under_a_push_past_its_deadline_whose_instance_lived_fails():
+    pushes = [_past_deadline(-0.1, 14.0, died=None)]
+    verdict = _judge(_record("b"), [_body("a", 0, None), _body("b", 20, 21)], {KEY: ["b"]}, pushes=pushes)
+    assert "body a never ended and its instance was not killed" in verdict.problems
