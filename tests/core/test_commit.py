@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 
 from emulator.wire import Fault, TappedClient, WireTap
 from runonce.core.store import Claim, StoredResult
-from runonce.store._commit import Writes
+from runonce.store._commit import Write, Writes
 from runonce.store.firestore import Ledger
 from tests.conftest import PROJECT
 
@@ -308,3 +308,14 @@ def test_the_retry_deadline_counts_from_the_first_try_on_both_paths(any_client, 
         Writes(any_client).create(doc, {"n": 1}, timeout=10.0, retry=_retry_within(1.6))
     assert tap.calls["Commit"] == 2
     assert not doc.get().exists
+
+
+def test_apply_writes_what_commit_writes_and_fails_alike_on_both_paths(any_client, collection):
+    """`apply` is `commit` without reading an update time from the answer."""
+    doc = any_client.collection(collection).document("a")
+    writes = Writes(any_client)
+    first = writes.commit([Write(doc, {"n": 1})], **_call())
+    assert writes.apply([Write(doc, {"n": 2}, first)], **_call()) is None
+    with pytest.raises(gexc.FailedPrecondition):
+        writes.apply([Write(doc, {"n": 3}, first)], **_call())
+    assert doc.get().to_dict() == {"n": 2}

@@ -108,9 +108,21 @@ class Writes:
         """All of `writes` in one commit, atomically: when any precondition fails (AlreadyExists,
         FailedPrecondition, NotFound), none is written."""
         direct = self._direct_request(writes)
-        if direct is not None:
-            channel, request = direct
-            return self._send(channel, request, timeout, retry)
+        if direct is None:
+            return self._public(writes, timeout, retry)
+        channel, request = direct
+        return _update_time(channel, self._send(channel, request, timeout, retry))
+
+    def apply(self, writes: list[Write], *, timeout: float, retry: Retry | None) -> None:
+        """`commit`, for a caller that needs no update time: none is read from the answer."""
+        direct = self._direct_request(writes)
+        if direct is None:
+            self._public(writes, timeout, retry)
+        else:
+            self._send(*direct, timeout, retry)
+
+    def _public(self, writes: list[Write], timeout: float, retry: Retry | None) -> datetime:
+        """`commit` through the client's public API: a write batch."""
         batch = self._client.batch()
         for write in writes:
             option = (
@@ -160,7 +172,9 @@ class Writes:
         return channel, request
 
     @staticmethod
-    def _send(channel: _Channel, request: Any, timeout: float, retry: Retry | None) -> datetime:
+    def _send(channel: _Channel, request: Any, timeout: float, retry: Retry | None) -> Any:
+        """The first WriteResult of the Commit `request`, sent as the gapic wrapper sends it."""
+
         def attempt(timeout: float | None = None) -> Any:
             return channel.commit(request, timeout=timeout, metadata=channel.metadata)
 
@@ -172,12 +186,7 @@ class Writes:
             if retry is None:
                 raise
             response = _retried(attempt, exc, timeout, retry, started, wall)
-        result = response.write_results[0]
-        # What proto-plus reads (its DatetimeWithNanoseconds, the type the library returns), without
-        # wrapping the whole result to read one field.
-        if not result.HasField("update_time"):
-            return channel.result_type.wrap(result).update_time
-        return channel.timestamp_type.from_timestamp_pb(result.update_time)
+        return response.write_results[0]
 
 
 def _retried(
@@ -202,6 +211,14 @@ def _retried(
     tries = TimeToDeadlineTimeout(timeout=timeout, clock=clock)(again)
     left = None if retry.timeout is None else retry.timeout - (time.monotonic() - started)
     return retry.with_timeout(left)(tries)()
+
+
+def _update_time(channel: _Channel, result: Any) -> datetime:
+    """A WriteResult's update time as proto-plus reads it (its DatetimeWithNanoseconds, the type the
+    library returns), without wrapping the whole result to read one field."""
+    if not result.HasField("update_time"):
+        return channel.result_type.wrap(result).update_time
+    return channel.timestamp_type.from_timestamp_pb(result.update_time)
 
 
 def _timestamp(channel: _Channel, value: datetime) -> Any:
