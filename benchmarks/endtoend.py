@@ -23,14 +23,23 @@ runonce's above the floor over the seed's.
 
 `python -m benchmarks.endtoend --profile out.prof` also runs runonce's handler under cProfile in
 its process and writes the statistics there (the timings then include the profiler's cost).
+
+`--against REV` serves runonce a second time, from the library of git revision REV (its
+`functions/` exported to a temporary folder, first on the instance's path), in the same rotation:
+a change to the library measured side by side with the code before it, on the same machine load.
+Its row is shown, not judged, with its overhead, its CPU above the floor, and runonce's over it.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import random
 import statistics
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import uuid
@@ -45,9 +54,11 @@ from benchmarks import own_time as own
 from benchmarks.cpu import HOG, GroupCpu, Hog
 from benchmarks.own_time import OwnTimes, StoreClock, TimedClient
 from emulator.firestore import FirestoreEmulator
+from localscheduler.hosts.functions_framework import FunctionsFramework
 from localscheduler.hosts.pool import InstancePool
 from localscheduler.hosts.uvicorn import Uvicorn
 from localscheduler.scheduler.delivery import rfc3339
+from stacks.team import REPO_ROOT
 
 FUNCTIONS = Path(__file__).with_name("endtoend_functions.py")
 FASTAPI_APPS = Path(__file__).with_name("endtoend_fastapi.py")
@@ -57,7 +68,9 @@ FASTAPI_FLOOR, FASTAPI = "floor (FastAPI)", "runonce (FastAPI)"
 FASTAPI_VARIANTS = {FASTAPI_FLOOR: "floor", FASTAPI: "deduplicated_job"}
 FLOORS = {FASTAPI: FASTAPI_FLOOR}
 """The floor of each variant served another way than the functions-framework floor."""
-SHOWN = (FASTAPI_FLOOR, FASTAPI)
+AGAINST = "runonce (--against)"
+"""runonce served from the library of another revision (`--against`)."""
+SHOWN = (FASTAPI_FLOOR, FASTAPI, AGAINST)
 """Variants printed and not judged: the verdict ignores their answers, as no target names them."""
 TARGET_RATIO = 0.4
 PROJECT = "runonce-bench"
@@ -78,6 +91,8 @@ class Measurement:
     batches ran, over its requests."""
     hogged: Measurement | None = None
     """The same variants' requests in the rounds run beside a CPU hog, interleaved with these."""
+    batch: int = 1
+    """Requests per variant in a round: round r's are `latencies[variant][r * batch:(r + 1) * batch]`."""
 
     def median(self, variant: str) -> float:
         """Median latency of one variant, ms."""
@@ -100,10 +115,54 @@ class Measurement:
         """runonce's median overhead above the floor over the baseline's: the figure with the target."""
         return self.ratio_at()
 
+    def interval(self, at=median, variant: str = RUNONCE, draws: int = 2000) -> tuple[float, float]:
+        """A 95% bootstrap interval of `ratio_at(at, variant)`: the timed rounds drawn again with
+        replacement, each with every variant's batch of that round (they saw the same load), so
+        it tells how far the ratio could move with the same machine and other draws of its rounds."""
+        rounds = len(self.latencies["floor"]) // self.batch
+        names = {variant, self.baseline, FLOORS.get(variant, "floor"), "floor"}
+        draw = random.Random(0)  # the same interval for the same latencies
+        ratios = []
+        for _ in range(draws):
+            picked = [draw.randrange(rounds) for _ in range(rounds)]
+            drawn = {
+                name: [
+                    ms for r in picked for ms in self.latencies[name][r * self.batch : (r + 1) * self.batch]
+                ]
+                for name in names
+            }
+            ratios.append(Measurement(drawn, {}, self.baseline).ratio_at(at, variant))
+        ratios.sort()
+        return ratios[round(0.025 * draws)], ratios[round(0.975 * draws) - 1]
+
     def cpu_overhead(self, variant: str) -> float:
         """CPU ms per request of `variant` above its floor's, every measured process added up."""
         floor = FLOORS.get(variant, "floor")
         return sum(self.cpu[variant].values()) - sum(self.cpu[floor].values())
+
+
+class _Library(FunctionsFramework):
+    """functions-framework, with runonce loaded from the library folder `functions` first."""
+
+    def __init__(self, functions: Path):
+        self.functions = functions
+
+    def environment(self, source: Path, target: str) -> dict[str, str]:
+        path = os.pathsep.join([str(self.functions), str(REPO_ROOT)])
+        return {**super().environment(source, target), "PYTHONPATH": path}
+
+
+def against_pool(
+    revision: str, name: str, source: Path, target: str, env: dict[str, str], log_dir: Path
+) -> InstancePool:
+    """One instance serving `target` of `source` with runonce's library as of git `revision`."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "archive", revision, "functions"], capture_output=True, check=True
+    ).stdout
+    folder = Path(tempfile.mkdtemp(prefix="runonce-against-"))
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tree:
+        tree.extractall(folder, filter="data")
+    return InstancePool(name, source, target, 1, env, log_dir, _Library(folder / "functions"))
 
 
 def _happy(variant: str, response: requests.Response) -> bool:
@@ -176,7 +235,8 @@ def interleaved(
     finally:
         for pool in pools.values():
             pool.stop()
-    return quiet.measurement(baseline, hogged.measurement(baseline, None) if hog else None)
+    hogged_rounds = hogged.measurement(baseline, None, batch) if hog else None
+    return quiet.measurement(baseline, hogged_rounds, batch)
 
 
 class _Rounds:
@@ -193,14 +253,14 @@ class _Rounds:
         self.latencies[variant].append(ms)
         self.failures[variant] += not happy
 
-    def measurement(self, baseline: str, hogged: Measurement | None) -> Measurement:
+    def measurement(self, baseline: str, hogged: Measurement | None, batch: int) -> Measurement:
         """The latencies, failures and CPU ms per request."""
         cpu = {
             variant: {name: seconds * 1000 / len(self.latencies[variant]) for name, seconds in spent.items()}
             for variant, spent in self.cpu.items()
             if spent and self.latencies[variant]
         }
-        return Measurement(self.latencies, self.failures, baseline, cpu, hogged)
+        return Measurement(self.latencies, self.failures, baseline, cpu, hogged, batch)
 
 
 def new_runs() -> Callable[[], dict[str, str]]:
@@ -246,9 +306,11 @@ def measure(
     profile: Path | None = None,
     hog: bool = False,
     processes: dict[str, int] | None = None,
+    against: str | None = None,
 ) -> Measurement:
-    """Serve the three variants and the two FastAPI ones, and time `runs` requests of each after
-    `warmup` of each (and as many beside a CPU hog with `hog`); `processes` as `interleaved` takes it."""
+    """Serve the three variants and the two FastAPI ones (and runonce as of git revision `against`),
+    and time `runs` requests of each after `warmup` of each (and as many beside a CPU hog with
+    `hog`); `processes` as `interleaved` takes it."""
     env = {"GOOGLE_CLOUD_PROJECT": PROJECT, "FIRESTORE_EMULATOR_HOST": emulator_host}
     if profile is not None:
         env["BENCH_PROFILE"] = str(profile)
@@ -260,6 +322,8 @@ def measure(
         pools[variant] = InstancePool(
             f"bench-fastapi-{target}", FASTAPI_APPS, target, 1, env, log_dir, Uvicorn()
         )
+    if against is not None:
+        pools[AGAINST] = against_pool(against, "bench-against", FUNCTIONS, VARIANTS[RUNONCE], env, log_dir)
     runs_headers = new_runs()
 
     def send(session: requests.Session, variant: str, url: str) -> requests.Response:
@@ -293,6 +357,9 @@ def render(result: Measurement, batch: int, target: float = TARGET_RATIO) -> str
         *_table(result),
         f"  ratio runonce overhead / {result.baseline} overhead  {result.ratio:.2f}x at the median "
         f"(target <= {target}x), {result.ratio_at(Measurement.p10):.2f}x at the 10th percentile",
+        "  the median's 95% interval over the {} rounds drawn again: {:.2f}-{:.2f}x (shown)".format(
+            len(result.latencies["floor"]) // result.batch, *result.interval()
+        ),
     ]
     if fastapi:
         lines.append(
@@ -301,6 +368,8 @@ def render(result: Measurement, batch: int, target: float = TARGET_RATIO) -> str
             f"{result.ratio_at(Measurement.p10, FASTAPI):.2f}x at the 10th percentile "
             "(shown, not judged: no target)"
         )
+    if AGAINST in result.latencies:
+        lines.append(_against_line(result))
     if result.cpu:
         lines.extend(_cpu_lines(result))
     hogged = result.hogged
@@ -313,7 +382,22 @@ def render(result: Measurement, batch: int, target: float = TARGET_RATIO) -> str
             f"{hogged.ratio_at(Measurement.p10):.2f}x at the 10th percentile (shown, not judged: the "
             f"target is the quiet rounds'; quiet {result.ratio:.2f}x)",
         ]
+        if AGAINST in hogged.latencies:
+            lines.append(_against_line(hogged))
     return "\n".join(lines)
+
+
+def _against_line(result: Measurement) -> str:
+    """runonce as of the `--against` revision: its ratio to the baseline, and runonce's overhead
+    over its, at the median and the 10th percentile."""
+    p10 = Measurement.p10
+    return (
+        f"  ratio {AGAINST} overhead / {result.baseline} overhead  {result.ratio_at(variant=AGAINST):.2f}x "
+        f"at the median, {result.ratio_at(p10, AGAINST):.2f}x at the 10th percentile; runonce's overhead "
+        f"over its {result.overhead(RUNONCE) / result.overhead(AGAINST):.2f}x at the median, "
+        f"{result.overhead(RUNONCE, p10) / result.overhead(AGAINST, p10):.2f}x at the 10th percentile "
+        "(shown, not judged)"
+    )
 
 
 def _table(result: Measurement) -> list[str]:
@@ -345,7 +429,7 @@ def _cpu_lines(result: Measurement) -> list[str]:
         "  CPU per request in the quiet rounds, every thread (function: the variant's own instance): "
         + ", ".join(f"{name}" for name in names)
     ]
-    for variant in (variant for variant in result.cpu if variant not in SHOWN):
+    for variant in (variant for variant in result.cpu if variant not in (FASTAPI_FLOOR, FASTAPI)):
         spent = "  ".join(f"{name} {result.cpu[variant][name]:5.2f} ms" for name in names)
         over = "" if variant == "floor" else f"  above the floor {result.cpu_overhead(variant):5.2f} ms"
         lines.append(f"  {variant:<24}{spent}{over}")
@@ -353,6 +437,11 @@ def _cpu_lines(result: Measurement) -> list[str]:
         f"  ratio runonce CPU above the floor / {result.baseline}'s  "
         f"{result.cpu_overhead(RUNONCE) / result.cpu_overhead(result.baseline):.2f}x (shown, not judged)"
     )
+    if AGAINST in result.cpu:
+        lines.append(
+            f"  ratio runonce CPU above the floor / {AGAINST}'s  "
+            f"{result.cpu_overhead(RUNONCE) / result.cpu_overhead(AGAINST):.2f}x (shown, not judged)"
+        )
     return lines
 
 
@@ -370,15 +459,19 @@ def verdict(result: Measurement, target: float = TARGET_RATIO) -> int:
 
 
 def sizes(prog: str, description: str) -> argparse.ArgumentParser:
-    """The options every end-to-end benchmark takes; the defaults take about a minute."""
+    """The options every end-to-end benchmark takes; the defaults take one to two minutes (80 rounds of
+    10 requests per variant, twice with the hog: the more rounds, the narrower the ratio's interval)."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--runs", type=int, default=400, help="timed requests per variant (default 400)")
+    parser.add_argument("--runs", type=int, default=800, help="timed requests per variant (default 800)")
     parser.add_argument(
         "--warmup", type=int, default=300, help="untimed requests per variant first (default 300)"
     )
-    parser.add_argument("--batch", type=int, default=20, help="requests per variant in a row (default 20)")
+    parser.add_argument("--batch", type=int, default=10, help="requests per variant in a row (default 10)")
     parser.add_argument(
         "--no-hog", dest="hog", action="store_false", help="skip the rounds beside a CPU hog (run by default)"
+    )
+    parser.add_argument(
+        "--against", metavar="REV", help="also serve runonce from the library of git revision REV (shown)"
     )
     return parser
 
@@ -403,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
             args.profile,
             args.hog,
             {"emulator": emulator.process_group} if emulator.process_group is not None else None,
+            args.against,
         )
         library = own_time(emulator.host, args.runs, args.warmup)
     print(render(result, args.batch))

@@ -35,7 +35,7 @@ from pathlib import Path
 import requests
 
 from benchmarks import own_time as own
-from benchmarks.endtoend import Measurement, interleaved, render, sizes, verdict
+from benchmarks.endtoend import AGAINST, Measurement, against_pool, interleaved, render, sizes, verdict
 from benchmarks.own_time import OwnTimes, StoreClock, TimedClient
 from emulator.firestore import FirestoreEmulator
 from emulator.pubsub import PubSubEmulator
@@ -98,9 +98,11 @@ def measure(
     log_dir: Path,
     hog: bool = False,
     processes: dict[str, int] | None = None,
+    against: str | None = None,
 ) -> Measurement:
-    """Serve the three variants and time `runs` push requests of each after `warmup` of each (and
-    as many beside a CPU hog with `hog`); `processes` as `benchmarks.endtoend.interleaved` takes it."""
+    """Serve the three variants (and runonce as of git revision `against`) and time `runs` push
+    requests of each after `warmup` of each (and as many beside a CPU hog with `hog`); `processes`
+    as `benchmarks.endtoend.interleaved` takes it."""
     run = uuid.uuid4().hex[:8]
     env = {
         "GOOGLE_CLOUD_PROJECT": PROJECT,
@@ -113,6 +115,8 @@ def measure(
         variant: InstancePool(f"bench-{target}", FUNCTIONS, target, 1, env, log_dir)
         for variant, target in VARIANTS.items()
     }
+    if against is not None:
+        pools[AGAINST] = against_pool(against, "bench-against", FUNCTIONS, VARIANTS["runonce"], env, log_dir)
     envelope = new_events(run)
 
     def send(session: requests.Session, variant: str, url: str) -> requests.Response:
@@ -172,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(tempfile.mkdtemp(prefix="runonce-bench-events-")),
             args.hog,
             {"emulator": firestore_emulator.process_group} if firestore_emulator.process_group else None,
+            args.against,
         )
         ours, pattern = store_floor(firestore_emulator.host, args.runs, args.warmup)
         library = own_time(firestore_emulator.host, pubsub_emulator.host, args.runs, args.warmup)

@@ -10,11 +10,12 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from google.api_core import exceptions as gexc
+from google.api_core.retry import Retry, if_exception_type
 from google.protobuf.message import Message
 
 from emulator.wire import Fault, TappedClient, WireTap
 from runonce.core.store import Claim, StoredResult
-from runonce.store._commit import Writes
+from runonce.store._commit import Write, Writes
 from runonce.store.firestore import Ledger
 from tests.conftest import PROJECT
 
@@ -277,3 +278,44 @@ def test_the_direct_path_encodes_a_datetime_as_the_library_does(value):
     ours = Value.pb()()
     _encode(value, ours)
     assert ours == Value.pb(_helpers.encode_value(value))
+
+
+def _retry_within(seconds: float) -> Retry:
+    """A retry of unavailable calls, about 50 ms apart, for `seconds` in all."""
+    return Retry(
+        predicate=if_exception_type(gexc.ServiceUnavailable), initial=0.05, maximum=0.05, timeout=seconds
+    )
+
+
+def test_tries_after_a_failed_first_get_the_time_left_of_the_first_on_both_paths(any_client, collection, tap):
+    """The direct path sends its first try bare: the tries after it get what the gapic wrapper
+    gives them, the time left since the first began."""
+    doc = any_client.collection(collection).document("a")
+    tap.inject(Fault("Commit", hang=1.0, times=2))  # unavailable after a second, twice
+    Writes(any_client).create(doc, {"n": 1}, timeout=10.0, retry=_retry_within(8.0))
+    timeouts = [timeout for method, timeout in tap.deadlines if method == "Commit"]
+    assert len(timeouts) == 3 and timeouts[0] == pytest.approx(10.0, abs=0.01)
+    assert timeouts[1] is not None and timeouts[1] < 9.01  # at least a second gone: the first try's
+    assert timeouts[2] is not None and timeouts[2] < 8.01
+    assert doc.get().to_dict() == {"n": 1}
+
+
+def test_the_retry_deadline_counts_from_the_first_try_on_both_paths(any_client, collection, tap):
+    """A first try that fails after 1 s leaves 0.6 s of a 1.6 s retry: one try more, not two."""
+    doc = any_client.collection(collection).document("a")
+    tap.inject(Fault("Commit", hang=1.0, times=5))
+    with pytest.raises(gexc.RetryError):
+        Writes(any_client).create(doc, {"n": 1}, timeout=10.0, retry=_retry_within(1.6))
+    assert tap.calls["Commit"] == 2
+    assert not doc.get().exists
+
+
+def test_apply_writes_what_commit_writes_and_fails_alike_on_both_paths(any_client, collection):
+    """`apply` is `commit` without reading an update time from the answer."""
+    doc = any_client.collection(collection).document("a")
+    writes = Writes(any_client)
+    first = writes.commit([Write(doc, {"n": 1})], **_call())
+    assert writes.apply([Write(doc, {"n": 2}, first)], **_call()) is None
+    with pytest.raises(gexc.FailedPrecondition):
+        writes.apply([Write(doc, {"n": 3}, first)], **_call())
+    assert doc.get().to_dict() == {"n": 2}

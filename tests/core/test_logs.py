@@ -4,6 +4,7 @@ was, lines carry the request's trace, and no line or answer exceeds Cloud Loggin
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 
 import grpc
@@ -179,3 +180,33 @@ def test_no_body_line_is_written_for_a_duplicate(client, probe, log_lines):
 
 def _raise(exc: Exception):
     raise exc
+
+
+class _DropBodyStarted(logging.Filter):
+    def __init__(self):
+        super().__init__()
+        self.seen: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.seen.append(record.getMessage())
+        return record.getMessage() != "job body started"
+
+
+@pytest.mark.fast
+def test_a_filter_on_runonce_s_logger_sees_every_line_and_may_drop_it(log_lines):
+    """Lines go through the logger's level, filters and handlers (the local scheduler's kill fault
+    is such a filter), with their fields on the record."""
+    from runonce import _logs
+
+    dropper = _DropBodyStarted()
+    _logs.logger.addFilter(dropper)
+    try:
+        _logs.log(logging.INFO, "job body started", runonce_body="started")
+        _logs.log(logging.INFO, "run completed", outcome="completed")
+        _logs.log(logging.DEBUG, "below the logger's level")
+    finally:
+        _logs.logger.removeFilter(dropper)
+    assert dropper.seen == ["job body started", "run completed"]
+    assert [(line["message"], line.get("outcome")) for _, line in log_lines()] == [
+        ("run completed", "completed")
+    ]

@@ -14,6 +14,7 @@ import pytest
 from benchmarks import coldstart, endtoend_events
 from benchmarks.cpu import GroupCpu, Hog, process_seconds
 from benchmarks.endtoend import (
+    AGAINST,
     FASTAPI_VARIANTS,
     RUNONCE,
     SEED,
@@ -99,6 +100,53 @@ def test_the_end_to_end_verdict_judges_the_quiet_ratio_and_every_request_beside_
 
 def _with_hogged(quiet: Measurement, hogged: Measurement) -> Measurement:
     return Measurement(quiet.latencies, quiet.failures, quiet.baseline, quiet.cpu, hogged)
+
+
+def _rounds(runonce: list[float]) -> Measurement:
+    """Ten rounds of two requests per variant, round k's all k times slower (its load); runonce's
+    request in each round as `runonce` gives it (k-fold), the floor 1 ms, the seed 11 ms."""
+    loads = [k for k in range(1, 11) for _ in range(2)]
+    latencies = {
+        "floor": [1.0 * k for k in loads],
+        SEED: [11.0 * k for k in loads],
+        RUNONCE: [ms * k for ms, k in zip(runonce * 10, loads, strict=True)],
+    }
+    return Measurement(latencies, dict.fromkeys(latencies, 0), batch=2)
+
+
+def test_the_ratio_s_interval_draws_whole_rounds_so_a_load_shared_by_a_round_moves_nothing():
+    """Every round's ratio is 0.3x whatever its load: drawn again round by round, always 0.3x (drawn
+    request by request, the rounds' loads would mix and the interval would widen)."""
+    low, high = _rounds([4.0, 4.0]).interval()
+    assert (low, high) == pytest.approx((0.3, 0.3))
+
+
+def test_the_ratio_s_interval_widens_with_the_spread_of_runonce_s_own_requests():
+    low, high = _rounds([2.0, 6.0]).interval()
+    assert low < 0.3 < high
+
+
+def test_the_against_variant_is_printed_beside_runonce_and_never_judged():
+    latencies = {"floor": [1.0] * 3, SEED: [11.0] * 3, RUNONCE: [4.0] * 3, AGAINST: [5.0] * 3}
+    cpu = {
+        name: {"function": ms, "emulator": 0.0}
+        for name, ms in (("floor", 1.0), (SEED, 9.0), (RUNONCE, 3.0), (AGAINST, 4.0))
+    }
+    result = Measurement(latencies, {**dict.fromkeys(latencies, 0), AGAINST: 3}, cpu=cpu)
+    report = render(result, batch=1)
+    assert (
+        "ratio runonce (--against) overhead / seed (2 transactions) overhead  0.40x at the median" in report
+    )
+    assert "runonce's overhead over its 0.75x at the median" in report
+    assert "ratio runonce CPU above the floor / runonce (--against)'s  0.67x" in report
+    assert verdict(result) == 0  # its failures are shown, not judged
+
+
+def test_the_end_to_end_benchmark_serves_runonce_from_another_revision_when_asked(
+    firestore_emulator, tmp_path
+):
+    result = measure(firestore_emulator.host, runs=2, warmup=1, batch=1, log_dir=tmp_path, against="HEAD")
+    assert len(result.latencies[AGAINST]) == 2 and result.failures[AGAINST] == 0
 
 
 def test_the_hog_burns_cpu_while_running_and_none_while_paused():

@@ -93,9 +93,10 @@ def _order(delivery: Delivery) -> int:
 
 
 def _occurrence(delivery: Delivery, key: str, store: Store) -> Occurrence:
+    schedule_time = delivery.schedule_time.rfc3339()
     fields = {
         "job": delivery.job,
-        "schedule_time": delivery.schedule_time.rfc3339(),
+        "schedule_time": schedule_time,
         "forced": delivery.forced,
         "project": delivery.project,
         "location": delivery.location,
@@ -112,7 +113,7 @@ def _occurrence(delivery: Delivery, key: str, store: Store) -> Occurrence:
         return Run(
             key=claim.key,
             job=delivery.job,
-            schedule_time=delivery.schedule_time.rfc3339(),
+            schedule_time=schedule_time,
             project=delivery.project,
             location=delivery.location,
             forced=delivery.forced,
@@ -125,7 +126,7 @@ def _occurrence(delivery: Delivery, key: str, store: Store) -> Occurrence:
     if delivery.overlap is not Overlap.ALLOW:
         lock = JobLock(job_lock(delivery.project, delivery.location, delivery.job), delivery.overlap)
     # A forced run is not entered: its time is the next scheduled run's, or the moment it was forced.
-    done = None if delivery.forced else Done(index, order, delivery.schedule_time.rfc3339())
+    done = None if delivery.forced else Done(index, order, schedule_time)
     return Occurrence(key, fields, run, lock=lock, done=done)
 
 

@@ -662,7 +662,7 @@ class Ledger:
         try:
             run = Write(doc, update, claim.update_time)
             if claim.lock is None or not self._with_lock(claim, run, lock_update, budget, extra):
-                self._writes.commit([run, *extra], **budget.call())
+                self._writes.apply([run, *extra], **budget.call())
             return True
         except (gexc.FailedPrecondition, gexc.NotFound):
             # Either another attempt took the run over, or an earlier try of this very write
@@ -686,7 +686,7 @@ class Ledger:
         assert claim.lock is not None
         lock = Write(self._collection.document(claim.lock), lock_update, claim.update_time)
         try:
-            self._writes.commit([run, lock, *extra], **budget.call())
+            self._writes.apply([run, lock, *extra], **budget.call())
         except (gexc.FailedPrecondition, gexc.NotFound):
             return False
         return True
