@@ -434,15 +434,20 @@ def _cpu_lines(result: Measurement) -> list[str]:
         over = "" if variant == "floor" else f"  above the floor {result.cpu_overhead(variant):5.2f} ms"
         lines.append(f"  {variant:<24}{spent}{over}")
     lines.append(
-        f"  ratio runonce CPU above the floor / {result.baseline}'s  "
-        f"{result.cpu_overhead(RUNONCE) / result.cpu_overhead(result.baseline):.2f}x (shown, not judged)"
+        f"  ratio runonce CPU above the floor / {result.baseline}'s  {_cpu_ratio(result, result.baseline)}"
     )
     if AGAINST in result.cpu:
-        lines.append(
-            f"  ratio runonce CPU above the floor / {AGAINST}'s  "
-            f"{result.cpu_overhead(RUNONCE) / result.cpu_overhead(AGAINST):.2f}x (shown, not judged)"
-        )
+        lines.append(f"  ratio runonce CPU above the floor / {AGAINST}'s  {_cpu_ratio(result, AGAINST)}")
     return lines
+
+
+def _cpu_ratio(result: Measurement, other: str) -> str:
+    """runonce's CPU above the floor over `other`'s, or why there is none: `/proc` counts CPU in
+    clock ticks, so a short run can read no CPU above the floor for a variant."""
+    below = result.cpu_overhead(other)
+    if below <= 0:
+        return f"n/a: {other}'s CPU above the floor read {below:.2f} ms (too few requests to tell)"
+    return f"{result.cpu_overhead(RUNONCE) / below:.2f}x (shown, not judged)"
 
 
 def verdict(result: Measurement, target: float = TARGET_RATIO) -> int:

@@ -142,6 +142,14 @@ def test_the_against_variant_is_printed_beside_runonce_and_never_judged():
     assert verdict(result) == 0  # its failures are shown, not judged
 
 
+def test_a_run_too_short_to_read_the_baselines_cpu_above_the_floor_says_so_instead_of_dividing_by_it():
+    latencies = {"floor": [1.0] * 3, SEED: [11.0] * 3, RUNONCE: [4.0] * 3}
+    cpu = {name: {"function": 2.5, "emulator": 0.0} for name in latencies}  # one clock tick each
+    report = render(Measurement(latencies, dict.fromkeys(latencies, 0), cpu=cpu), batch=1)
+    assert "ratio runonce CPU above the floor / seed (2 transactions)'s  n/a: " in report
+    assert "ratio runonce overhead / seed (2 transactions) overhead  0.30x at the median" in report
+
+
 def test_the_end_to_end_benchmark_serves_runonce_from_another_revision_when_asked(
     firestore_emulator, tmp_path
 ):
