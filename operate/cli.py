@@ -117,8 +117,28 @@ def _print_table(table: Table) -> None:
     console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=200)
     needed = Measurement.get(console, console.options.update(max_width=10_000), table).minimum
     if needed > console.width:
-        console = Console(width=needed)
+        console = Console(width=_uncut_width(table, needed))
     console.print(table)
+
+
+def _uncut_width(table: Table, width: int) -> int:
+    """The least width from `width` at which rich gives every column its `min_width` (or all its
+    text, if shorter). rich's measured minimum may leave a folding column narrower than its
+    `min_width` and the columns' widths wider than the console, and rich then cuts every line at
+    the console's width (rich 15: "upstream said 400" printed as "upstream said 4";
+    tests/operate/test_runs.py)."""
+    for wider in range(width, width + 200):
+        console = Console(width=wider)
+        options = console.options.update_width(wider)
+        widths = table._calculate_column_widths(console, options)  # rich's own layout of the columns
+        wants = [
+            min(column.min_width or 0, table._measure_column(console, options, column).maximum)
+            for column in table.columns
+        ]
+        fits = sum(widths) + table._extra_width <= wider  # else rich cuts every line at `wider`
+        if fits and all(got >= want for got, want in zip(widths, wants, strict=True)):
+            return wider
+    return width + 200
 
 
 def _when(value: datetime | None) -> str:

@@ -100,6 +100,20 @@ def test_runs_filters_by_status_and_prints_a_table(ops):
     assert "missing" in table.stdout and "bad input" in table.stdout
 
 
+@pytest.mark.parametrize("columns", ["80", "60", "40", None])
+def test_in_any_terminal_width_a_runs_error_is_folded_never_cut(ops, monkeypatch, columns):
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    ops.store.fail(ops.claim_scheduled(SCHEDULED), "upstream said 400: quota exceeded for orders-eu")
+    table = ops.run("runs", "--team", ops.team.name, "--since", "1h").stdout
+    words = " ".join(" ".join(line.split()) for line in table.splitlines())
+    assert "outcome or error" in table, table
+    for word in ("upstream", "said", "400:", "quota", "exceeded", "for", "orders-eu"):
+        assert f" {word} " in f" {words} ", table
+
+
 @pytest.mark.parametrize("columns", ["80", "60", None])
 def test_in_any_terminal_width_the_table_shows_each_runs_time_status_and_key_whole(ops, monkeypatch, columns):
     if columns is None:

@@ -264,7 +264,7 @@ def test_each_other_answer_of_jobs_get_is_one_line_and_the_runs_are_listed(
     first, *rest = listed.stdout.splitlines()
     assert first.startswith("job report (Scheduler job ") and said in first, first
     assert [line for line in listed.stdout.splitlines() if "Scheduler" in line] == [first]
-    assert any("upstream said 400" in line for line in rest)
+    assert any("upstream said 400" in line for line in rest), listed.stdout
     if answer in (_gone, _forbidden, _not_json):
         answer(ops, monkeypatch)
     [row] = json_rows(ops, "--job", "report", "--since", "5m")
