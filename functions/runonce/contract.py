@@ -136,6 +136,9 @@ WATCHDOG_LOGGER = "runonce.watchdog"
 """The `logger` field of every line the watchdog writes."""
 MISSED_RUN_FIELD = "missed_run"
 """On a watchdog line about a missed run: how it was missed, a `MissedRun` value."""
+PAUSED_FIELD = "paused_after_failures"
+"""On the watchdog's line saying it paused a job: how many consecutive runs failed (the alert
+on paused jobs matches the field)."""
 
 # The watchdog function's settings (functions/watchdog), which the stack sets. Its own ledger (its
 # ticks and its claims of the runs it reported) is RUNONCE_DATABASE and RUNONCE_COLLECTION; the team's

@@ -61,6 +61,7 @@ from ..contract import (
     ACTIONS_FIELD,
     HISTORY_FIELD,
     MISSED_RUN_FIELD,
+    PAUSED_FIELD,
     PROJECT_VARIABLE,
     STATUS_FIELD,
     WATCHDOG_JOBS_VARIABLE,
@@ -474,9 +475,6 @@ def _failed(why: str) -> dict[str, str]:
 PAUSE_PREFIX = "pause:"
 """The watchdog's claim of a pause is the run key of the failed run that completed the streak,
 with this prefix, in its own store: one pause per streak, however many ticks see it."""
-PAUSED_FIELD = "paused_after_failures"
-"""On the watchdog's line saying it paused a job: how many consecutive runs failed (the alert
-on paused jobs matches the field)."""
 PAUSED_MESSAGE = "job paused after consecutive failed runs: runonce resume starts it again"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stacks.contract import DEAD_LETTER_MESSAGE_ID_FIELD, MISSED_RUN_FIELD, WATCHDOG_LOGGER
+from stacks.contract import DEAD_LETTER_MESSAGE_ID_FIELD, MISSED_RUN_FIELD, PAUSED_FIELD, WATCHDOG_LOGGER
 from stacks.toolchain import Fn, Token
 
 RUNONCE_LOGGER = "runonce"
@@ -98,9 +98,9 @@ def failed_catch_ups(scheduler_jobs: Sequence[str]) -> str:
     )
 
 
-PAUSED = "paused_after_failures"
+PAUSED = PAUSED_FIELD
 """The field of the watchdog's line saying it paused a Scheduler job after its runs kept failing
-(`runonce.scheduler.watchdog.PAUSED_FIELD`)."""
+(`runonce.contract.PAUSED_FIELD`)."""
 
 
 def paused_jobs(scheduler_jobs: Sequence[str]) -> str:

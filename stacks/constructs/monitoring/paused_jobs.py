@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from runonce.contract import MissedRun
 from stacks.constructs.monitoring.alerts import Alerting
 from stacks.constructs.monitoring.dashboard import Chart, series
 from stacks.constructs.monitoring.filters import PAUSED, metric_filter, paused_jobs
@@ -13,7 +14,7 @@ from stacks.constructs.monitoring.filters import PAUSED, metric_filter, paused_j
 LABELS = {"job": "The job the watchdog paused, as its team file names it"}
 """The paused jobs metric's labels and their descriptions: the pause line's `job` is the team
 file's name (its `scheduler_job` is the Scheduler job id)."""
-RETRIED_OUT = "retried_out"
+RETRIED_OUT = MissedRun.RETRIED_OUT.value
 """The missed run (`MissedRun`) that counts toward a pause as a failed run does."""
 
 
