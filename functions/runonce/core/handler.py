@@ -164,12 +164,11 @@ def _overlapped_answer(overlapped: Overlapped, store: Store, attempt: Attempt) -
             logging.WARNING,
             f"waiting note not written ({exc}): if its retries run out, it is never_delivered",
         )
-    log(
+    attempt.answer_line(
         logging.INFO,
         f"run {overlapped.holder} of this job is in progress: not run, asking for a retry later",
         outcome=Outcome.WAITING.label,
         waiting_for=overlapped.holder,
-        latency_ms=attempt.ms(),
     )
     return Outcome.WAITING.answer(run_key=overlapped.key, waiting_for=overlapped.holder, lease_expires=lease)
 

@@ -201,12 +201,11 @@ def _excluded(
         store.amend(key, lambda existing: record if existing is None else Refusal.RECORDED)
     except StoreError as exc:
         return claim_failed(exc, key, attempt)
-    log(
+    attempt.answer_line(
         logging.INFO,
         f"the job's calendar excludes this run ({because.value}): recorded excluded, not run",
         outcome=Outcome.EXCLUDED.label,
         excluded_because=because.value,
-        latency_ms=attempt.ms(),
     )
     return Outcome.EXCLUDED.answer(run_key=key, excluded_because=because.value)
 
