@@ -127,14 +127,16 @@ def _uncut_width(table: Table, width: int) -> int:
     `min_width` and the columns' widths wider than the console, and rich then cuts every line at
     the console's width (rich 15: "upstream said 400" printed as "upstream said 4";
     tests/operate/test_runs.py)."""
+    console = Console(width=width)
+    options = console.options.update_width(width)
+    wants = [
+        min(column.min_width or 0, table._measure_column(console, options, column).maximum)
+        for column in table.columns
+    ]  # measured once: no width from `width` on changes what min_width asks of a column
     for wider in range(width, width + 200):
         console = Console(width=wider)
         options = console.options.update_width(wider)
         widths = table._calculate_column_widths(console, options)  # rich's own layout of the columns
-        wants = [
-            min(column.min_width or 0, table._measure_column(console, options, column).maximum)
-            for column in table.columns
-        ]
         fits = sum(widths) + table._extra_width <= wider  # else rich cuts every line at `wider`
         if fits and all(got >= want for got, want in zip(widths, wants, strict=True)):
             return wider

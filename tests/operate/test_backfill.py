@@ -133,19 +133,24 @@ class Team:
         return rerun_slot(PROJECT, REGION, self.scheduler_job)
 
 
+def write_team_file(tmp_path: Path, collection: str, database: str = DATABASE) -> tuple[str, Path]:
+    """A new team's name and the folder holding its team file (`TEAM_FILE`, its runs in `database`
+    and `collection`)."""
+    name = f"t{uuid.uuid4().hex[:8]}"
+    folder = tmp_path / "teams"
+    folder.mkdir()
+    (folder / f"{name}.py").write_text(
+        TEAM_FILE.format(team=name, project=PROJECT, region=REGION, database=database, collection=collection)
+    )
+    return name, folder
+
+
 @pytest.fixture
 def team(setup, tmp_path) -> Team:
     from runonce.store.firestore import Ledger, LedgerStore
     from runonce.store.valkey import connect
 
-    name = f"t{uuid.uuid4().hex[:8]}"
-    folder = tmp_path / "teams"
-    folder.mkdir()
-    (folder / f"{name}.py").write_text(
-        TEAM_FILE.format(
-            team=name, project=PROJECT, region=REGION, database=DATABASE, collection=setup.collection
-        )
-    )
+    name, folder = write_team_file(tmp_path, setup.collection)
     lease, retention = timedelta(seconds=1), timedelta(days=7)
     clear_of_the_next_tick(SCHEDULE, "UTC", timedelta(minutes=4))  # its forced deliveries
     if setup.store_url is None:

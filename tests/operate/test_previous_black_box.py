@@ -39,7 +39,7 @@ from stacks.naming import scheduler_job_name
 from tests.conftest import PROJECT, clear_of_the_next_tick
 from tests.operate.conftest import ON_BOTH_STORES
 from tests.operate.test_backfill import JOB as HOURLY
-from tests.operate.test_backfill import REGION, SCHEDULE, TEAM_FILE
+from tests.operate.test_backfill import REGION, SCHEDULE, write_team_file
 from tests.store.valkey_server import ReplyDropper
 
 SOURCE = Path(__file__).resolve().parents[1] / "hosts" / "apps" / "previous_job.py"
@@ -361,14 +361,7 @@ class Team:
 
 @pytest.fixture
 def team(setup, tmp_path) -> Iterator[Team]:
-    name = f"t{uuid.uuid4().hex[:8]}"
-    folder = tmp_path / "teams"
-    folder.mkdir()
-    (folder / f"{name}.py").write_text(
-        TEAM_FILE.format(
-            team=name, project=PROJECT, region=REGION, database=DATABASE, collection=setup.collection
-        )
-    )
+    name, folder = write_team_file(tmp_path, setup.collection, DATABASE)
     clear_of_the_next_tick(SCHEDULE, "UTC", timedelta(minutes=4))  # the forced deliveries
     now = datetime.now(UTC)
     job = Job(
