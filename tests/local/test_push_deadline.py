@@ -78,6 +78,11 @@ def test_a_push_to_an_instance_that_never_answers_is_answered_504_at_its_ack_dea
     )
 
 
+def _ended(proxy: PushProxy, message_id: str) -> list:
+    """The journal's ended pushes of `message_id`."""
+    return [push for push in proxy.journal.snapshot() if push.message_id == message_id]
+
+
 def test_a_push_queued_behind_a_busy_instance_is_answered_504_at_its_deadline(proxy):
     first = threading.Thread(target=_push, args=(proxy, "41"))
     first.start()
@@ -87,7 +92,13 @@ def test_a_push_queued_behind_a_busy_instance_is_answered_504_at_its_deadline(pr
     queued = _push(proxy, "42")
     first.join()
     assert queued.status_code == 504
-    [record] = proxy.journal.snapshot()  # the queued push ended: no instance was free in time
+    # The emulator is answered at the deadline; the push is journaled when its own request gives up
+    # waiting for an instance, a moment later (PushProxy._request): wait for that, as long as for
+    # any answer here. The first push stays open until its request timeout, and may end meanwhile.
+    deadline = time.monotonic() + ANSWER_WITHIN
+    while not _ended(proxy, "42") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [record] = _ended(proxy, "42")  # the queued push ended: no instance was free in time
     assert (record.message_id, record.outcome, record.instance, record.attempt) == (
         "42",
         DEADLINE_EXCEEDED,
